@@ -1,0 +1,38 @@
+# Two commands for a newcomer:  `make serve`  and  `make test`.
+# Both set everything up first (a virtualenv in .venv with the CPU build of PyTorch,
+# then this project with its site and test extras) and do nothing more when it is there.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch is installed before the project, so that pip never resolves the
+# bare `torch>=2.4` requirement to a multi-GB CUDA build. Where your pip does not already
+# find a CPU wheel, point it at PyTorch's CPU wheel index, e.g.
+#   make test TORCH_PIP_ARGS="--index-url <PyTorch CPU wheel index>"
+TORCH ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: setup serve build test clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install $(TORCH_PIP_ARGS) "$(TORCH)"
+	$(BIN)/python -m pip install -e ".[site,test]"
+	touch $@
+
+serve: setup  ## build and serve the site on http://127.0.0.1:8000, rebuilding on edits
+	$(BIN)/mkdocs serve
+
+build: setup  ## build the static site into site/
+	$(BIN)/mkdocs build --strict
+
+test: setup  ## build the site, then run every test and every block on every page
+	$(BIN)/mkdocs build --strict
+	$(BIN)/pytest
+
+clean:
+	rm -rf site .cache .pytest_cache

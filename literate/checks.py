@@ -1,0 +1,96 @@
+"""Shared argument validation.
+
+Every public function in `literate` validates what it is given and raises a
+`TypeError` (wrong kind of thing) or a `ValueError` (right kind, wrong value) that
+names the argument. These helpers are the one place that wording lives. They never
+use `assert`, which disappears under `python -O`.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "positive_int",
+    "non_negative_int",
+    "positive_float",
+    "choice",
+    "float_tensor",
+    "bool_tensor",
+]
+
+
+def _kind(value: object) -> str:
+    """Describe a value for an error message: its type, and dtype for tensors."""
+    if isinstance(value, Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return type(value).__name__
+
+
+def positive_int(name: str, value: object) -> int:
+    """Return `value` as an int if it is an integer >= 1. `True` is not a length."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {_kind(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
+
+
+def non_negative_int(name: str, value: object) -> int:
+    """Return `value` as an int if it is an integer >= 0 (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {_kind(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def positive_float(name: str, value: object) -> float:
+    """Return `value` as a float if it is a finite real number > 0 (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {_kind(value)}")
+    result = float(value)
+    if not math.isfinite(result) or result <= 0.0:
+        raise ValueError(f"{name} must be finite and > 0, got {value}")
+    return result
+
+
+def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
+    """Return `value` if it is one of the allowed strings."""
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+    return value
+
+
+def float_tensor(name: str, value: object, *, min_ndim: int = 1) -> Tensor:
+    """Check that `value` is a non-empty, finite, floating-point tensor."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {_kind(value)}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype, got {value.dtype}")
+    if value.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dims, got shape {tuple(value.shape)}")
+    if value.numel() == 0:
+        raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
+    if not torch.isfinite(value).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return value
+
+
+def bool_tensor(name: str, value: object) -> Tensor:
+    """Check that `value` is a non-empty boolean tensor (True = may attend)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {_kind(value)}")
+    if value.dtype is not torch.bool:
+        raise TypeError(
+            f"{name} must be a bool tensor (True = may attend), got {value.dtype}; "
+            f"convert a 0/1 mask with `mask == 1`"
+        )
+    if value.numel() == 0:
+        raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
+    return value
