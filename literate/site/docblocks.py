@@ -1,0 +1,226 @@
+"""How a Markdown page becomes a program: its Python blocks, its snippet includes, its claims.
+
+One module, used by three readers that must agree:
+
+* the root `conftest.py`, which runs every Python block of every page under pytest (sybil);
+* the MkDocs hook (`literate/site/hooks.py`), which renders claims and builds the claim ledger;
+* the tests in `tests/test_docblocks.py`, which check the two agree with the raw Markdown.
+
+Conventions, all checked:
+
+* A Python block is a fence whose info string starts with `python` or `py`; attributes after
+  the language (``title="..."``, ``hl_lines="..."``) are allowed, and fences may be indented
+  (inside an admonition or a collapsed solution).
+* A block whose body holds a ``--8<--`` include is expanded by pymdownx.snippets' own
+  preprocessor, configured exactly as in `mkdocs.yml`, before it runs.
+* A claim is the admonition ``!!! claim "some-id"`` followed, after its indented sentence, by
+  a Python block that proves it (it must contain an ``assert``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import markdown
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+MKDOCS_YML = ROOT / "mkdocs.yml"
+
+# An opening or closing fence, with the indentation (prefix) it sits at.
+FENCE = re.compile(r"^(?P<prefix>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
+PYTHON_INFO = re.compile(r"^(?:python|py)(?:\s|$)")
+CLAIM = re.compile(r'^!!! claim "(?P<id>[^"]*)"[ \t]*\n(?P<body>(?:(?:[ \t]{4}.*)?\n)*)', re.M)
+CLAIM_ID = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a page."""
+
+    info: str  # the whole info string, e.g. 'python title="literate/attention.py"'
+    source: str  # the body, dedented by the fence's indentation
+    start: int  # character offset of the opening fence
+    end: int  # character offset just after the closing fence
+    line: int  # 1-based line of the opening fence
+
+    @property
+    def is_python(self) -> bool:
+        return bool(PYTHON_INFO.match(self.info.strip()))
+
+    @property
+    def includes_snippet(self) -> bool:
+        return "--8<--" in self.source
+
+
+def _dedent(body: str, prefix: str) -> str:
+    if not prefix:
+        return body
+    lines = body.split("\n")
+    return "\n".join(line[len(prefix):] if line.startswith(prefix) else line.lstrip() for line in lines)
+
+
+def iter_blocks(text: str) -> list[Block]:
+    """All fenced code blocks of a Markdown text, in order (CommonMark fence rules, no nesting)."""
+    blocks = []
+    pos = 0
+    while (opening := FENCE.search(text, pos)) is not None:
+        fence, prefix = opening.group("fence"), opening.group("prefix")
+        closing = None
+        for candidate in FENCE.finditer(text, opening.end()):
+            if (
+                candidate.group("fence")[0] == fence[0]
+                and len(candidate.group("fence")) >= len(fence)
+                and not candidate.group("info").strip()
+            ):
+                closing = candidate
+                break
+        if closing is None:
+            raise ValueError(f"unclosed code fence at line {text.count(chr(10), 0, opening.start()) + 1}")
+        body = text[opening.end() + 1 : closing.start()]
+        blocks.append(
+            Block(
+                info=opening.group("info").strip(),
+                source=_dedent(body, prefix),
+                start=opening.start(),
+                end=closing.end(),
+                line=text.count("\n", 0, opening.start()) + 1,
+            )
+        )
+        pos = closing.end()
+    return blocks
+
+
+# ---------------------------------------------------------------------------------------
+# Snippet includes, expanded by pymdownx's own preprocessor with mkdocs.yml's settings.
+
+
+class _TolerantLoader(yaml.SafeLoader):
+    """Reads mkdocs.yml without importing what its `!!python/name:` tags point at."""
+
+
+def _ignore_tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
+    return None
+
+
+_TolerantLoader.add_multi_constructor("tag:yaml.org,2002:python/", _ignore_tag)
+_TolerantLoader.add_multi_constructor("!", _ignore_tag)
+
+
+def mkdocs_config(path: Path = MKDOCS_YML) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        return yaml.load(f, Loader=_TolerantLoader)
+
+
+def snippet_config(path: Path = MKDOCS_YML) -> dict[str, Any]:
+    """The `pymdownx.snippets` options from mkdocs.yml, with base paths made absolute."""
+    for entry in mkdocs_config(path).get("markdown_extensions", []):
+        if isinstance(entry, dict) and "pymdownx.snippets" in entry:
+            options = dict(entry["pymdownx.snippets"] or {})
+            break
+    else:
+        raise ValueError(f"{path} does not configure pymdownx.snippets")
+    base = options.get("base_path", ["."])
+    base = [base] if isinstance(base, str) else base
+    options["base_path"] = [str((path.parent / b).resolve()) for b in base]
+    return options
+
+
+class SnippetExpander:
+    """Expands `--8<--` lines exactly as the site build does."""
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = snippet_config() if options is None else options
+
+    def expand(self, source: str) -> str:
+        # A fresh Markdown instance per call: the preprocessor remembers what it has
+        # already included and would otherwise refuse to include a section twice.
+        md = markdown.Markdown(
+            extensions=["pymdownx.snippets"],
+            extension_configs={"pymdownx.snippets": self.options},
+        )
+        return "\n".join(md.preprocessors["snippet"].run(source.split("\n")))
+
+
+@lru_cache(maxsize=1)
+def default_expander() -> SnippetExpander:
+    return SnippetExpander()
+
+
+# ---------------------------------------------------------------------------------------
+# Claims.
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str  # the claim's sentence(s), dedented
+    line: int  # 1-based line of the `!!! claim` marker
+    proof: Block | None  # the Python block right after it
+
+
+class ClaimError(ValueError):
+    """A claim without a valid id or without a proving block."""
+
+
+def iter_claims(text: str, *, where: str = "<page>") -> list[Claim]:
+    """The claims of a page, each with the Python block that immediately follows it."""
+    blocks = iter_blocks(text)
+    claims = []
+    for match in CLAIM.finditer(text):
+        body = "\n".join(line[4:] for line in match.group("body").split("\n")).strip()
+        line = text.count("\n", 0, match.start()) + 1
+        proof = next((b for b in blocks if b.start >= match.end()), None)
+        between = text[match.end() : proof.start] if proof else ""
+        if proof is not None and (between.strip() or not proof.is_python):
+            proof = None
+        claims.append(Claim(id=match.group("id"), text=body, line=line, proof=proof))
+    return claims
+
+
+def claim_problems(text: str, *, where: str = "<page>") -> list[str]:
+    """Everything wrong with a page's claims, as readable sentences (empty if all is well)."""
+    problems = []
+    for claim in iter_claims(text, where=where):
+        label = f"{where}:{claim.line}: claim {claim.id!r}"
+        if not CLAIM_ID.match(claim.id):
+            problems.append(f"{label}: id must be lowercase words joined by '-' or '.'")
+        if not claim.text:
+            problems.append(f"{label}: has no sentence")
+        if claim.proof is None:
+            problems.append(f"{label}: must be followed directly by a Python block that proves it")
+        elif "assert" not in claim.proof.source:
+            problems.append(f"{label}: its proving block contains no assert")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------
+# The sybil parser: one example per Python block, snippets expanded before running.
+
+
+def run_block(example: Any) -> None:
+    """Sybil evaluator: expand includes, then exec in the page's namespace.
+
+    The code is compiled with the page as its file name and padded so that a traceback
+    points at the page's own line numbers.
+    """
+    block: Block = example.parsed
+    source = default_expander().expand(block.source) if block.includes_snippet else block.source
+    code = compile("\n" * block.line + source, str(example.path), "exec")
+    exec(code, example.namespace)
+
+
+def python_block_parser():
+    """A sybil parser yielding one region per Python fence (indented or titled ones too)."""
+    from sybil import Region
+
+    def parse(document: Any):
+        for block in iter_blocks(document.text):
+            if block.is_python:
+                yield Region(block.start, block.end, parsed=block, evaluator=run_block)
+
+    return parse

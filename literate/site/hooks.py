@@ -1,0 +1,226 @@
+"""MkDocs hooks: figures drawn at build, claims rendered and listed, no asset from another host.
+
+* Figures: every figure in `literate.figures.FIGURES` is drawn in a light and a dark
+  variant into `.cache/figures/` (never into docs/) and served as `figures/<name>-<theme>.svg`.
+  A figure's cache key hashes everything it depends on (all of `literate/`, the plotting
+  and tensor library versions, its name, theme and language), so an unchanged figure is
+  reused, and any edit to the code that draws or feeds it redraws it.
+* Claims: `!!! claim "id"` admonitions become an anchored `claim` box; a claim without a
+  proving block fails the build. The page holding `<!-- claim-ledger -->` gets the table
+  of every claim on the site.
+* Offline: after the build, any page or stylesheet that would load a script, stylesheet,
+  image, font or frame from another host fails the build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+from literate.site.docblocks import CLAIM, ROOT, Claim, claim_problems, iter_claims
+
+log = logging.getLogger("mkdocs.hooks.literate")
+
+FIGURE_CACHE = ROOT / ".cache" / "figures"
+LEDGER_MARKER = "<!-- claim-ledger -->"
+
+
+# ---------------------------------------------------------------------------------------
+# Figures
+
+
+def _code_fingerprint() -> str:
+    """Hash of every source file under literate/ plus the versions that shape the output."""
+    import matplotlib
+    import torch
+
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "literate").rglob("*.py")):
+        h.update(path.relative_to(ROOT).as_posix().encode())
+        h.update(path.read_bytes())
+    h.update(f"matplotlib={matplotlib.__version__} torch={torch.__version__}".encode())
+    return h.hexdigest()
+
+
+@dataclass
+class FigureReport:
+    paths: dict[str, Path]  # served uri -> cached file
+    drawn: list[str]
+    reused: list[str]
+
+
+def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
+    """Draw every figure that is not in the cache yet; return where each one is."""
+    from literate.figures import FIGURES, THEMES, render
+
+    fingerprint = _code_fingerprint()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    report = FigureReport(paths={}, drawn=[], reused=[])
+    for name in FIGURES:
+        for theme in THEMES:
+            key = hashlib.sha256(f"{fingerprint}|{name}|{theme}|{language}".encode()).hexdigest()[:20]
+            path = cache_dir / f"{name}-{theme}-{key}.svg"
+            if path.exists():
+                report.reused.append(path.name)
+            else:
+                tmp = path.with_suffix(".tmp")
+                tmp.write_bytes(render(name, language=language, theme=theme))
+                tmp.replace(path)
+                report.drawn.append(path.name)
+            report.paths[f"figures/{name}-{theme}.svg"] = path
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# Claims
+
+
+@dataclass(frozen=True)
+class PageClaim:
+    page: str  # docs-relative path of the page
+    claim: Claim
+
+
+_site_claims: list[PageClaim] = []
+
+
+def _collect_claims(files: Files) -> list[PageClaim]:
+    found: list[PageClaim] = []
+    seen: dict[str, str] = {}
+    problems: list[str] = []
+    for f in sorted(files.documentation_pages(), key=lambda f: f.src_uri):
+        if not f.abs_src_path or not f.src_uri.endswith(".md"):
+            continue
+        text = Path(f.abs_src_path).read_text(encoding="utf-8")
+        problems += claim_problems(text, where=f.src_uri)
+        for claim in iter_claims(text):
+            if claim.id in seen:
+                problems.append(f"{f.src_uri}:{claim.line}: claim id {claim.id!r} already used in {seen[claim.id]}")
+            seen[claim.id] = f.src_uri
+            found.append(PageClaim(f.src_uri, claim))
+    if problems:
+        raise PluginError("claims without a valid proof:\n  " + "\n  ".join(problems))
+    return found
+
+
+def render_claims(markdown: str) -> str:
+    """`!!! claim "id"` + indented sentence -> an anchored claim box (md_in_html)."""
+
+    def box(match: re.Match[str]) -> str:
+        cid = match.group("id")
+        body = "\n".join(line[4:] for line in match.group("body").split("\n")).strip()
+        return (
+            f'<div class="admonition claim" id="claim-{cid}" markdown>\n'
+            f'<p class="admonition-title">Claim <code>{html.escape(cid)}</code></p>\n\n'
+            f"{body}\n\n</div>\n\n"
+        )
+
+    return CLAIM.sub(box, markdown)
+
+
+def _relative(from_page: str, to_page: str) -> str:
+    import posixpath
+
+    return posixpath.relpath(to_page, posixpath.dirname(from_page) or ".")
+
+
+def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
+    pages = sorted({c.page for c in claims})
+    lines = [
+        f"**{len(claims)} claims** on {len(pages)} page(s). Each claim is followed on its page by "
+        "the Python block that proves it; that block runs under `pytest` with the rest of the "
+        "page, and the build refuses a claim without one.",
+        "",
+        "| Claim | Statement | Page | Proved by (pytest id) |",
+        "|---|---|---|---|",
+    ]
+    for item in claims:
+        c = item.claim
+        link = _relative(on_page, item.page)
+        statement = " ".join(c.text.split()).replace("|", "\\|")
+        proof = c.proof
+        node = f"docs/{item.page}::line:{proof.line},column:1" if proof else "(none)"
+        asserts = proof.source.count("assert") if proof else 0
+        lines.append(
+            f"| [`{c.id}`]({link}#claim-{c.id}) | {statement} | [{item.page}]({link}) "
+            f"| `{node}` ({asserts} assert{'s' if asserts != 1 else ''}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Offline guard
+
+_ASSET_TAG = re.compile(
+    r"<(?P<tag>script|img|iframe|source|video|audio|embed|object|link)\b(?P<attrs>[^>]*)>", re.I
+)
+_ASSET_ATTR = re.compile(r"\b(?:src|href|data|srcset)\s*=\s*[\"']?\s*(?P<url>(?:https?:)?//[^\"'\s>]+)", re.I)
+_LINK_REL = re.compile(r"\brel\s*=\s*[\"']?(?P<rel>[^\"'>]+)", re.I)
+_CSS_URL = re.compile(r"(?:url\(\s*[\"']?|@import\s+[\"'])(?P<url>(?:https?:)?//[^\"')\s]+)", re.I)
+_FETCHING_RELS = {"stylesheet", "icon", "preload", "modulepreload", "prefetch", "manifest", "apple-touch-icon"}
+
+
+def external_assets(site_dir: Path) -> list[str]:
+    """Every asset a built page or stylesheet would fetch from another host."""
+    found = []
+    for path in sorted(site_dir.rglob("*")):
+        if path.suffix == ".html":
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for tag in _ASSET_TAG.finditer(text):
+                attrs = tag.group("attrs")
+                if tag.group("tag").lower() == "link":
+                    rel = _LINK_REL.search(attrs)
+                    if not rel or not set(rel.group("rel").lower().split()) & _FETCHING_RELS:
+                        continue
+                for url in _ASSET_ATTR.finditer(attrs):
+                    found.append(f"{path.relative_to(site_dir)}: <{tag.group('tag')}> {url.group('url')}")
+            for url in _CSS_URL.finditer(text):
+                found.append(f"{path.relative_to(site_dir)}: css {url.group('url')}")
+        elif path.suffix == ".css":
+            for url in _CSS_URL.finditer(path.read_text(encoding="utf-8", errors="replace")):
+                found.append(f"{path.relative_to(site_dir)}: css {url.group('url')}")
+    return found
+
+
+# ---------------------------------------------------------------------------------------
+# MkDocs events
+
+
+def on_files(files: Files, config: Any) -> Files:
+    global _site_claims
+    language = config.get("extra", {}).get("figure_language", "en")
+    report = ensure_figures(language=language)
+    for uri, path in report.paths.items():
+        files.append(File.generated(config, uri, abs_src_path=str(path)))
+    log.info(
+        "figures: %d drawn, %d reused from cache%s",
+        len(report.drawn),
+        len(report.reused),
+        f" ({', '.join(report.drawn)})" if report.drawn else "",
+    )
+    _site_claims = _collect_claims(files)
+    return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    markdown = render_claims(markdown)
+    if LEDGER_MARKER in markdown:
+        markdown = markdown.replace(LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri))
+    return markdown
+
+
+def on_post_build(config: Any) -> None:
+    offending = external_assets(Path(config["site_dir"]))
+    if offending:
+        raise PluginError(
+            "the site would fetch assets from other hosts (it must work offline):\n  "
+            + "\n  ".join(offending[:20])
+        )
