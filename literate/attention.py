@@ -81,7 +81,11 @@ def masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     """
     scores = float_tensor("scores", scores)
     allowed = bool_tensor("allowed", allowed)
-    if torch.broadcast_shapes(allowed.shape, scores.shape) != scores.shape:
+    try:
+        broadcasts = torch.broadcast_shapes(allowed.shape, scores.shape) == scores.shape
+    except RuntimeError:
+        broadcasts = False
+    if not broadcasts:
         raise ValueError(
             f"allowed {tuple(allowed.shape)} must broadcast to scores {tuple(scores.shape)}"
         )

@@ -54,7 +54,10 @@ def positive_float(name: str, value: object) -> float:
     """Return `value` as a float if it is a finite real number > 0 (bools rejected)."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {_kind(value)}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int too large for a float, e.g. 10**400
+        raise ValueError(f"{name} must be finite and > 0, got {value}") from None
     if not math.isfinite(result) or result <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value}")
     return result
@@ -62,7 +65,9 @@ def positive_float(name: str, value: object) -> float:
 
 def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
     """Return `value` if it is one of the allowed strings."""
-    if not isinstance(value, str) or value not in options:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {list(options)}, got {_kind(value)}")
+    if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
     return value
 

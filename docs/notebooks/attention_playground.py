@@ -13,8 +13,78 @@
 # %% [markdown]
 # # Attention playground
 #
-# A placeholder.
+# A notebook to change and re-run: it is executed when the site is built (a failing cell
+# fails the build), and you can download it with the button at the top of the page. It
+# uses the functions of [chapter 1](../../attention/scaled-dot-product/) from the
+# `literate` package.
+#
+# We make eight tokens whose keys and queries are built so that token $i$ "looks for"
+# token $i - 2$, then watch what the causal mask, padding and the $1/\sqrt{d_k}$ scale
+# do to the weights.
 
 # %%
+import math
+
+import matplotlib.pyplot as plt
 import torch
-print(torch.__version__)
+
+from literate.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
+
+torch.manual_seed(0)
+T, d_k = 8, 16
+basis = torch.linalg.qr(torch.randn(d_k, d_k, dtype=torch.float64)).Q[:T]  # T orthonormal rows
+keys = 6.0 * basis                     # key j points along direction j
+queries = 6.0 * basis.roll(2, dims=0)  # query i points along direction i - 2
+values = torch.arange(T, dtype=torch.float64)[:, None]  # value j is just the number j
+
+# %% [markdown]
+# Without a mask every query finds its partner two steps back, wrapping around at the
+# start (queries 0 and 1 look for tokens 6 and 7, in their future).
+
+# %%
+def show(weights, title, ax):
+    ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.set_xticks(range(weights.shape[-1]))
+    ax.set_yticks(range(weights.shape[-2]))
+
+
+free = scaled_dot_product_attention(queries, keys, values)
+causal = scaled_dot_product_attention(queries, keys, values, causal_allowed(T, T))
+valid = torch.tensor([[True] * 6 + [False] * 2])  # the last two tokens are padding
+padded = scaled_dot_product_attention(
+    queries[None, None], keys[None, None], values[None, None],
+    causal_allowed(T, T) & padding_allowed(valid),
+)
+
+fig, axes = plt.subplots(1, 3, figsize=(12, 4), layout="constrained")
+show(free.weights, "no mask", axes[0])
+show(causal.weights, "causal", axes[1])
+show(padded.weights[0, 0], "causal & padding (last 2)", axes[2])
+plt.show()
+
+# %% [markdown]
+# With the causal mask, queries 0 and 1 cannot reach their partners and spread their
+# weight over what they may see. Each output is the weighted average of the values, so
+# for query $i \ge 2$ it is close to $i - 2$:
+
+# %%
+print([round(x, 2) for x in causal.output[:, 0].tolist()])
+assert all(abs(causal.output[i, 0].item() - (i - 2)) < 0.1 for i in range(2, T))
+
+# %% [markdown]
+# ## The scale, as a dial
+#
+# Multiply the scores by a factor instead of $1/\sqrt{d_k}$ and watch the rows go from
+# uniform to one-hot. The chapter's scale sits between the extremes.
+
+# %%
+factors = [0.05, 1 / math.sqrt(d_k), 1.0]
+fig, axes = plt.subplots(1, 3, figsize=(12, 4), layout="constrained")
+for ax, factor in zip(axes, factors):
+    scaled_queries = queries * factor * math.sqrt(d_k)  # the function divides by sqrt(d_k)
+    result = scaled_dot_product_attention(scaled_queries, keys, values, causal_allowed(T, T))
+    show(result.weights, f"scores x {factor:.3g}", ax)
+plt.show()

@@ -202,25 +202,52 @@ def claim_problems(text: str, *, where: str = "<page>") -> list[str]:
 # The sybil parser: one example per Python block, snippets expanded before running.
 
 
-def run_block(example: Any) -> None:
-    """Sybil evaluator: expand includes, then exec in the page's namespace.
+INCLUDE = re.compile(r'^--8<-- "(?P<path>[^":]+):(?P<section>[a-z][-_0-9a-z]*)"$')
 
-    The code is compiled with the page as its file name and padded so that a traceback
-    points at the page's own line numbers.
+
+def _origin(block: Block, page: str, base_paths: list[str]) -> tuple[str, int]:
+    """(file name, line offset) to compile a block with, so tracebacks point at real lines.
+
+    A block that is exactly one section include is attributed to the included file, at the
+    section's own lines; any other block to the page, at the block's lines.
     """
-    block: Block = example.parsed
-    source = default_expander().expand(block.source) if block.includes_snippet else block.source
-    code = compile("\n" * block.line + source, str(example.path), "exec")
-    exec(code, example.namespace)
+    match = INCLUDE.match(block.source.strip())
+    if match:
+        marker = f"# --8<-- [start:{match.group('section')}]"
+        for base in base_paths:
+            path = Path(base) / match.group("path")
+            if path.is_file():
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                    if line.strip() == marker:
+                        return str(path), number
+    return page, block.line
 
 
-def python_block_parser():
-    """A sybil parser yielding one region per Python fence (indented or titled ones too)."""
+def block_runner(expander: SnippetExpander | None = None):
+    """A sybil evaluator: expand includes, then exec in the page's namespace."""
+
+    def run_block(example: Any) -> None:
+        block: Block = example.parsed
+        snippets = expander or default_expander()
+        source = snippets.expand(block.source) if block.includes_snippet else block.source
+        filename, offset = _origin(block, str(example.path), snippets.options["base_path"])
+        exec(compile("\n" * offset + source, filename, "exec"), example.namespace)
+
+    return run_block
+
+
+def python_block_parser(expander: SnippetExpander | None = None):
+    """A sybil parser yielding one region per Python fence (indented or titled ones too).
+
+    `expander` defaults to the one configured from mkdocs.yml; tests pass their own.
+    """
     from sybil import Region
+
+    evaluator = block_runner(expander)
 
     def parse(document: Any):
         for block in iter_blocks(document.text):
             if block.is_python:
-                yield Region(block.start, block.end, parsed=block, evaluator=run_block)
+                yield Region(block.start, block.end, parsed=block, evaluator=evaluator)
 
     return parse
