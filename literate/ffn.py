@@ -1,0 +1,79 @@
+"""Position-wise feed-forward networks: the half of every block that works on one token at a time.
+
+* `DenseFFN`: down(act(up(x))), two matrices (Vaswani et al. 2017, sec. 3.3: ReLU,
+  d_ff = 4 d_model; GPT-2: GELU).
+* `GatedFFN`: down(act(gate(x)) * up(x)), three matrices (Shazeer 2020): SiLU gives
+  SwiGLU (PaLM, Llama), GELU gives GeGLU. With d_ff = 8/3 d_model it has the same number
+  of parameters as a dense FFN with d_ff = 4 d_model.
+
+The activation is passed in (a function), not chosen by a flag. Layer names follow
+Hugging Face's Llama MLP (`gate_proj`, `up_proj`, `down_proj`), so weights load by name.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from literate.checks import float_tensor, positive_int
+
+__all__ = ["DenseFFN", "GatedFFN", "gelu_tanh"]
+
+Activation = Callable[[Tensor], Tensor]
+
+# GPT-2's GELU is the tanh approximation (Hendrycks & Gimpel 2016, sec. 2).
+gelu_tanh: Activation = partial(F.gelu, approximate="tanh")
+
+
+def _check_input(x: object, d_model: int) -> Tensor:
+    x = float_tensor("x", x)
+    if x.shape[-1] != d_model:
+        raise ValueError(f"x must have last axis d_model={d_model}, got shape {tuple(x.shape)}")
+    return x
+
+
+def _check_activation(activation: object) -> Activation:
+    if not callable(activation):
+        raise TypeError(f"activation must be a function such as F.relu, got {type(activation).__name__}")
+    return activation  # type: ignore[return-value]
+
+
+# --8<-- [start:DenseFFN]
+class DenseFFN(nn.Module):
+    """down(act(up(x))): d_model -> d_ff -> d_model, applied to every position alike."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: Activation, *, bias: bool = True) -> None:
+        super().__init__()
+        self.d_model = positive_int("d_model", d_model)
+        self.d_ff = positive_int("d_ff", d_ff)
+        self.activation = _check_activation(activation)
+        self.up_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
+        self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = _check_input(x, self.d_model)
+        return self.down_proj(self.activation(self.up_proj(x)))
+# --8<-- [end:DenseFFN]
+
+
+# --8<-- [start:GatedFFN]
+class GatedFFN(nn.Module):
+    """down(act(gate(x)) * up(x)): the gate decides, per hidden unit, how much of up(x)
+    passes. SwiGLU with `activation=F.silu` (Shazeer 2020, eq. 6)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: Activation, *, bias: bool = False) -> None:
+        super().__init__()
+        self.d_model = positive_int("d_model", d_model)
+        self.d_ff = positive_int("d_ff", d_ff)
+        self.activation = _check_activation(activation)
+        self.gate_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
+        self.up_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
+        self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = _check_input(x, self.d_model)
+        return self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x))
+# --8<-- [end:GatedFFN]

@@ -1,0 +1,84 @@
+"""Normalisation layers, written out.
+
+* `LayerNorm` (Ba et al. 2016): subtract the mean of the features, divide by their
+  standard deviation, then scale and shift by learned vectors. The 2017 Transformer and
+  GPT-2 use it.
+* `RMSNorm` (Zhang & Sennrich 2019): no mean, no shift; divide by the root mean square
+  and scale. Llama and its descendants use it.
+
+Both normalise over the last axis only (the model width); every position is normalised
+on its own.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from literate.checks import float_tensor, positive_float, positive_int
+
+__all__ = ["LayerNorm", "RMSNorm", "layer_norm", "rms_norm"]
+
+
+def _check_features(x: object, width: int) -> Tensor:
+    x = float_tensor("x", x)
+    if x.shape[-1] != width:
+        raise ValueError(f"x must have last axis {width}, got shape {tuple(x.shape)}")
+    return x
+
+
+# --8<-- [start:layer_norm]
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias, over the last axis.
+
+    The variance is the biased one (divide by d, not d - 1), as in Ba et al. (2016) and
+    `torch.nn.functional.layer_norm`.
+    """
+    mean = x.mean(dim=-1, keepdim=True)  # [..., 1]
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # [..., 1]
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+# --8<-- [end:layer_norm]
+
+
+# --8<-- [start:rms_norm]
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight, over the last axis. No mean is subtracted
+    and there is no bias (Zhang & Sennrich 2019, eq. 4)."""
+    ms = (x * x).mean(dim=-1, keepdim=True)  # [..., 1]
+    return x * torch.rsqrt(ms + eps) * weight
+# --8<-- [end:rms_norm]
+
+
+# --8<-- [start:LayerNorm]
+class LayerNorm(nn.Module):
+    """LayerNorm over the last axis, with a learned gain (ones) and bias (zeros).
+
+    `eps` defaults to 1e-5 as in `torch.nn.LayerNorm`; GPT-2 also uses 1e-5.
+    """
+
+    def __init__(self, d_model: int, *, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.d_model = positive_int("d_model", d_model)
+        self.eps = positive_float("eps", eps)
+        self.weight = nn.Parameter(torch.ones(self.d_model))
+        self.bias = nn.Parameter(torch.zeros(self.d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(_check_features(x, self.d_model), self.weight, self.bias, self.eps)
+# --8<-- [end:LayerNorm]
+
+
+# --8<-- [start:RMSNorm]
+class RMSNorm(nn.Module):
+    """RMSNorm over the last axis with a learned gain (ones). Unlike LayerNorm: no mean,
+    no bias. `eps` defaults to 1e-6, as in Llama."""
+
+    def __init__(self, d_model: int, *, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.d_model = positive_int("d_model", d_model)
+        self.eps = positive_float("eps", eps)
+        self.weight = nn.Parameter(torch.ones(self.d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(_check_features(x, self.d_model), self.weight, self.eps)
+# --8<-- [end:RMSNorm]

@@ -1,0 +1,358 @@
+"""Browser smoke test of the built site: it renders, typesets its math, loads its figures,
+logs no errors, swaps figure variants with the colour scheme, and asks no other host for
+anything.
+
+The site under test is `site/` when it is newer than every source it is built from (CI
+builds it right before pytest); otherwise it is built into a temporary directory. It is
+served on 127.0.0.1 and opened in Debian's Chromium through Playwright (Playwright's own
+browser download does not work on our machines). Without a browser these tests skip,
+except under CI (`CI=true`), where they fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.site
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILT_SITE = ROOT / "site"
+# What the site is built from. A path that does not exist is ignored.
+SITE_SOURCES = ("docs", "literate", "mkdocs.yml")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+HOME = "/"
+CHAPTER_1 = "/attention/scaled-dot-product/"
+CLAIMS = "/appendix/claims/"
+NOTEBOOK = "/notebooks/attention_playground/"
+PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK]
+
+LOCAL_HOST = "127.0.0.1"
+
+# Selectors (Material for MkDocs 9.x markup).
+H1 = ".md-content h1"
+PALETTE_TOGGLE = 'form[data-md-component="palette"] label'
+FIGURE = 'img[src*="/figures/"]'
+LIGHT_FIGURE = 'img[src*="/figures/"][src*="-light.svg"]'
+DARK_FIGURE = 'img[src*="/figures/"][src*="-dark.svg"]'
+
+
+# ---------------------------------------------------------------------------------------
+# The site
+
+
+def _source_files(root: Path, sources: Iterable[str]) -> Iterator[Path]:
+    """Every file the site is built from. Bytecode caches and hidden files (an editor's
+    temporary file, a cache directory) do not count."""
+    for name in sources:
+        path = root / name
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            for f in path.rglob("*"):
+                rel = f.relative_to(path).parts
+                if f.is_file() and "__pycache__" not in rel and f.suffix != ".pyc" and not any(
+                    part.startswith(".") for part in rel
+                ):
+                    yield f
+
+
+def site_is_fresh(site_dir: Path, root: Path = ROOT, sources: Iterable[str] = SITE_SOURCES) -> bool:
+    """True if `site_dir` holds a build newer than every source file.
+
+    A build empties the directory and rewrites every file, so its oldest file dates the
+    build (conservatively: from its start)."""
+    if not (site_dir / "index.html").is_file():
+        return False
+    built = min(f.stat().st_mtime for f in site_dir.rglob("*") if f.is_file())
+    newest_source = max((f.stat().st_mtime for f in _source_files(root, sources)), default=0.0)
+    return built > newest_source
+
+
+@pytest.fixture(scope="module")
+def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if site_is_fresh(BUILT_SITE):
+        return BUILT_SITE
+    out = tmp_path_factory.mktemp("site")
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    proc = subprocess.run(
+        [str(mkdocs), "build", "--strict", "-d", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"`mkdocs build --strict` failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return out
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        # A browser closing a connection mid-transfer is not an error of the site.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+@pytest.fixture(scope="module")
+def base_url(site_dir: Path) -> Iterator[str]:
+    server = _QuietServer((LOCAL_HOST, 0), functools.partial(_QuietHandler, directory=str(site_dir)))
+    thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{LOCAL_HOST}:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# ---------------------------------------------------------------------------------------
+# The browser
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the site test must run in CI)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        _unavailable(f"Playwright is not installed ({exc}); `pip install -e .[test]`")
+    if not os.access(CHROMIUM, os.X_OK):
+        _unavailable(f"no Chromium at {CHROMIUM}; `apt-get install chromium`")
+    pw = sync_playwright().start()
+    try:
+        try:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        except PlaywrightError as exc:
+            _unavailable(f"Chromium at {CHROMIUM} does not start under Playwright: {exc}")
+        yield browser
+        browser.close()
+    finally:
+        pw.stop()
+
+
+def _is_local(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("data", "blob", "about") or parts.hostname == LOCAL_HOST
+
+
+# Requests to other hosts are aborted (nothing leaves the machine) as well as recorded.
+# A regex, not a Python predicate, so that Playwright filters in the browser and the
+# site's own requests never make a round trip through Python.
+_EXTERNAL_URL = re.compile(r"^(?!(?:data|blob|about):|https?://127\.0\.0\.1(?::\d+)?/)")
+
+# Every request to another host made by any page of any test in this module.
+EXTERNAL_REQUESTS: list[str] = []
+
+
+@dataclass
+class Tab:
+    path: str
+    page: Any
+    errors: list[str]  # console errors, uncaught exceptions, HTTP errors
+
+
+class Session:
+    """A fresh browser context in the light scheme that records requests to other hosts."""
+
+    def __init__(self, browser, base_url: str):
+        self.base_url = base_url
+        self.external: list[str] = []
+        self.context = browser.new_context(color_scheme="light", viewport={"width": 1280, "height": 900})
+        self.context.on("request", self._on_request)
+        self.context.route(_EXTERNAL_URL, lambda route: route.abort())
+
+    def _on_request(self, request) -> None:
+        if not _is_local(request.url):
+            self.external.append(request.url)
+            EXTERNAL_REQUESTS.append(request.url)
+
+    def open(self, path: str, wait_until: str = "load") -> Tab:
+        page = self.context.new_page()
+        tab = Tab(path, page, [])
+        page.on("console", lambda msg: msg.type == "error" and tab.errors.append(f"console: {msg.text}"))
+        page.on("pageerror", lambda exc: tab.errors.append(f"pageerror: {exc}"))
+        page.on("response", lambda r: r.status >= 400 and tab.errors.append(f"HTTP {r.status}: {r.url}"))
+        response = page.goto(self.base_url + path, wait_until=wait_until)
+        assert response is not None, path
+        assert response.status == 200, f"{path}: HTTP {response.status}"
+        page.wait_for_load_state("load")
+        return tab
+
+
+@pytest.fixture
+def session(browser, base_url: str) -> Iterator[Session]:
+    """A context of its own, for a test that changes what it looks at."""
+    s = Session(browser, base_url)
+    try:
+        yield s
+    finally:
+        s.context.close()
+
+
+@pytest.fixture(scope="module")
+def visit(browser, base_url: str) -> Iterator[Callable[[str], Tab]]:
+    """Open a page once for the whole module, in one shared context, for tests that only look.
+
+    The page stays open: every looking test sees the same load, with the console errors
+    and requests it made until the network went quiet."""
+    sess = Session(browser, base_url)
+    tabs: dict[str, Tab] = {}
+
+    def open_once(path: str) -> Tab:
+        if path not in tabs:
+            tabs[path] = sess.open(path, wait_until="networkidle")
+        return tabs[path]
+
+    try:
+        yield open_once
+    finally:
+        sess.context.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The tests
+
+
+@pytest.mark.parametrize(
+    ("path", "title"),
+    [(HOME, "transformer blocks"), (CHAPTER_1, "scaled dot-product attention")],
+)
+def test_page_renders_with_its_title(visit, path: str, title: str) -> None:
+    h1 = visit(path).page.locator(H1).first
+    assert h1.is_visible(), f"{path}: no visible {H1}"
+    assert title in h1.inner_text().lower(), f"{path}: h1 is {h1.inner_text()!r}"
+
+
+# Text of each `.arithmatex` element outside the KaTeX output: what a reader would see
+# as raw TeX if typesetting did not happen.
+_RAW_MATH = r"""() => Array.from(document.querySelectorAll('.arithmatex')).map(el => {
+    const copy = el.cloneNode(true);
+    copy.querySelectorAll('.katex').forEach(k => k.remove());
+    return copy.textContent.trim();
+}).filter(t => /\\\(|\\\[|\$\$/.test(t))"""
+
+
+def test_math_is_typeset_on_chapter_1(visit) -> None:
+    page = visit(CHAPTER_1).page
+    assert page.locator(".katex").count() >= 1, "no KaTeX output (.katex) on chapter 1"
+    raw = page.evaluate(_RAW_MATH)
+    assert raw == [], f"math left as raw TeX in .arithmatex: {raw[:5]}"
+    errors = page.locator(".katex-error").all_inner_texts()
+    assert errors == [], f"KaTeX could not parse: {errors[:5]}"
+
+
+_BROKEN_IMAGES = """async () => {
+    const imgs = Array.from(document.images);
+    await Promise.all(imgs.map(i => i.complete ? null
+        : new Promise(done => { i.addEventListener('load', done); i.addEventListener('error', done); })));
+    return imgs.filter(i => !(i.naturalWidth > 0)).map(i => i.currentSrc || i.src);
+}"""
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_image_loads(visit, path: str) -> None:
+    page = visit(path).page
+    page.wait_for_load_state("load")
+    broken = page.evaluate(_BROKEN_IMAGES)
+    assert broken == [], f"{path}: images that did not load: {broken}"
+
+
+def test_chapter_1_shows_generated_figures(visit) -> None:
+    srcs = visit(CHAPTER_1).page.locator(FIGURE).evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")
+    assert len(srcs) >= 2, f"chapter 1 has {len(srcs)} generated figure image(s): {srcs}"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_console_errors(visit, path: str) -> None:
+    errors = visit(path).errors
+    assert errors == [], f"{path}:\n  " + "\n  ".join(errors)
+
+
+def test_notebook_offers_its_source_for_download(visit) -> None:
+    tab = visit(NOTEBOOK)
+    links = tab.page.locator('a[href$=".py"], a[href$=".ipynb"]')
+    assert links.count() >= 1, f"{NOTEBOOK}: no <a> whose href ends with .py or .ipynb"
+    url = links.first.evaluate("a => a.href")  # absolute
+    assert _is_local(url), url
+    response = tab.page.request.get(url)
+    assert response.status == 200, f"{url}: HTTP {response.status}"
+    assert response.body().strip(), f"{url}: empty"
+
+
+def _visible(page, selector: str) -> list[bool]:
+    return [img.is_visible() for img in page.locator(selector).all()]
+
+
+def _display(page, selector: str) -> list[str]:
+    return page.locator(selector).evaluate_all("els => els.map(e => getComputedStyle(e).display)")
+
+
+def test_dark_mode_swaps_figure_variants(session: Session) -> None:
+    page = session.open(CHAPTER_1).page
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "default"
+    assert page.locator(LIGHT_FIGURE).count() >= 1, "no -light.svg figure on chapter 1"
+    assert page.locator(DARK_FIGURE).count() >= 1, "no -dark.svg figure on chapter 1"
+
+    # Light scheme: light variants shown, dark ones hidden.
+    assert all(_visible(page, LIGHT_FIGURE)), f"light figures hidden, display: {_display(page, LIGHT_FIGURE)}"
+    assert not any(_visible(page, DARK_FIGURE)), f"dark figures shown, display: {_display(page, DARK_FIGURE)}"
+
+    # Material shows one palette label at a time: the one that switches to the next scheme.
+    toggle = page.locator(PALETTE_TOGGLE).filter(visible=True)
+    assert toggle.count() == 1, f"{toggle.count()} visible palette toggles"
+    toggle.click()
+    page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
+
+    assert all(_visible(page, DARK_FIGURE)), f"dark figures hidden, display: {_display(page, DARK_FIGURE)}"
+    assert not any(_visible(page, LIGHT_FIGURE)), f"light figures shown, display: {_display(page, LIGHT_FIGURE)}"
+    broken = page.evaluate(_BROKEN_IMAGES)
+    assert broken == [], f"images that did not load in dark mode: {broken}"
+
+
+def test_no_request_to_another_host(visit) -> None:
+    """No page asks anything of another host. Runs last: it also checks every request
+    made before it in this module, including after the palette toggle."""
+    for path in PAGES:
+        visit(path)
+    external = sorted(set(EXTERNAL_REQUESTS))
+    assert external == [], "requests to other hosts:\n  " + "\n  ".join(external)
