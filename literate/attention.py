@@ -105,7 +105,7 @@ class AttentionResult:
 
     output      [..., T_q, d_v]  weighted average of the value rows
     weights     [..., T_q, T_k]  softmax over allowed keys; blocked entries exactly 0
-    scores      [..., T_q, T_k]  q k^T / sqrt(d_k), with -inf where blocked
+    scores      [..., T_q, T_k]  q k^T / sqrt(d_k), with -inf where blocked (float32 or wider)
     empty_rows  [..., T_q]       True where a query had no key it may attend to
     """
 
@@ -131,7 +131,8 @@ def scaled_dot_product_attention(
     allowed: bool, broadcastable to [..., T_q, T_k], True = may attend; None = all.
     empty_row: a query with no allowed key raises ValueError ("error", the
     default) or gets zero weights and a zero output ("zero", for padded queries).
-    Computes in float32 or wider; returns the inputs' (promoted) dtype.
+    Computes in float32 or wider; output and weights come back in the inputs'
+    (promoted) dtype, scores stay in the compute dtype (so they cannot overflow).
     """
     empty_row = choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
     q = float_tensor("q", q, min_ndim=2)
@@ -184,13 +185,11 @@ def scaled_dot_product_attention(
         )
 
     weights = masked_softmax(scores, allowed)  # [..., T_q, T_k]
-    output = weights @ v  # [..., T_q, d_v]
-    if not torch.isfinite(output).all():
-        raise ValueError(f"weights @ v overflowed in {dtype}; rescale v")
+    output = weights @ v  # [..., T_q, d_v]: inside the hull of the value rows, so finite
     return AttentionResult(
         output=output.to(out_dtype),
         weights=weights.to(out_dtype),
-        scores=scores.masked_fill(~allowed, float("-inf")).to(out_dtype),
+        scores=scores.masked_fill(~allowed, float("-inf")),  # kept in the compute dtype
         empty_rows=empty_rows,
     )
 # --8<-- [end:scaled_dot_product_attention]

@@ -41,7 +41,7 @@ def _check_activation(activation: object) -> Activation:
     return activation  # type: ignore[return-value]
 
 
-# --8<-- [start:DenseFFN]
+# --8<-- [start:dense_ffn]
 class DenseFFN(nn.Module):
     """down(act(up(x))): d_model -> d_ff -> d_model, applied to every position alike."""
 
@@ -56,10 +56,10 @@ class DenseFFN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = _check_input(x, self.d_model)
         return self.down_proj(self.activation(self.up_proj(x)))
-# --8<-- [end:DenseFFN]
+# --8<-- [end:dense_ffn]
 
 
-# --8<-- [start:GatedFFN]
+# --8<-- [start:gated_ffn]
 class GatedFFN(nn.Module):
     """down(act(gate(x)) * up(x)): the gate decides, per hidden unit, how much of up(x)
     passes. SwiGLU with `activation=F.silu` (Shazeer 2020, eq. 6)."""
@@ -76,4 +76,4 @@ class GatedFFN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = _check_input(x, self.d_model)
         return self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x))
-# --8<-- [end:GatedFFN]
+# --8<-- [end:gated_ffn]

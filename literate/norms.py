@@ -49,7 +49,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 # --8<-- [end:rms_norm]
 
 
-# --8<-- [start:LayerNorm]
+# --8<-- [start:layer_norm_module]
 class LayerNorm(nn.Module):
     """LayerNorm over the last axis, with a learned gain (ones) and bias (zeros).
 
@@ -65,10 +65,10 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return layer_norm(_check_features(x, self.d_model), self.weight, self.bias, self.eps)
-# --8<-- [end:LayerNorm]
+# --8<-- [end:layer_norm_module]
 
 
-# --8<-- [start:RMSNorm]
+# --8<-- [start:rms_norm_module]
 class RMSNorm(nn.Module):
     """RMSNorm over the last axis with a learned gain (ones). Unlike LayerNorm: no mean,
     no bias. `eps` defaults to 1e-6, as in Llama."""
@@ -81,4 +81,4 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return rms_norm(_check_features(x, self.d_model), self.weight, self.eps)
-# --8<-- [end:RMSNorm]
+# --8<-- [end:rms_norm_module]
