@@ -53,3 +53,22 @@ def test_external_assets_are_found_and_plain_links_are_not(tmp_path):
     assert len(found) == 5, found
     assert any("cdn.example/x.js" in f for f in found)
     assert any("style.css" in f for f in found)
+
+
+def test_notebook_cache_key_covers_literate(tmp_path, monkeypatch):
+    from mkdocs_jupyter import plugin
+
+    notebook = tmp_path / "nb.py"
+    notebook.write_text("# %%\nprint(1)\n", encoding="utf-8")
+    config = {k: None for k in ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
+                                "remove_tag_config", "highlight_extra_classes", "include_requirejs",
+                                "custom_mathjax_url", "toc_depth")}
+    monkeypatch.setattr(plugin, "_compute_cache_key", plugin._compute_cache_key)  # restored after the test
+    hooks.cover_notebook_cache_with_code()
+    hooks.cover_notebook_cache_with_code()  # idempotent: wraps the original once
+    before = plugin._compute_cache_key(str(notebook), config, True)
+    assert before == plugin._compute_cache_key(str(notebook), config, True)
+    monkeypatch.setattr(hooks, "_code_fingerprint", lambda: "literate/ was edited")
+    assert plugin._compute_cache_key(str(notebook), config, True) != before
+    assert plugin._compute_cache_key.__wrapped__(str(notebook), config, True) == \
+        plugin._compute_cache_key.__wrapped__(str(notebook), config, True)

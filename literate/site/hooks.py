@@ -8,6 +8,9 @@
 * Claims: `!!! claim "id"` admonitions become an anchored `claim` box; a claim without a
   proving block fails the build. The page holding `<!-- claim-ledger -->` gets the table
   of every claim on the site.
+* Notebooks: mkdocs-jupyter keys its cache of executed notebooks on the notebook's bytes
+  only; ours import `literate/`, so the same code fingerprint as the figures' joins the
+  key. An edit anywhere in `literate/` re-runs every notebook; nothing else does.
 * Offline: after the build, any page or stylesheet that would load a script, stylesheet,
   image, font or frame from another host fails the build.
 """
@@ -191,7 +194,37 @@ def external_assets(site_dir: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------
+# Notebook cache
+
+
+def cover_notebook_cache_with_code() -> None:
+    """Make mkdocs-jupyter's cache key include the fingerprint of `literate/`."""
+    try:
+        from mkdocs_jupyter import plugin
+    except ImportError:  # no notebooks without the plugin
+        return
+    current = getattr(plugin, "_compute_cache_key", None)
+    if current is None:
+        raise PluginError(
+            "mkdocs-jupyter no longer has _compute_cache_key: its cache would ignore edits "
+            "to literate/; set `cache: false` for mkdocs-jupyter in mkdocs.yml"
+        )
+    original = getattr(current, "__wrapped__", current)
+
+    def key(nb_path: str, config: Any, exec_nb: bool) -> str:
+        return hashlib.sha256(f"{original(nb_path, config, exec_nb)}|{_code_fingerprint()}".encode()).hexdigest()
+
+    key.__wrapped__ = original  # type: ignore[attr-defined]
+    plugin._compute_cache_key = key
+
+
+# ---------------------------------------------------------------------------------------
 # MkDocs events
+
+
+def on_config(config: Any) -> Any:
+    cover_notebook_cache_with_code()
+    return config
 
 
 def on_files(files: Files, config: Any) -> Files:
