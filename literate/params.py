@@ -1,0 +1,132 @@
+"""How many parameters a layer has, and how many bytes its KV cache needs: formulas,
+each checked against `.numel()` and against real storage in the tests.
+
+Chapter 3 starts this module with attention; later chapters add the FFN and whole blocks.
+
+Shapes: d = d_model, H query heads, H_kv key/value heads, d_head = d / H.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from literate.checks import positive_int
+
+__all__ = [
+    "attention_params",
+    "kv_cache_bytes_per_token",
+    "PublishedAttention",
+    "PUBLISHED_ATTENTION",
+    "GPT2ParamCount",
+    "gpt2_params",
+]
+
+
+# --8<-- [start:attention_params]
+def attention_params(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = False) -> int:
+    """Parameters of multi-head attention with `n_kv_heads` key/value heads.
+
+    W_q and W_o are d x d each; W_k and W_v are d x (n_kv_heads * d_head) each, which is
+    d^2 * n_kv_heads / n_heads. Without biases: 2 d^2 (1 + n_kv_heads / n_heads), so
+    4 d^2 for MHA whatever the number of heads. Biases add d + 2 n_kv_heads d_head + d.
+    Integer arithmetic throughout: the count is exact.
+    """
+    d_model = positive_int("d_model", d_model)
+    n_heads = positive_int("n_heads", n_heads)
+    n_kv_heads = positive_int("n_kv_heads", n_kv_heads)
+    if not isinstance(bias, bool):
+        raise TypeError(f"bias must be a bool, got {type(bias).__name__}")
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}")
+    d_kv = n_kv_heads * (d_model // n_heads)  # width of K (and of V)
+    weights = 2 * d_model * d_model + 2 * d_model * d_kv  # W_q, W_o; W_k, W_v
+    biases = 2 * d_model + 2 * d_kv if bias else 0
+    return weights + biases
+# --8<-- [end:attention_params]
+
+
+# --8<-- [start:kv_cache_bytes_per_token]
+def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int) -> int:
+    """Bytes one token adds to a model's KV cache: 2 (K and V) x layers x n_kv_heads x
+    d_head x bytes per value (2 for fp16/bf16). Query heads do not appear: only the
+    key/value heads are stored."""
+    n_layers = positive_int("n_layers", n_layers)
+    n_kv_heads = positive_int("n_kv_heads", n_kv_heads)
+    d_head = positive_int("d_head", d_head)
+    bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
+    return 2 * n_layers * n_kv_heads * d_head * bytes_per_value
+# --8<-- [end:kv_cache_bytes_per_token]
+
+
+@dataclass(frozen=True)
+class PublishedAttention:
+    """The attention shape of a published model (numbers only)."""
+
+    name: str
+    n_layers: int
+    n_heads: int  # query heads
+    n_kv_heads: int  # key/value heads: = n_heads for MHA, 1 for MQA
+    d_head: int
+    source: str  # where the numbers come from
+
+
+# Each model's config.json on the Hugging Face Hub, cross-checked with its paper.
+PUBLISHED_ATTENTION: tuple[PublishedAttention, ...] = (
+    PublishedAttention("GPT-2 small", 12, 12, 12, 64,
+                       "Radford et al. 2019, table 2 (12 layers, d_model 768); "
+                       "openai-community/gpt2 config (n_head 12)"),
+    PublishedAttention("Llama-2-7B", 32, 32, 32, 128,
+                       "Touvron et al. 2023, table 1; meta-llama/Llama-2-7b-hf config (hidden 4096, 32 heads)"),
+    PublishedAttention("Llama-2-70B", 80, 64, 8, 128,
+                       "Touvron et al. 2023, sec. 2.2 (GQA for 34B and 70B); meta-llama/Llama-2-70b-hf config "
+                       "(hidden 8192, 64 heads, 8 key/value heads)"),
+    PublishedAttention("Falcon-7B", 32, 71, 1, 64,
+                       "Almazrouei et al. 2023 (multi-query); tiiuae/falcon-7b config (hidden 4544, 71 heads, "
+                       "multi_query: one key/value head)"),
+)
+
+
+# --8<-- [start:gpt2_params]
+@dataclass(frozen=True)
+class GPT2ParamCount:
+    """Parameters of a GPT-2-shaped decoder-only model, term by term (chapter 5)."""
+
+    token_embedding: int  # V d: also the output projection when tied
+    positions: int  # C d: one learned vector per position
+    per_block: int  # two LayerNorms + attention with biases + FFN with biases
+    blocks: int  # n_layers * per_block
+    final_norm: int  # 2 d
+    head: int  # 0 when tied (Press & Wolf 2017), else another V d
+
+    @property
+    def total(self) -> int:
+        return self.token_embedding + self.positions + self.blocks + self.final_norm + self.head
+
+
+def gpt2_params(vocab_size: int, context: int, d_model: int, n_heads: int, n_layers: int, *,
+                d_ff: int | None = None, tied: bool = True) -> GPT2ParamCount:
+    """Count GPT-2's parameters from its shape. Per block, with d_ff = 4d by default:
+    LayerNorms 2 x 2d; attention 4d^2 + 4d (`attention_params` with biases: W_q, W_k, W_v,
+    W_o and their biases); FFN 2 d d_ff + d_ff + d (up and down, with biases). So 12d^2 + 13d
+    per block for d_ff = 4d. GPT-2 small (50257, 1024, 768, 12 heads, 12 layers): 124,439,808.
+    """
+    vocab_size, context = positive_int("vocab_size", vocab_size), positive_int("context", context)
+    d_model, n_layers = positive_int("d_model", d_model), positive_int("n_layers", n_layers)
+    d_ff = 4 * d_model if d_ff is None else positive_int("d_ff", d_ff)
+    if not isinstance(tied, bool):
+        raise TypeError(f"tied must be a bool, got {type(tied).__name__}")
+    norm = 2 * d_model  # gain and bias
+    attention = attention_params(d_model, n_heads, n_heads, bias=True)  # 4 d^2 + 4 d
+    ffn = d_model * d_ff + d_ff + d_ff * d_model + d_model  # up (+ bias), down (+ bias)
+    per_block = 2 * norm + attention + ffn
+    return GPT2ParamCount(
+        token_embedding=vocab_size * d_model,
+        positions=context * d_model,
+        per_block=per_block,
+        blocks=n_layers * per_block,
+        final_norm=norm,
+        head=0 if tied else vocab_size * d_model,
+    )
+# --8<-- [end:gpt2_params]
