@@ -1,0 +1,144 @@
+"""Figures of chapter 6: one logit vector under four decoding policies, and the nucleus
+under two temperatures (why temperature comes before top-p)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from literate.figures.style import style, text
+from literate.sampling import next_token_distribution
+
+SCENARIO_LOGITS = (3.0, 2.0, 1.0, 0.0)
+POLICIES = {  # name -> keyword arguments of next_token_distribution
+    "temperature_1": {},
+    "temperature_2": {"temperature": 2.0},
+    "top_k_2": {"top_k": 2},
+    "top_p_09": {"top_p": 0.9},
+}
+
+# Ten logits, one strong favourite and a long tail: enough tokens for a nucleus to show.
+NUCLEUS_LOGITS = (3.7, 3.0, 2.8, 2.7, 1.7, 1.3, -0.1, -0.4, -0.9, -1.0)
+NUCLEUS_TOP_P = 0.9
+NUCLEUS_TEMPERATURES = (0.7, 1.5)
+
+DISTRIBUTION_LABELS = {
+    "en": {
+        "policies": ("T = 1", "T = 2", "T = 1, top-k = 2", "T = 1, top-p = 0.9"),
+        "token": "ID {i}",
+        "y": "Renormalised probability",
+        "title": "One logit vector [3, 2, 1, 0], four distributions",
+    },
+    "ru": {
+        "policies": ("T = 1", "T = 2", "T = 1, top-k = 2", "T = 1, top-p = 0.9"),
+        "token": "ID {i}",
+        "y": "Вероятность после нормировки",
+        "title": "Одни логиты [3, 2, 1, 0] — четыре распределения",
+    },
+}
+
+NUCLEUS_LABELS = {
+    "en": {
+        "title": "T = {t}: the nucleus holds {n} of 10 tokens",
+        "x": "Tokens, most likely first",
+        "y": "Probability",
+        "kept": "kept (in the nucleus)",
+        "dropped": "removed",
+        "cumulative": "mass up to and including this token",
+        "threshold": "top-p = {p}",
+        "suptitle": "Top-p after temperature: the same logits, p = {p}",
+    },
+    "ru": {
+        "title": "T = {t}: в ядре {n} из 10 токенов",
+        "x": "Токены, от самого вероятного",
+        "y": "Вероятность",
+        "kept": "оставлен (в ядре)",
+        "dropped": "убран",
+        "cumulative": "масса до этого токена включительно",
+        "threshold": "top-p = {p}",
+        "suptitle": "Top-p после температуры: одни логиты, p = {p}",
+    },
+}
+
+
+def sampling_scenario() -> dict[str, list[float]]:
+    """The source notebook's scenario: logits [3, 2, 1, 0] under T=1, T=2, top-k=2 and
+    top-p=0.9, each filter applied on its own, in float64."""
+    logits = torch.tensor(SCENARIO_LOGITS, dtype=torch.float64)
+    scenario = {"logits": list(SCENARIO_LOGITS)}
+    for name, settings in POLICIES.items():
+        scenario[name] = next_token_distribution(logits, **settings).tolist()
+    return scenario
+
+
+def distributions_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """Grouped bars: the probability of each of the four tokens under each policy."""
+    t = text(DISTRIBUTION_LABELS, language)
+    scenario = sampling_scenario()
+    positions = np.arange(len(SCENARIO_LOGITS))
+    width = 0.19
+    with style(theme) as p:
+        fig, ax = plt.subplots(figsize=(11, 5.4), layout="constrained")
+        colors = (p.series[0], p.series[1], p.series[2], p.series[3])
+        for index, (policy, label, color) in enumerate(zip(POLICIES, t["policies"], colors)):
+            x = positions + (index - 1.5) * width
+            values = scenario[policy]
+            ax.bar(x, values, width, label=label, color=color)
+            for xi, value in zip(x, values):
+                mark = f"{value:.2f}" if value > 0 else "×"
+                ax.text(xi, value + 0.012, mark, ha="center", va="bottom", fontsize=8.5,
+                        color=p.ink if value > 0 else p.muted)
+        ax.set_xticks(positions, [t["token"].format(i=i) for i in positions])
+        ax.set_ylim(0, 0.82)
+        ax.set_ylabel(t["y"])
+        ax.set_title(t["title"], pad=40)
+        ax.legend(ncol=4, loc="lower left", bbox_to_anchor=(0, 1.0))
+        ax.grid(axis="y", alpha=0.6)
+        for spine in ("top", "right"):
+            ax.spines[spine].set_visible(False)
+    return fig
+
+
+def nucleus_example(temperature: float) -> dict[str, list[float] | int]:
+    """Sorted probabilities at `temperature`, the cumulative mass, and how many tokens
+    top-p = NUCLEUS_TOP_P keeps (the logits are already sorted, largest first)."""
+    logits = torch.tensor(NUCLEUS_LOGITS, dtype=torch.float64)
+    probs = next_token_distribution(logits, temperature=temperature)
+    kept = next_token_distribution(logits, temperature=temperature, top_p=NUCLEUS_TOP_P) > 0
+    return {
+        "probs": probs.tolist(),
+        "cumulative": probs.cumsum(-1).tolist(),
+        "kept": int(kept.sum()),
+    }
+
+
+def nucleus_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """Two panels, T = 0.7 and T = 1.5: sorted probabilities (kept ones coloured), the
+    cumulative mass as a step line, and the threshold p. The nucleus grows with T."""
+    t = text(NUCLEUS_LABELS, language)
+    with style(theme) as p:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained", sharey=True)
+        ranks = np.arange(len(NUCLEUS_LOGITS))
+        for ax, temperature in zip(axes, NUCLEUS_TEMPERATURES):
+            example = nucleus_example(temperature)
+            kept = example["kept"]
+            ax.bar(ranks[:kept], example["probs"][:kept], 0.7, color=p.series[0], label=t["kept"])
+            ax.bar(ranks[kept:], example["probs"][kept:], 0.7, color=p.muted, alpha=0.35,
+                   label=t["dropped"])
+            ax.plot(ranks, example["cumulative"], "o-", color=p.series[1], lw=1.8, ms=5,
+                    label=t["cumulative"])
+            ax.axhline(NUCLEUS_TOP_P, color=p.series[4], ls="--", lw=1.5,
+                       label=t["threshold"].format(p=NUCLEUS_TOP_P))
+            ax.set_title(t["title"].format(t=temperature, n=kept), fontsize=13)
+            ax.set_xticks(ranks, [str(r) for r in ranks])
+            ax.set_xlabel(t["x"])
+            ax.set_ylim(0, 1.05)
+            ax.grid(axis="y", alpha=0.6)
+            for spine in ("top", "right"):
+                ax.spines[spine].set_visible(False)
+        axes[0].set_ylabel(t["y"])
+        axes[1].legend(loc="center right")
+        fig.suptitle(t["suptitle"].format(p=NUCLEUS_TOP_P), fontsize=14, fontweight="bold", color=p.ink)
+    return fig
