@@ -3,29 +3,35 @@
 Attention alone is permutation equivariant (chapter 1), so order must be put in:
 
 * `sinusoidal_table`: the fixed table of Vaswani et al. 2017, sec. 3.5, added to the
-  token embeddings (the 2017 encoder-decoder);
-* `LearnedPositions`: one trained vector per position, added likewise (GPT-2);
+  token embeddings (the 2017 encoder-decoder); `sinusoidal_shift` is the fixed matrix
+  that moves every row of it by k positions;
+* `LearnedPositions`: one trained vector per position, added likewise (GPT-1 and GPT-2,
+  Radford et al. 2018, 2019), with a hard maximum length;
 * RoPE (Su et al. 2021): queries and keys are rotated by an angle proportional to their
   position, inside attention, so that a score depends on positions only through their
-  difference (GPT-J, PaLM, Llama). Two layouts are in use:
-  - *rotate-half* (Llama, Hugging Face): coordinate i is paired with i + d/2;
+  difference (GPT-J, GPT-NeoX, PaLM, Llama). Two layouts are in use:
+  - *rotate-half* (GPT-NeoX, Hugging Face Llama): coordinate i is paired with i + d/2;
   - *interleaved* (the RoFormer paper, Meta's original Llama code, GPT-J): coordinate 2i
     is paired with 2i + 1.
   They are the same rotation up to a fixed permutation of the q/k projection rows
   (`interleaved_to_half_permutation`).
 
-Shapes: T positions, d_model model width, d_head head width (even for RoPE).
+Shapes: B batch, T positions, d_model model width, d_head head width (even for RoPE).
 """
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from literate.checks import float_tensor, non_negative_int, positive_float, positive_int
 
 __all__ = [
     "sinusoidal_table",
+    "sinusoidal_shift",
+    "LearnedPositions",
     "rope_cache",
     "rotate_half",
     "apply_rope",
@@ -35,24 +41,44 @@ __all__ = [
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
+# Why sinusoidal_table refuses an odd width, in its error message and on the page.
+ODD_WIDTH_REASON = (
+    "for an odd width the last sine has no cosine partner, so PE[pos + k] would not be "
+    "a rotation of PE[pos] in that coordinate"
+)
 
-def _float_dtype(name: str, dtype: object) -> torch.dtype:
+
+# Validation helpers shared by the functions below (the chapter imports them).
+
+
+def float_dtype(name: str, dtype: object) -> torch.dtype:
+    """Return `dtype` if it is one of the floating dtypes a table can be built in."""
     if dtype not in _FLOAT_DTYPES:
         raise TypeError(f"{name} must be a floating dtype {list(_FLOAT_DTYPES)}, got {dtype!r}")
     return dtype  # type: ignore[return-value]
 
 
-def _even(name: str, value: object) -> int:
+def even_int(name: str, value: object, *, why: str = "coordinates are used in sin/cos pairs") -> int:
+    """Return `value` if it is a positive even int (bools rejected); `why` goes in the error."""
     value = positive_int(name, value)
     if value % 2:
-        raise ValueError(f"{name} must be even (coordinates are used in sin/cos pairs), got {value}")
+        raise ValueError(f"{name} must be even: {why}; got {value}")
     return value
 
 
-def _base(base: object) -> float:
+def any_int(name: str, value: object) -> int:
+    """Return `value` as an int of any sign (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return int(value)
+
+
+def base_above_one(base: object) -> float:
+    """Return `base` if it is a finite real > 1, so that the frequencies base^(-2i/d)
+    decrease from one pair to the next."""
     base = positive_float("base", base)
     if base <= 1.0:
-        raise ValueError(f"base must be > 1, got {base}")
+        raise ValueError(f"base must be > 1 (the frequencies base^(-2i/d) must decrease), got {base}")
     return base
 
 
@@ -68,15 +94,14 @@ def sinusoidal_table(
     """The fixed positional table `[length, d_model]` of Vaswani et al. 2017, sec. 3.5.
 
     PE[pos, 2i] = sin(pos / base^(2i/d_model)), PE[pos, 2i+1] = cos(same angle): sines in
-    the even coordinates, cosines in the odd ones, one frequency per pair. `d_model`
-    must be even: an odd width would leave a sine without its cosine, and that coordinate
-    would lose the property that makes the table useful (PE[pos + k] is a fixed rotation
-    of PE[pos], pair by pair). Computed in float64, returned in `dtype`.
+    the even coordinates, cosines in the odd ones, one frequency per pair (the paper's
+    layout). `d_model` must be even (see ODD_WIDTH_REASON). Computed in float64,
+    returned in `dtype`.
     """
     length = positive_int("length", length)
-    d_model = _even("d_model", d_model)
-    base = _base(base)
-    dtype = _float_dtype("dtype", dtype)
+    d_model = even_int("d_model", d_model, why=ODD_WIDTH_REASON)
+    base = base_above_one(base)
+    dtype = float_dtype("dtype", dtype)
     pos = torch.arange(length, dtype=torch.float64, device=device)[:, None]  # [T, 1]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)  # [d_model/2]
     angle = pos / base ** (two_i / d_model)  # [T, d_model/2]
@@ -85,6 +110,78 @@ def sinusoidal_table(
     table[:, 1::2] = torch.cos(angle)
     return table.to(dtype)
 # --8<-- [end:sinusoidal_table]
+
+
+# --8<-- [start:sinusoidal_shift]
+def sinusoidal_shift(k: int, d_model: int, *, base: float = 10_000.0) -> Tensor:
+    """The fixed matrix R_k `[d_model, d_model]` with PE[pos + k] = R_k @ PE[pos] for every pos.
+
+    Pair i holds (sin a, cos a) with a = pos * w_i. Moving k positions adds b = k * w_i,
+    and sin(a + b) = cos b sin a + sin b cos a, cos(a + b) = -sin b sin a + cos b cos a:
+    a 2 x 2 rotation that depends on k, not on pos. R_k is these blocks on the diagonal,
+    in float64. k may be negative (a shift towards position 0).
+    """
+    k = any_int("k", k)
+    d_model = even_int("d_model", d_model, why=ODD_WIDTH_REASON)
+    base = base_above_one(base)
+    sin_at = torch.arange(0, d_model, 2)  # [d_model/2]: pair i's sine sits at 2i,
+    cos_at = sin_at + 1  # and its cosine at 2i + 1
+    b = k / base ** (sin_at.double() / d_model)  # [d_model/2]: how far pair i turns
+    shift = torch.zeros(d_model, d_model, dtype=torch.float64)
+    shift[sin_at, sin_at], shift[sin_at, cos_at] = torch.cos(b), torch.sin(b)
+    shift[cos_at, sin_at], shift[cos_at, cos_at] = -torch.sin(b), torch.cos(b)
+    return shift
+# --8<-- [end:sinusoidal_shift]
+
+
+# --8<-- [start:learned_positions]
+class LearnedPositions(nn.Module):
+    """One trained vector per position, added to the token embeddings.
+
+    GPT-1 replaced the sinusoidal table with learned position embeddings (Radford et al.
+    2018, sec. 4.1) and GPT-2 kept them, for 1024 positions (Radford et al. 2019,
+    sec. 2.3); this is Hugging Face `GPT2Model.wpe`. Unlike the table, there is no formula
+    for a position that has no row: input that needs one is refused. `offset` is the
+    position of the first token (the number of cached tokens when decoding).
+    """
+
+    def __init__(
+        self,
+        max_length: int,
+        d_model: int,
+        *,
+        init_std: float = 0.02,  # GPT-2's initializer_range
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.max_length = positive_int("max_length", max_length)
+        self.d_model = positive_int("d_model", d_model)
+        init_std = positive_float("init_std", init_std)
+        dtype = float_dtype("dtype", dtype)
+        self.embedding = nn.Embedding(self.max_length, self.d_model, dtype=dtype, device=device)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=init_std)
+
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
+        """x `[B, T, d_model]` token embeddings -> x + P[offset : offset + T]."""
+        x = float_tensor("x", x, min_ndim=3)
+        offset = non_negative_int("offset", offset)
+        weight = self.embedding.weight
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape [B, T, d_model={self.d_model}], got {tuple(x.shape)}")
+        if x.dtype != weight.dtype:
+            raise TypeError(f"x is {x.dtype} but the position table is {weight.dtype}; convert one of them")
+        if x.device != weight.device:
+            raise ValueError(f"x is on {x.device} but the position table is on {weight.device}")
+        t = x.shape[1]
+        if offset + t > self.max_length:
+            raise ValueError(
+                f"positions {offset}..{offset + t - 1} do not fit max_length={self.max_length}: "
+                "learned positions have no vector for a position they were not given"
+            )
+        positions = torch.arange(offset, offset + t, device=x.device)  # [T]
+        return x + self.embedding(positions)  # [B, T, d_model] + [T, d_model]
+# --8<-- [end:learned_positions]
 
 
 # --8<-- [start:rope_cache]
@@ -105,9 +202,9 @@ def rope_cache(
     (so the tables match it exactly), then cast to `dtype`.
     """
     length = positive_int("length", length)
-    d_head = _even("d_head", d_head)
-    base = _base(base)
-    dtype = _float_dtype("dtype", dtype)
+    d_head = even_int("d_head", d_head)
+    base = base_above_one(base)
+    dtype = float_dtype("dtype", dtype)
     exponent = torch.arange(0, d_head, 2, dtype=torch.int64, device=device).float() / d_head
     inv_freq = 1.0 / (base**exponent)  # [d_head/2], float32
     pos = torch.arange(length, dtype=torch.int64, device=device).float()  # [T]
@@ -126,7 +223,9 @@ def rotate_half(x: Tensor) -> Tensor:
 # --8<-- [end:rotate_half]
 
 
-def _check_rope_inputs(x: object, cos: object, sin: object, offset: object) -> tuple[Tensor, Tensor, Tensor, int]:
+def check_rope_inputs(x: object, cos: object, sin: object, offset: object) -> tuple[Tensor, Tensor, Tensor, int]:
+    """x `[..., T, d_head]` floating with d_head even; cos and sin `[length, d_head]` of one
+    shape; an int offset >= 0 with offset + T <= length."""
     x = float_tensor("x", x, min_ndim=2)
     cos = float_tensor("cos", cos, min_ndim=2)
     sin = float_tensor("sin", sin, min_ndim=2)
@@ -150,13 +249,13 @@ def _check_rope_inputs(x: object, cos: object, sin: object, offset: object) -> t
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tensor:
     """Rotate queries or keys `x [..., T, d_head]` to positions offset .. offset+T-1.
 
-    Rotate-half layout (Llama, Hugging Face). Apply it to q and k only, never to v: the
+    Rotate-half layout (GPT-NeoX, Hugging Face Llama). Apply it to q and k only, never to v: the
     rotation is there to make q.k depend on the positions' difference, and values do not
     enter the score. `offset` is the absolute position of the first row (the number of
     cached tokens when decoding). The tables are cast to x's dtype and device, so a
-    float32 cache can serve float64 inputs.
+    float32 cache serves float64 inputs in float64 and bfloat16 inputs in bfloat16.
     """
-    x, cos, sin, offset = _check_rope_inputs(x, cos, sin, offset)
+    x, cos, sin, offset = check_rope_inputs(x, cos, sin, offset)
     t = x.shape[-2]
     cos = cos[offset : offset + t].to(dtype=x.dtype, device=x.device)  # [T, d_head]
     sin = sin[offset : offset + t].to(dtype=x.dtype, device=x.device)
@@ -168,7 +267,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tenso
 def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tensor:
     """The same rotation in the interleaved layout (RoFormer paper, Meta's original code):
     coordinates (2i, 2i+1) form pair i. Takes the rotate-half tables of `rope_cache`."""
-    x, cos, sin, offset = _check_rope_inputs(x, cos, sin, offset)
+    x, cos, sin, offset = check_rope_inputs(x, cos, sin, offset)
     t, half = x.shape[-2], x.shape[-1] // 2
     cos = cos[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)  # [T, d/2]: one angle per pair
     sin = sin[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)
@@ -185,6 +284,6 @@ def interleaved_to_half_permutation(d_head: int) -> Tensor:
     Apply it to the rows of each head's q and k projection weights to convert a
     checkpoint from the interleaved layout to rotate-half: scores stay identical.
     """
-    d_head = _even("d_head", d_head)
+    d_head = even_int("d_head", d_head)
     return torch.cat((torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)))
 # --8<-- [end:interleaved_to_half_permutation]
