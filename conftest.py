@@ -9,10 +9,16 @@ what the site shows is exactly what is tested. The rules live in
 
 from __future__ import annotations
 
+import torch
 from sybil import Sybil
 from sybil.parsers.markdown import SkipParser
 
 from literate.site.docblocks import python_block_parser
+
+# One intra-op thread for the whole run. The tensors here are small; on the 2-core shared
+# machines, waking OpenMP threads for each tiny operation made some tests 100x slower.
+# Results do not depend on it (every comparison states its tolerance).
+torch.set_num_threads(1)
 
 pytest_collect_file = Sybil(
     parsers=[python_block_parser(), SkipParser()],
