@@ -21,7 +21,7 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.checks import float_tensor, positive_int
+from literate.checks import float_tensor, positive_int, probability
 from literate.ffn import DenseFFN, gelu_tanh
 from literate.heads import MultiHeadAttention
 from literate.norms import LayerNorm
@@ -36,13 +36,13 @@ __all__ = [
 ]
 
 
-def _dropout(p: object) -> nn.Dropout:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= float(p) < 1.0:
-        raise ValueError(f"dropout must be a probability in [0, 1), got {p!r}")
-    return nn.Dropout(float(p))
+def dropout_layer(p: object) -> nn.Dropout:
+    """Dropout on a sublayer's output, after checking the rate is in [0, 1)."""
+    return nn.Dropout(probability("dropout", p))
 
 
-def _check_stream(name: str, x: object) -> Tensor:
+def check_stream(name: str, x: object) -> Tensor:
+    """The residual stream must be a finite float tensor [B, T, d]."""
     x = float_tensor(name, x, min_ndim=3)
     if x.ndim != 3:
         raise ValueError(f"{name} must have shape [B, T, d], got {tuple(x.shape)}")
@@ -60,10 +60,10 @@ class PostNormEncoderLayer(nn.Module):
                  norm2: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
         self.self_attn, self.ffn, self.norm1, self.norm2 = self_attn, ffn, norm1, norm2
-        self.dropout = _dropout(dropout)
+        self.dropout = dropout_layer(dropout)
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None) -> Tensor:
-        x = _check_stream("x", x)
+        x = check_stream("x", x)
         x = self.norm1(x + self.dropout(self.self_attn(x, causal=False, key_valid=key_valid)))
         x = self.norm2(x + self.dropout(self.ffn(x)))
         return x
@@ -84,12 +84,12 @@ class PostNormDecoderLayer(nn.Module):
         super().__init__()
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
         self.norm1, self.norm2, self.norm3 = norm1, norm2, norm3
-        self.dropout = _dropout(dropout)
+        self.dropout = dropout_layer(dropout)
 
     def forward(self, x: Tensor, memory: Tensor, *, target_valid: Tensor | None = None,
                 memory_valid: Tensor | None = None) -> Tensor:
-        x = _check_stream("x", x)
-        memory = _check_stream("memory", memory)
+        x = check_stream("x", x)
+        memory = check_stream("memory", memory)
         x = self.norm1(x + self.dropout(self.self_attn(x, causal=True, key_valid=target_valid)))
         x = self.norm2(x + self.dropout(self.cross_attn(x, memory, causal=False, key_valid=memory_valid)))
         x = self.norm3(x + self.dropout(self.ffn(x)))
@@ -110,10 +110,10 @@ class PreNormBlock(nn.Module):
                  norm2: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
         self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
-        self.dropout = _dropout(dropout)
+        self.dropout = dropout_layer(dropout)
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None, cache=None) -> Tensor:
-        x = _check_stream("x", x)
+        x = check_stream("x", x)
         x = x + self.dropout(self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache))
         x = x + self.dropout(self.ffn(self.norm2(x)))
         return x

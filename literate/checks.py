@@ -19,6 +19,7 @@ __all__ = [
     "positive_int",
     "non_negative_int",
     "positive_float",
+    "probability",
     "choice",
     "float_tensor",
     "bool_tensor",
@@ -60,6 +61,17 @@ def positive_float(name: str, value: object) -> float:
         raise ValueError(f"{name} must be finite and > 0, got {value}") from None
     if not math.isfinite(result) or result <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value}")
+    return result
+
+
+def probability(name: str, value: object) -> float:
+    """Return `value` as a float if it is a real number in [0, 1) (bools rejected): a
+    dropout rate or a label-smoothing weight, where 1 would remove everything."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number in [0, 1), got {_kind(value)}")
+    result = float(value)
+    if not 0.0 <= result < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
     return result
 
 

@@ -28,14 +28,14 @@ Activation = Callable[[Tensor], Tensor]
 gelu_tanh: Activation = partial(F.gelu, approximate="tanh")
 
 
-def _check_input(x: object, d_model: int) -> Tensor:
+def check_ffn_input(x: object, d_model: int) -> Tensor:
     x = float_tensor("x", x)
     if x.shape[-1] != d_model:
         raise ValueError(f"x must have last axis d_model={d_model}, got shape {tuple(x.shape)}")
     return x
 
 
-def _check_activation(activation: object) -> Activation:
+def check_activation(activation: object) -> Activation:
     if not callable(activation):
         raise TypeError(f"activation must be a function such as F.relu, got {type(activation).__name__}")
     return activation  # type: ignore[return-value]
@@ -49,12 +49,12 @@ class DenseFFN(nn.Module):
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)
-        self.activation = _check_activation(activation)
+        self.activation = check_activation(activation)
         self.up_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
         self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = _check_input(x, self.d_model)
+        x = check_ffn_input(x, self.d_model)
         return self.down_proj(self.activation(self.up_proj(x)))
 # --8<-- [end:dense_ffn]
 
@@ -68,12 +68,12 @@ class GatedFFN(nn.Module):
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)
-        self.activation = _check_activation(activation)
+        self.activation = check_activation(activation)
         self.gate_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
         self.up_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
         self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = _check_input(x, self.d_model)
+        x = check_ffn_input(x, self.d_model)
         return self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x))
 # --8<-- [end:gated_ffn]

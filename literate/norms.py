@@ -20,7 +20,7 @@ from literate.checks import float_tensor, positive_float, positive_int
 __all__ = ["LayerNorm", "RMSNorm", "layer_norm", "rms_norm"]
 
 
-def _check_features(x: object, width: int) -> Tensor:
+def check_features(x: object, width: int) -> Tensor:
     x = float_tensor("x", x)
     if x.shape[-1] != width:
         raise ValueError(f"x must have last axis {width}, got shape {tuple(x.shape)}")
@@ -64,7 +64,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(_check_features(x, self.d_model), self.weight, self.bias, self.eps)
+        return layer_norm(check_features(x, self.d_model), self.weight, self.bias, self.eps)
 # --8<-- [end:layer_norm_module]
 
 
@@ -80,5 +80,5 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(self.d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(_check_features(x, self.d_model), self.weight, self.eps)
+        return rms_norm(check_features(x, self.d_model), self.weight, self.eps)
 # --8<-- [end:rms_norm_module]

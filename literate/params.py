@@ -130,3 +130,75 @@ def gpt2_params(vocab_size: int, context: int, d_model: int, n_heads: int, n_lay
         head=0 if tied else vocab_size * d_model,
     )
 # --8<-- [end:gpt2_params]
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 4: the 2017 encoder-decoder
+
+__all__ += ["ParameterFloor", "transformer_parameter_floor", "EncoderDecoderCount", "encoder_decoder_params"]
+
+
+# --8<-- [start:transformer_parameter_floor]
+@dataclass(frozen=True)
+class ParameterFloor:
+    """The weight matrices of the 2017 sublayers, without biases and LayerNorms."""
+
+    mha_weights: int  # W_q, W_k, W_v, W_o: 4 d^2 whatever the number of heads
+    ffn_weights: int  # W_1 [d, d_ff] and W_2 [d_ff, d]: 2 d d_ff
+    encoder_layer: int  # self-attention + FFN
+    decoder_layer: int  # self-attention + cross-attention + FFN
+    ffn_share_encoder: float  # the FFN's share of an encoder layer
+
+
+def transformer_parameter_floor(d_model: int, d_ff: int) -> ParameterFloor:
+    """Bias- and norm-free parameter counts of the 2017 layers (Vaswani et al. 2017,
+    sec. 3.2.2 and 3.3). With d_ff = 4d an encoder layer is 12 d^2, two thirds of it FFN;
+    a decoder layer adds a second attention: 16 d^2."""
+    d_model = positive_int("d_model", d_model)
+    d_ff = positive_int("d_ff", d_ff)
+    mha = 4 * d_model * d_model
+    ffn = 2 * d_model * d_ff
+    return ParameterFloor(
+        mha_weights=mha,
+        ffn_weights=ffn,
+        encoder_layer=mha + ffn,
+        decoder_layer=2 * mha + ffn,
+        ffn_share_encoder=ffn / (mha + ffn),
+    )
+# --8<-- [end:transformer_parameter_floor]
+
+
+# --8<-- [start:encoder_decoder_params]
+@dataclass(frozen=True)
+class EncoderDecoderCount:
+    """Every parameter of `literate.seq2seq.EncoderDecoder`, biases and LayerNorms included."""
+
+    embedding: int  # V d, counted once: source, target and output projection share it
+    encoder_layer: int  # attention 4d^2 + 4d, FFN 2 d d_ff + d_ff + d, two LayerNorms 2 x 2d
+    decoder_layer: int  # two attentions, the FFN, three LayerNorms
+    n_layers: int
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.n_layers * (self.encoder_layer + self.decoder_layer)
+
+
+def encoder_decoder_params(vocab_size: int, d_model: int, n_heads: int, d_ff: int,
+                           n_layers: int) -> EncoderDecoderCount:
+    """Count the encoder-decoder's parameters from its shape. The sinusoidal positions are
+    a fixed table, not parameters. The base model of Vaswani et al. 2017 (table 3: d 512,
+    8 heads, d_ff 2048, N 6) with a shared vocabulary of 37,000 tokens (sec. 5.1, EN-DE):
+    63,082,496."""
+    vocab_size = positive_int("vocab_size", vocab_size)
+    d_model, d_ff = positive_int("d_model", d_model), positive_int("d_ff", d_ff)
+    n_layers = positive_int("n_layers", n_layers)
+    norm = 2 * d_model  # gain and bias
+    attention = attention_params(d_model, n_heads, n_heads, bias=True)  # 4 d^2 + 4 d
+    ffn = 2 * d_model * d_ff + d_ff + d_model  # W_1, b_1, W_2, b_2
+    return EncoderDecoderCount(
+        embedding=vocab_size * d_model,
+        encoder_layer=attention + ffn + 2 * norm,
+        decoder_layer=2 * attention + ffn + 3 * norm,
+        n_layers=n_layers,
+    )
+# --8<-- [end:encoder_decoder_params]

@@ -200,3 +200,16 @@ def test_bool_tensor_rejects(value, error, pattern):
     with pytest.raises(error, match=pattern) as info:
         bool_tensor("allowed", value)
     assert type(info.value) is error
+
+
+def test_probability_accepts_the_half_open_unit_interval():
+    from literate.checks import probability
+
+    assert probability("dropout", 0) == 0.0 and isinstance(probability("dropout", 0), float)
+    assert probability("dropout", 0.1) == 0.1
+    for bad in (1.0, 1, -0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"^dropout must be in \[0, 1\)"):
+            probability("dropout", bad)
+    for bad in (True, "0.1", None):
+        with pytest.raises(TypeError, match=r"^dropout must be a real number"):
+            probability("dropout", bad)

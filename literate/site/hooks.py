@@ -233,12 +233,7 @@ def on_files(files: Files, config: Any) -> Files:
     report = ensure_figures(language=language)
     for uri, path in report.paths.items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
-    log.info(
-        "figures: %d drawn, %d reused from cache%s",
-        len(report.drawn),
-        len(report.reused),
-        f" ({', '.join(report.drawn)})" if report.drawn else "",
-    )
+    log.info("figures: %d drawn, %d reused from cache", len(report.drawn), len(report.reused))
     _site_claims = _collect_claims(files)
     return files
 

@@ -1,0 +1,437 @@
+"""The 2017 encoder-decoder, reduced in size (Vaswani et al. 2017, sec. 3 and 5).
+
+* `EncoderDecoder`: N post-norm encoder layers and N post-norm decoder layers (built by
+  `blocks.encoder_layer_2017` / `blocks.decoder_layer_2017`, composed, not copied), one
+  token embedding shared by the source, the target and the output projection and scaled
+  by sqrt(d_model) (sec. 3.4), the fixed sinusoidal positions (sec. 3.5), dropout on the
+  sums (sec. 5.4), padding masks derived from the token ids, a label-smoothed loss
+  (sec. 5.4) and greedy decoding that stops at EOS.
+* `shift_right`: teacher forcing's decoder input; position i reads BOS or target i - 1,
+  never target i.
+* `transformer_lr`: the learning-rate schedule of sec. 5.3.
+* `label_smoothed_nll`: cross-entropy against the smoothed target (sec. 5.4).
+* `torch_encoder_layer` / `torch_decoder_layer`: PyTorch's own layers holding our weights,
+  the references every equivalence test compares against.
+* `smoke`: the seed's numerical evidence, printed by `python -m literate.seq2seq --smoke`.
+
+Token ids: PAD = 0 (never attended to, never a target), BOS = 1 (starts every decoder
+input), EOS = 2 (ends every target) by default. Masks: True = may attend.
+Shapes: B batch, S source length, T target length, d model width, V vocabulary, H heads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from literate.blocks import (
+    PostNormDecoderLayer,
+    PostNormEncoderLayer,
+    decoder_layer_2017,
+    encoder_layer_2017,
+)
+from literate.checks import non_negative_int, positive_int, probability
+from literate.heads import pack_qkv
+from literate.positions import sinusoidal_table
+
+__all__ = [
+    "EncoderDecoder",
+    "shift_right",
+    "check_token_ids",
+    "transformer_lr",
+    "label_smoothed_nll",
+    "torch_encoder_layer",
+    "torch_decoder_layer",
+    "smoke",
+]
+
+
+# --8<-- [start:check_token_ids]
+def check_token_ids(name: str, tokens: object, *, vocab_size: int, pad_id: int, max_length: int) -> Tensor:
+    """Return `tokens` if it is a usable batch of token ids [B, T], else raise naming `name`.
+
+    Token ids are never clamped or cast: an id outside the vocabulary is a bug upstream
+    (a tokenizer for another model, an off-by-one), and a float tensor of "ids" is one too.
+    A row of nothing but PAD would leave every query of the cross-attention with no key.
+    """
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    if tokens.dtype != torch.long:
+        raise TypeError(f"{name} must hold token ids as torch.long, got {tokens.dtype}")
+    if tokens.ndim != 2:
+        raise ValueError(f"{name} must have shape [B, T], got {tuple(tokens.shape)}")
+    if tokens.numel() == 0:
+        raise ValueError(f"{name} has an empty axis: shape {tuple(tokens.shape)}")
+    if tokens.shape[1] > max_length:
+        raise ValueError(f"{name} has length {tokens.shape[1]} > max_length={max_length}")
+    outside = (tokens < 0) | (tokens >= vocab_size)
+    if bool(outside.any()):
+        where = torch.nonzero(outside)[0].tolist()
+        raise ValueError(f"{name} holds id {tokens[tuple(where)].item()} at {where}, outside [0, {vocab_size})")
+    all_pad = ~(tokens != pad_id).any(dim=1)  # [B]
+    if bool(all_pad.any()):
+        raise ValueError(f"{name} has rows of nothing but PAD={pad_id}: {torch.nonzero(all_pad)[:, 0].tolist()}")
+    return tokens
+# --8<-- [end:check_token_ids]
+
+
+# --8<-- [start:shift_right]
+def shift_right(targets: Tensor, bos_id: int) -> Tensor:
+    """The decoder input for teacher forcing: [BOS, t_0, ..., t_{T-2}].
+
+    Position i of the decoder predicts target i and reads BOS (i = 0) or target i - 1:
+    with the causal mask, nothing it can see holds target i or anything after it
+    (Vaswani et al. 2017, sec. 3.1: "the output embeddings are offset by one position").
+    The last target is never an input; it is only predicted.
+    """
+    if not isinstance(targets, Tensor) or targets.dtype != torch.long or targets.ndim != 2:
+        raise TypeError(f"targets must be a torch.long tensor [B, T], got {targets!r:.80}")
+    bos_id = non_negative_int("bos_id", bos_id)
+    bos = torch.full_like(targets[:, :1], bos_id)  # [B, 1]
+    return torch.cat((bos, targets[:, :-1]), dim=1)  # [B, T]
+# --8<-- [end:shift_right]
+
+
+# --8<-- [start:transformer_lr]
+def transformer_lr(step: int, d_model: int, warmup_steps: int = 4000) -> float:
+    """lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+    (Vaswani et al. 2017, sec. 5.3, eq. 3).
+
+    Linear warm-up for `warmup_steps` steps, then decay as 1 / sqrt(step); the two branches
+    meet at step = warmup_steps, where the rate peaks at (d_model * warmup_steps)^-0.5.
+    Steps count from 1 (step 0 would divide by zero). With `torch.optim.lr_scheduler.LambdaLR`,
+    which counts from 0, use `lambda s: transformer_lr(s + 1, d_model, warmup_steps)` and lr=1.
+    """
+    step = positive_int("step", step)
+    d_model = positive_int("d_model", d_model)
+    warmup_steps = positive_int("warmup_steps", warmup_steps)
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+# --8<-- [end:transformer_lr]
+
+
+# --8<-- [start:label_smoothed_nll]
+def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float, ignore_index: int) -> Tensor:
+    """Mean cross-entropy between softmax(logits) and the smoothed target
+    q = (1 - eps) * one_hot(target) + eps / V, over the positions whose target is not
+    `ignore_index` (Szegedy et al. 2016, sec. 7; Vaswani et al. 2017, sec. 5.4, eps = 0.1).
+
+    -sum_k q_k log p_k splits into (1 - eps) * (-log p_target) + eps * mean_k(-log p_k):
+    the usual NLL, plus a pull towards the uniform distribution. logits [..., V],
+    targets [...] (long).
+    """
+    eps = probability("eps", eps)
+    log_p = torch.log_softmax(logits, dim=-1)  # [..., V]
+    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
+    uniform = -log_p.mean(dim=-1)  # [...]: cross-entropy against the uniform distribution
+    per_token = (1.0 - eps) * nll + eps * uniform  # [...]
+    keep = targets != ignore_index  # [...]
+    if not bool(keep.any()):
+        raise ValueError(f"targets hold nothing but ignore_index={ignore_index}")
+    return per_token[keep].mean()
+# --8<-- [end:label_smoothed_nll]
+
+
+# --8<-- [start:encoder_decoder]
+class EncoderDecoder(nn.Module):
+    """The 2017 Transformer (Vaswani et al. 2017, sec. 3.1, fig. 1): N post-norm encoder
+    layers read the source; N post-norm decoder layers read the shifted target and, through
+    cross-attention, the encoder's output. One embedding matrix E [V, d] embeds source and
+    target tokens and, transposed, turns the decoder's output into logits (sec. 3.4).
+
+    No final LayerNorm after either stack: every post-norm layer already ends with one.
+    (`nn.Transformer` adds one after each stack anyway; compare against its stacks,
+    `nn.TransformerEncoder` / `nn.TransformerDecoder`, which add none by default.)
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int, *,
+                 dropout: float, max_length: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2) -> None:
+        super().__init__()
+        self.vocab_size = positive_int("vocab_size", vocab_size)
+        if self.vocab_size < 4:
+            raise ValueError(f"vocab_size must be >= 4 (PAD, BOS, EOS and one real token), got {vocab_size}")
+        ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}
+        for name, value in ids.items():
+            if non_negative_int(name, value) >= self.vocab_size:
+                raise ValueError(f"{name}={value} is outside the vocabulary [0, {self.vocab_size})")
+        if len(set(ids.values())) != 3:
+            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.d_model = positive_int("d_model", d_model)
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even (each sine of the positions has its cosine), got {d_model}")
+        self.max_length = positive_int("max_length", max_length)
+        n_layers = positive_int("n_layers", n_layers)
+        dropout = probability("dropout", dropout)
+
+        self.embedding = nn.Embedding(self.vocab_size, self.d_model)  # E, used three times
+        nn.init.normal_(self.embedding.weight, std=self.d_model**-0.5)  # sqrt(d) * E[t] has unit scale
+        self.dropout = nn.Dropout(dropout)  # on embeddings + positions, sec. 5.4
+        self.encoder = nn.ModuleList(
+            [encoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout) for _ in range(n_layers)])
+        self.decoder = nn.ModuleList(
+            [decoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout) for _ in range(n_layers)])
+
+    def check(self, name: str, tokens: object) -> Tensor:
+        """`check_token_ids` with this model's vocabulary, PAD and length limit, on its device."""
+        tokens = check_token_ids(name, tokens, vocab_size=self.vocab_size, pad_id=self.pad_id,
+                                 max_length=self.max_length)
+        if tokens.device != self.embedding.weight.device:
+            raise ValueError(f"{name} is on {tokens.device}, the model on {self.embedding.weight.device}")
+        return tokens
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        """sqrt(d) * E[tokens] + PE[:T], then dropout: [B, T] -> [B, T, d]. The sinusoids
+        (sec. 3.5) are a fixed function of the position, not parameters: computed here in
+        float64 and cast, so a float64 model gets them exact."""
+        x = self.embedding(tokens) * math.sqrt(self.d_model)  # [B, T, d]
+        positions = sinusoidal_table(tokens.shape[1], self.d_model, dtype=x.dtype, device=x.device)  # [T, d]
+        return self.dropout(x + positions)
+
+    def encode(self, x: Tensor, source_valid: Tensor) -> Tensor:
+        """Embedded source [B, S, d] -> memory [B, S, d]; source_valid [B, S] hides PAD keys."""
+        for layer in self.encoder:
+            x = layer(x, key_valid=source_valid)
+        return x
+
+    def decode(self, y: Tensor, memory: Tensor, target_valid: Tensor, source_valid: Tensor) -> Tensor:
+        """Embedded decoder input [B, T, d] -> decoder output [B, T, d]. Each layer is causal
+        by construction; cross-attention reads memory [B, S, d] minus its PAD keys."""
+        for layer in self.decoder:
+            y = layer(y, memory, target_valid=target_valid, memory_valid=source_valid)
+        return y
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Decoder output [..., d] -> logits [..., V], with the embedding matrix itself."""
+        return hidden @ self.embedding.weight.T  # [..., V]
+
+    def forward(self, source: Tensor, targets: Tensor) -> Tensor:
+        """Teacher forcing: logits [B, T, V], where position i predicts targets[:, i]."""
+        source, targets = self.check("source", source), self.check("targets", targets)
+        if source.shape[0] != targets.shape[0]:
+            raise ValueError(f"source has batch {source.shape[0]}, targets has batch {targets.shape[0]}")
+        decoder_input = shift_right(targets, self.bos_id)  # [B, T]
+        source_valid = source != self.pad_id  # [B, S]: True = a real token, may be attended to
+        memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
+        hidden = self.decode(self.embed(decoder_input), memory, decoder_input != self.pad_id, source_valid)
+        return self.logits(hidden)  # [B, T, V]
+
+    def loss(self, source: Tensor, targets: Tensor, *, label_smoothing: float = 0.1) -> Tensor:
+        """Label-smoothed cross-entropy (sec. 5.4), averaged over the non-PAD targets."""
+        return label_smoothed_nll(self(source, targets), targets, eps=label_smoothing, ignore_index=self.pad_id)
+
+    @torch.no_grad()
+    def greedy_decode(self, source: Tensor, max_new_tokens: int) -> Tensor:
+        """The most likely next token, one at a time: [B, S] -> [B, L], L <= max_new_tokens.
+
+        A row stops at its first EOS (kept) and is PAD after it; all rows stop after
+        max_new_tokens. PAD and BOS are never produced: they are not targets. There is no
+        KV cache, so the decoder reruns on the whole prefix at each step (chapter 8).
+        """
+        if self.training:
+            raise ValueError("greedy_decode needs model.eval(): dropout would make it random")
+        source = self.check("source", source)
+        max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
+        if max_new_tokens > self.max_length:
+            raise ValueError(f"max_new_tokens={max_new_tokens} > max_length={self.max_length}")
+        source_valid = source != self.pad_id  # [B, S]
+        memory = self.encode(self.embed(source), source_valid)  # [B, S, d], computed once
+        out = torch.full((source.shape[0], 1), self.bos_id, device=source.device)  # [B, 1]: BOS
+        done = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)  # [B]
+        for _ in range(max_new_tokens):
+            hidden = self.decode(self.embed(out), memory, out != self.pad_id, source_valid)
+            logits = self.logits(hidden[:, -1])  # [B, V]: the last position predicts the next token
+            logits[:, [self.pad_id, self.bos_id]] = -math.inf
+            token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
+            out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
+            done |= token == self.eos_id
+            if bool(done.all()):
+                break
+        return out[:, 1:]  # [B, L], without the BOS
+# --8<-- [end:encoder_decoder]
+
+
+# --8<-- [start:cross_attention_weights]
+def cross_attention_weights(model: EncoderDecoder, source: Tensor, targets: Tensor) -> Tensor:
+    """The cross-attention weights of every decoder layer during `model(source, targets)`:
+    [n_layers, B, H, T, S]. Forward hooks ask each cross-attention for its weights and
+    hand the layer its usual output, so the forward pass itself is the ordinary one."""
+    recorded: list[Tensor] = []
+
+    def ask(module, args, kwargs):
+        return args, {**kwargs, "return_weights": True}
+
+    def keep(module, args, kwargs, output):
+        out, weights = output
+        recorded.append(weights.detach())
+        return out
+
+    handles = []
+    for layer in model.decoder:
+        handles.append(layer.cross_attn.register_forward_pre_hook(ask, with_kwargs=True))
+        handles.append(layer.cross_attn.register_forward_hook(keep, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(source, targets)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return torch.stack(recorded)  # [n_layers, B, H, T, S]
+# --8<-- [end:cross_attention_weights]
+
+
+# --8<-- [start:torch_twins]
+def torch_encoder_layer(ours: PostNormEncoderLayer) -> nn.TransformerEncoderLayer:
+    """PyTorch's post-norm ReLU encoder layer holding a copy of our weights, dropout 0.
+
+    nn.MultiheadAttention keeps W_q, W_k, W_v stacked in one `in_proj_weight` (q; k; v rows)
+    and calls W_o `out_proj`; the FFN is linear1, ReLU, linear2.
+    """
+    if not isinstance(ours, PostNormEncoderLayer):
+        raise TypeError(f"ours must be a PostNormEncoderLayer, got {type(ours).__name__}")
+    w = ours.ffn.up_proj.weight
+    theirs = nn.TransformerEncoderLayer(
+        ours.self_attn.d_model, ours.self_attn.n_heads, ours.ffn.d_ff, dropout=0.0, activation="relu",
+        layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=False, dtype=w.dtype, device=w.device)
+    _copy_attention(ours.self_attn, theirs.self_attn)
+    _copy_ffn_and_norms(ours, theirs, 2)
+    return theirs
+
+
+def torch_decoder_layer(ours: PostNormDecoderLayer) -> nn.TransformerDecoderLayer:
+    """PyTorch's post-norm ReLU decoder layer holding a copy of our weights, dropout 0:
+    self_attn, multihead_attn (the cross-attention), linear1/linear2, norm1..norm3."""
+    if not isinstance(ours, PostNormDecoderLayer):
+        raise TypeError(f"ours must be a PostNormDecoderLayer, got {type(ours).__name__}")
+    w = ours.ffn.up_proj.weight
+    theirs = nn.TransformerDecoderLayer(
+        ours.self_attn.d_model, ours.self_attn.n_heads, ours.ffn.d_ff, dropout=0.0, activation="relu",
+        layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=False, dtype=w.dtype, device=w.device)
+    _copy_attention(ours.self_attn, theirs.self_attn)
+    _copy_attention(ours.cross_attn, theirs.multihead_attn)
+    _copy_ffn_and_norms(ours, theirs, 3)
+    return theirs
+
+
+def _copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
+    packed = pack_qkv(ours)  # one Linear with rows q; k; v
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(packed.weight)
+        theirs.in_proj_bias.copy_(packed.bias)
+        theirs.out_proj.weight.copy_(ours.o_proj.weight)
+        theirs.out_proj.bias.copy_(ours.o_proj.bias)
+
+
+def _copy_ffn_and_norms(ours, theirs, n_norms: int) -> None:
+    with torch.no_grad():
+        theirs.linear1.weight.copy_(ours.ffn.up_proj.weight)
+        theirs.linear1.bias.copy_(ours.ffn.up_proj.bias)
+        theirs.linear2.weight.copy_(ours.ffn.down_proj.weight)
+        theirs.linear2.bias.copy_(ours.ffn.down_proj.bias)
+        for i in range(1, n_norms + 1):
+            getattr(theirs, f"norm{i}").weight.copy_(getattr(ours, f"norm{i}").weight)
+            getattr(theirs, f"norm{i}").bias.copy_(getattr(ours, f"norm{i}").bias)
+# --8<-- [end:torch_twins]
+
+
+# ---------------------------------------------------------------------------------------
+# The seed's evidence: `python -m literate.seq2seq --smoke`
+
+SMOKE_SOURCE = [[3, 4, 2, 0, 0], [5, 6, 7, 2, 0]]  # two sentences and EOS, right-padded with PAD
+SMOKE_TARGETS = [[4, 3, 2, 0], [7, 6, 5, 2]]  # each source reversed, then EOS
+
+
+def smoke(seed: int = 7) -> dict[str, Any]:
+    """Seeded forward, backward and one Adam step of a tiny model, in float64, dropout
+    configured (0.1) but off (eval mode) so that every number is reproducible.
+
+    Returns the evidence as plain JSON-able values: future-target leakage, the effect of
+    padded source vectors, the cross-attention probability on PAD keys (all exactly 0),
+    the losses, the gradient norm of every parameter, and one optimizer step.
+    """
+    seed = non_negative_int("seed", seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = EncoderDecoder(13, 8, 2, 16, 1, dropout=0.1, max_length=16).double().eval()
+        source, targets = torch.tensor(SMOKE_SOURCE), torch.tensor(SMOKE_TARGETS)
+        source_valid = source != model.pad_id
+
+        with torch.no_grad():
+            logits = model(source, targets)  # [B, T, V]
+            # 1. Targets at positions >= 1 change: positions 0 and 1 must not notice.
+            changed = targets.clone()
+            changed[:, 1:] = 12
+            future = (model(source, changed)[:, :2] - logits[:, :2]).abs().max()
+            # 2. The vectors at PAD positions of the source change, the mask stays.
+            x = model.embed(source)
+            noisy = x.clone()
+            noisy[~source_valid] = torch.randn_like(noisy[~source_valid]) * 10
+            decoder_input = shift_right(targets, model.bos_id)
+            y = model.embed(decoder_input)
+            clean = model.decode(y, model.encode(x, source_valid), decoder_input != 0, source_valid)
+            dirty = model.decode(y, model.encode(noisy, source_valid), decoder_input != 0, source_valid)
+        padded_effect = (dirty - clean).abs().max()
+        # 3. Cross-attention probability on PAD keys.
+        weights = cross_attention_weights(model, source, targets)  # [N, B, H, T, S]
+        on_pad = weights.masked_select(~source_valid[None, :, None, None, :])
+
+        loss = model.loss(source, targets)  # label smoothing 0.1
+        nll = model.loss(source, targets, label_smoothing=0.0)
+        loss.backward()
+        grads = {name: p.grad for name, p in model.named_parameters()}
+        if any(g is None or not torch.isfinite(g).all() for g in grads.values()):
+            raise RuntimeError("a gradient is missing or not finite")
+        lr = transformer_lr(1, model.d_model)  # step 1 of sec. 5.3 with warmup 4000
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer.step()
+        update = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
+        with torch.no_grad():
+            loss_after = model.loss(source, targets)
+
+    return {
+        "source_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+        "seed": seed,
+        "dtype": "float64",
+        "config": {"vocab_size": 13, "d_model": 8, "n_heads": 2, "d_ff": 16, "n_layers": 1,
+                   "pad_id": 0, "bos_id": 1, "eos_id": 2, "norm": "post", "layer_norm_eps": 1e-5},
+        "dropout_configured": 0.1,
+        "dropout_active": False,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "source": SMOKE_SOURCE,
+        "targets": SMOKE_TARGETS,
+        "decoder_input": shift_right(targets, model.bos_id).tolist(),
+        "logits_shape": list(logits.shape),
+        "future_target_max_error": float(future),
+        "padded_source_max_error": float(padded_effect),
+        "masked_cross_probability": float(on_pad.max()),
+        "loss_label_smoothed": float(loss.detach()),
+        "loss_nll": float(nll.detach()),
+        "loss_reduction": "mean over non-PAD target tokens",
+        "gradient_norms": {name: float(g.norm()) for name, g in grads.items()},
+        "optimizer": {"name": "Adam", "betas": [0.9, 0.98], "eps": 1e-9, "warmup_steps": 4000,
+                      "step": 1, "lr": lr},
+        "optimizer_steps": 1,
+        "update_norm": float(update.norm()),
+        "loss_after_step": float(loss_after),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m literate.seq2seq", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="print the seeded evidence as JSON")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    if not args.smoke:
+        parser.error("use --smoke to print the seeded evidence")
+    print(json.dumps(smoke(args.seed), indent=2, sort_keys=True, allow_nan=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,486 @@
+"""Chapter 5: the GPT-2 block and model against Hugging Face's GPT2Block / GPT2LMHeadModel
+(forward and backward, float64), the parameter count, the seed checks D02, D03, D08 and D14,
+generation's stops and cropping, and every error path of literate/models.py.
+
+Tolerance: 1e-12 absolute in float64. Ours and Hugging Face's compute the same sums in a
+different order (one packed c_attn matmul against three, softmax of scores plus an additive
+-inf mask against a masked softmax), so agreement is to rounding, ~1e-15 per value; 1e-12
+leaves room for the few hundred operations in a row while still catching any real
+difference (a wrong transpose, a missing scale or bias is off by 1e-2 or more).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from literate.attention import causal_allowed
+from literate.blocks import PreNormBlock, gpt2_block
+from literate.ffn import gelu_tanh
+from literate.heads import MultiHeadAttention
+from literate.models import (
+    GPTLanguageModel,
+    copy_hf_gpt2,
+    copy_hf_gpt2_block,
+    gpt2_from_hf_config,
+    gpt2_init_,
+    gpt2_model,
+    hf_activation,
+    next_token_chooser,
+    next_token_loss,
+    period_windows,
+    train_period_lm,
+)
+from literate.norms import LayerNorm
+from literate.params import gpt2_params
+from literate.positions import LearnedPositions
+
+TOL = dict(atol=1e-12, rtol=0)
+D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """These tensors are tiny: one thread is several times faster on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def hf():
+    """Hugging Face's GPT-2 classes and a small eager, dropout-free config (imported once)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    config = GPT2Config(n_embd=D, n_head=H, n_layer=LAYERS, n_positions=CONTEXT, vocab_size=VOCAB,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_new",
+                        bos_token_id=None, eos_token_id=None, attn_implementation="eager")
+    return {"config": config, "Config": GPT2Config, "Block": GPT2Block, "LM": GPT2LMHeadModel}
+
+
+def hf_causal_mask(t: int) -> torch.Tensor:
+    """Eager GPT2Block with attention_mask=None attends everywhere: pass the causal mask,
+    in Hugging Face's additive form (0 = may attend, -inf = blocked), [1, 1, T, T]."""
+    return torch.zeros(t, t, dtype=torch.float64).masked_fill(~causal_allowed(t, t), -math.inf)[None, None]
+
+
+def hf_block(hf, seed=0):
+    torch.manual_seed(seed)
+    block = hf["Block"](hf["config"], layer_idx=0).double()
+    with torch.no_grad():  # O(1) weights, so that every term matters (default init is 0.02)
+        for p in block.parameters():
+            p.copy_(rand(*p.shape, seed=seed + p.numel()) * 0.3 + (1.0 if p.ndim == 1 and p.numel() == D else 0.0))
+    return block
+
+
+def tiny_pair(hf, seed=0):
+    torch.manual_seed(seed)
+    theirs = hf["LM"](hf["config"]).double().eval()
+    with torch.no_grad():  # matrices of order one: varied continuations, not one token repeated
+        for p in theirs.parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, 0.3)
+    ours = copy_hf_gpt2(gpt2_from_hf_config(hf["config"]).double(), theirs).eval()
+    return ours, theirs
+
+
+# ---------------------------------------------------------------------------------------
+# Equal to Hugging Face
+
+
+def test_block_equals_hf_gpt2block_forward_and_every_gradient(hf):
+    theirs = hf_block(hf)
+    ours = gpt2_block(D, H, dropout=0.0).double()
+    copy_hf_gpt2_block(ours, theirs)
+    x = rand(2, 7, D, seed=1).requires_grad_()
+    a, b = ours(x), theirs(x, attention_mask=hf_causal_mask(7))
+    torch.testing.assert_close(a, b, **TOL)
+    probe = rand(2, 7, D, seed=2)  # a random upstream gradient: every output entry weighted differently
+    ga = torch.autograd.grad((a * probe).sum(), (x, *ours.parameters()))
+    gb = torch.autograd.grad((b * probe).sum(), (x, *theirs.parameters()))
+    torch.testing.assert_close(ga[0], gb[0], **TOL)
+    # Their gradients, put into our layout by the same (forward-verified) copy.
+    grads_as_hf = copy.deepcopy(theirs)
+    with torch.no_grad():
+        for p, g in zip(grads_as_hf.parameters(), gb[1:]):
+            p.copy_(g)
+    grads_as_ours = gpt2_block(D, H, dropout=0.0).double()
+    copy_hf_gpt2_block(grads_as_ours, grads_as_hf)
+    names = [n for n, _ in ours.named_parameters()]
+    assert len(names) == 16  # q, k, v, o, up, down (weight and bias), two norms (gain and bias)
+    for name, mine, reference in zip(names, ga[1:], grads_as_ours.parameters()):
+        torch.testing.assert_close(mine, reference, **TOL, msg=name)
+
+
+def test_hf_eager_block_without_a_mask_is_not_causal(hf):
+    """Why the tests pass a mask: the eager GPT2Block alone attends to the future."""
+    theirs = hf_block(hf)
+    x = rand(1, 5, D)
+    x2 = x.clone()
+    x2[:, -1] = rand(1, D, seed=9)  # a new last token (not a constant shift: LayerNorm would erase it)
+    assert not torch.allclose(theirs(x)[:, 0], theirs(x2)[:, 0], atol=1e-6)
+
+
+def test_model_logits_and_gradients_equal_gpt2lmheadmodel(hf):
+    ours, theirs = tiny_pair(hf)
+    ids = torch.randint(0, VOCAB, (3, CONTEXT), generator=torch.Generator().manual_seed(0))
+    a, b = ours(ids), theirs(ids).logits
+    torch.testing.assert_close(a, b, **TOL)
+    probe = rand(*a.shape, seed=3)
+    ga = torch.autograd.grad((a * probe).sum(), ours.token_embedding.weight)[0]
+    gb = torch.autograd.grad((b * probe).sum(), theirs.transformer.wte.weight)[0]
+    torch.testing.assert_close(ga, gb, **TOL)  # tied on both sides: embedding use + head use
+
+
+def test_greedy_generation_identical_to_hf_generate(hf):
+    """Hugging Face's own generate(do_sample=False) (with its KV cache) against ours (which
+    re-reads the whole window every step): the same tokens, with and without EOS."""
+    ours, theirs = tiny_pair(hf, seed=1)
+    prompt = torch.tensor([[1, 2, 3, 4], [9, 0, 9, 0]])
+    real = torch.ones_like(prompt)  # Hugging Face's 0/1 attention_mask: no padding
+    mine = ours.generate(prompt, 8)
+    reference = theirs.generate(prompt, attention_mask=real, max_new_tokens=8, do_sample=False)
+    assert torch.equal(mine, reference)
+    assert len(set(mine[:, 4:].flatten().tolist())) >= 3  # not one token repeated
+    for column in (5, 6, 8):  # EOS = a token of row 0, at several steps
+        eos = int(mine[0, column])
+        mine_eos = ours.generate(prompt, 8, eos_id=eos)
+        reference_eos = theirs.generate(prompt, attention_mask=real, max_new_tokens=8, do_sample=False,
+                                        eos_token_id=eos, pad_token_id=eos)
+        assert torch.equal(mine_eos, reference_eos)
+
+
+def test_gelu_tanh_is_hf_gelu_new(hf):
+    from transformers.activations import ACT2FN
+
+    x = torch.linspace(-6, 6, 241, dtype=torch.float64)
+    torch.testing.assert_close(gelu_tanh(x), ACT2FN["gelu_new"](x), atol=1e-15, rtol=0)
+    assert hf_activation("gelu_new") is gelu_tanh and hf_activation("gelu") is F.gelu
+
+
+# ---------------------------------------------------------------------------------------
+# Parameter count
+
+
+def test_gpt2_small_parameter_count_on_the_meta_device(hf):
+    count = gpt2_params(50_257, 1_024, 768, 12, 12)
+    assert count.total == 124_439_808
+    assert count.per_block == 12 * 768**2 + 13 * 768
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        theirs = hf["LM"](hf["Config"]())
+        ours = gpt2_from_hf_config(hf["Config"](attn_pdrop=0.0))
+        untied = hf["LM"](hf["Config"](tie_word_embeddings=False))
+    assert sum(p.numel() for p in theirs.parameters()) == count.total
+    assert sum(p.numel() for p in ours.parameters()) == count.total
+    assert sum(p.numel() for p in untied.parameters()) == gpt2_params(50_257, 1_024, 768, 12, 12, tied=False).total
+
+
+@pytest.mark.parametrize("shape", [(11, 12, 16, 4, 3, None), (7, 5, 8, 2, 1, 20), (100, 64, 32, 8, 2, 96)])
+def test_formula_equals_numel_of_our_model(shape):
+    vocab, context, d, heads, layers, d_ff = shape
+    model = gpt2_model(vocab, context, d, heads, layers, d_ff=d_ff)
+    assert sum(p.numel() for p in model.parameters()) == gpt2_params(vocab, context, d, heads, layers, d_ff=d_ff).total
+
+
+# ---------------------------------------------------------------------------------------
+# The seed's checks: D02, D03, D08, D14
+
+
+def test_d02_zeroed_sublayers_make_the_pre_norm_block_exactly_the_identity():
+    block = gpt2_block(D, H, dropout=0.3).double().train()  # dropout of zero is still zero
+    with torch.no_grad():
+        for layer in (block.attn.o_proj, block.ffn.down_proj):
+            layer.weight.zero_()
+            layer.bias.zero_()
+    x = rand(2, 5, D)
+    assert torch.equal(block(x), x)
+
+
+def test_d03_future_cannot_leak_back_and_position_zero_reaches_forward():
+    torch.manual_seed(0)
+    block = gpt2_block(D, H, dropout=0.0).double().eval()
+    x = rand(2, 6, D)
+    t = 3
+    future = x.clone()
+    future[:, t + 1:] = rand(2, 2, D, seed=5)
+    past = x.clone()
+    past[:, 0] = rand(2, D, seed=6)
+    out, out_future, out_past = block(x), block(future), block(past)
+    assert torch.equal(out[:, : t + 1], out_future[:, : t + 1])  # exactly: not one bit moves
+    assert not torch.allclose(out[:, t + 1:], out_future[:, t + 1:], atol=1e-6)
+    assert ((out[:, 1:] - out_past[:, 1:]).abs().amax(-1) > 1e-3).all()  # every later position moved
+
+
+def test_d08_serial_pre_norm_ffn_reads_the_attention_updated_stream():
+    torch.manual_seed(0)
+    block = gpt2_block(D, H, dropout=0.0).double()
+    seen = {}
+    hooks = [
+        block.attn.register_forward_hook(lambda m, args, out: seen.update(attn_in=args[0], attn_out=out)),
+        block.ffn.register_forward_hook(lambda m, args, out: seen.update(ffn_in=args[0])),
+    ]
+    x = rand(2, 5, D)
+    block(x)  # one real forward call
+    for h in hooks:
+        h.remove()
+    torch.testing.assert_close(seen["attn_in"], block.norm1(x), **TOL)
+    torch.testing.assert_close(seen["ffn_in"], block.norm2(x + seen["attn_out"]), **TOL)
+    assert not torch.allclose(seen["ffn_in"], block.norm2(x), atol=1e-3)
+
+
+def test_d14_the_block_is_causal_without_being_asked():
+    params = inspect.signature(PreNormBlock.forward).parameters
+    assert not {"causal", "mask", "attn_mask", "causal_mask"} & set(params)  # no way to switch it off
+    torch.manual_seed(0)
+    block = gpt2_block(D, H, dropout=0.0).double()
+    x = rand(1, 5, D)
+    explicit = x + block.attn(block.norm1(x), causal=True)
+    explicit = explicit + block.ffn(block.norm2(explicit))
+    assert torch.equal(block(x), explicit)
+
+
+def test_model_is_causal_and_an_unmasked_attention_is_not():
+    torch.manual_seed(0)
+    model = gpt2_model(VOCAB, CONTEXT, D, H, 2, dropout=0.0).double().eval()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    changed = torch.tensor([[1, 2, 3, 4, 9]])
+    assert torch.equal(model(ids)[:, :4], model(changed)[:, :4])
+    attn = MultiHeadAttention(D, H).double()
+    emb = torch.nn.Embedding(VOCAB, D).double()
+    a, b = emb(ids), emb(changed)
+    assert torch.equal(attn(a, causal=True)[:, :4], attn(b, causal=True)[:, :4])
+    assert (attn(a, causal=False)[:, :4] - attn(b, causal=False)[:, :4]).abs().amax() > 1e-3
+
+
+# ---------------------------------------------------------------------------------------
+# The model: tying, init, loss, data
+
+
+def test_head_is_tied_to_the_token_embedding():
+    model = gpt2_model(VOCAB, CONTEXT, D, H, 1)
+    assert model.lm_head.weight is model.token_embedding.weight
+    names = [n for n, _ in model.named_parameters()]
+    assert "lm_head.weight" not in names and "token_embedding.weight" in names
+
+
+def test_gpt2_init():
+    torch.manual_seed(0)
+    model = gpt2_model(VOCAB, CONTEXT, 256, 4, 8)
+    w = model.blocks[0].ffn.up_proj.weight
+    residual = torch.cat([b.ffn.down_proj.weight.flatten() for b in model.blocks])
+    assert abs(w.std().item() - 0.02) < 1e-3
+    assert abs(residual.std().item() - 0.02 / math.sqrt(16)) < 2e-4
+    assert all((b.attn.q_proj.bias == 0).all() and (b.norm1.weight == 1).all() for b in model.blocks)
+    assert gpt2_init_(model) is model
+
+
+def test_next_token_loss_shifts_by_one():
+    torch.manual_seed(0)
+    model = gpt2_model(VOCAB, CONTEXT, D, H, 1, dropout=0.0).double()
+    ids = torch.randint(0, VOCAB, (2, 6))
+    logits = model(ids[:, :5])
+    manual = -torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).mean()
+    torch.testing.assert_close(next_token_loss(model, ids), manual, **TOL)
+
+
+def test_period_windows():
+    w = period_windows([0, 1, 2], 4, 3)  # 12 tokens, windows of 4
+    assert w.shape == (9, 4) and w.dtype == torch.long
+    assert w[0].tolist() == [0, 1, 2, 0] and w[-1].tolist() == [2, 0, 1, 2]
+    with pytest.raises(ValueError, match="context"):
+        period_windows([0, 1], 2, 4)
+    with pytest.raises(TypeError, match="repeats"):
+        period_windows([0, 1], 2.0, 1)
+
+
+# ---------------------------------------------------------------------------------------
+# Generation: stops, cropping, sampling
+
+
+@pytest.fixture(scope="module")
+def small():
+    torch.manual_seed(3)
+    return gpt2_model(VOCAB, 6, D, H, 1, dropout=0.0).double().eval()
+
+
+def test_length_stop_and_prompt_kept(small):
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    out = small.generate(prompt, 5)
+    assert out.shape == (2, 7) and torch.equal(out[:, :2], prompt)
+
+
+def test_eos_stop_keeps_eos_and_finished_rows_repeat_it(small):
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    free = small.generate(prompt, 9)
+    eos = int(free[0, 3])  # row 0's second new token
+    out = small.generate(prompt, 9, eos_id=eos)
+    row0 = out[0, 2:].tolist()
+    first = row0.index(eos)
+    assert first <= 1 and all(t == eos for t in row0[first:])
+    done = [(r[2:] == eos).nonzero()[0].item() if (r[2:] == eos).any() else None for r in out]
+    assert out.shape[1] == 2 + 9 or all(d is not None for d in done)  # stops only when every row is done
+    single = small.generate(prompt[:1], 9, eos_id=eos)
+    assert single[0, -1] == eos and single.shape[1] == 2 + first + 1  # one row: stops right at EOS
+
+
+def test_context_cropping(small):
+    long = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9]])  # 9 tokens, 6 positions
+    with pytest.raises(ValueError, match="positions"):
+        small(long)
+    out = small.generate(long, 4)
+    assert out.shape == (1, 13)
+    cropped = small.generate(long[:, -6:], 4)  # only the last 6 tokens are ever read
+    assert torch.equal(out[:, 9:], cropped[:, 6:])
+
+
+def test_generate_runs_in_eval_mode_and_restores_training():
+    torch.manual_seed(0)
+    model = gpt2_model(VOCAB, CONTEXT, D, H, 1, dropout=0.5).train()
+    prompt = torch.tensor([[1, 2, 3]])
+    assert torch.equal(model.generate(prompt, 6), model.generate(prompt, 6))  # no dropout inside
+    assert model.training
+
+
+def test_sampling(small):
+    prompt = torch.tensor([[1, 2]])
+    greedy = small.generate(prompt, 6)
+    assert torch.equal(small.generate(prompt, 6, do_sample=True, top_k=1), greedy)
+    draw = lambda seed: small.generate(prompt, 6, do_sample=True, temperature=2.0,
+                                       generator=torch.Generator().manual_seed(seed))
+    assert torch.equal(draw(0), draw(0))
+    assert any(not torch.equal(draw(0), draw(s)) for s in range(1, 6))
+
+
+# ---------------------------------------------------------------------------------------
+# Error paths
+
+
+@pytest.mark.parametrize(
+    "ids, error, words",
+    [
+        ([[1, 2]], TypeError, "ids must be a torch.Tensor"),
+        (torch.tensor([[1.0, 2.0]]), TypeError, "int64"),
+        (torch.tensor([[1, 2]], dtype=torch.int32), TypeError, "int64"),
+        (torch.tensor([1, 2]), ValueError, "[B, T]"),
+        (torch.zeros(1, 0, dtype=torch.long), ValueError, "non-empty"),
+        (torch.tensor([[1, VOCAB]]), ValueError, f"token id {VOCAB}"),
+        (torch.tensor([[-1, 2]]), ValueError, "token id -1"),
+        (torch.zeros(1, 7, dtype=torch.long), ValueError, "T=7"),
+    ],
+)
+def test_forward_refuses_bad_ids(small, ids, error, words):
+    with pytest.raises(error, match="ids") as info:
+        small(ids)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, name",
+    [
+        (dict(max_new_tokens=0), ValueError, "max_new_tokens"),
+        (dict(max_new_tokens=True), TypeError, "max_new_tokens"),
+        (dict(eos_id=VOCAB), ValueError, "eos_id"),
+        (dict(eos_id=-1), ValueError, "eos_id"),
+        (dict(eos_id=1.0), TypeError, "eos_id"),
+        (dict(temperature=0.5), ValueError, "do_sample"),
+        (dict(top_k=2), ValueError, "top_k"),
+        (dict(generator=torch.Generator()), ValueError, "generator"),
+        (dict(do_sample="yes"), TypeError, "do_sample"),
+        (dict(do_sample=True, temperature=0.0), ValueError, "temperature"),
+        (dict(do_sample=True, temperature=math.inf), ValueError, "temperature"),
+        (dict(do_sample=True, top_k=VOCAB + 1), ValueError, "top_k"),
+        (dict(do_sample=True, top_k=0), ValueError, "top_k"),
+        (dict(do_sample=True, top_p=1.5), ValueError, "top_p"),
+        (dict(do_sample=True, top_p=0.0), ValueError, "top_p"),
+        (dict(do_sample=True, generator=0), TypeError, "generator"),
+    ],
+)
+def test_generate_refuses_bad_settings(small, kwargs, error, name):
+    kwargs = {"max_new_tokens": 3, **kwargs}
+    with pytest.raises(error, match=name):
+        small.generate(torch.tensor([[1, 2]]), **kwargs)
+
+
+def test_generate_refuses_bad_ids(small):
+    with pytest.raises(ValueError, match="ids"):
+        small.generate(torch.tensor([[VOCAB]]), 2)
+
+
+def test_chooser_is_greedy_step_unless_sampling():
+    from literate.sampling import greedy_step
+
+    assert next_token_chooser(5) is greedy_step
+
+
+def test_constructor_errors():
+    emb, pos, norm = torch.nn.Embedding(VOCAB, D), LearnedPositions(CONTEXT, D), LayerNorm(D)
+    with pytest.raises(TypeError, match="token_embedding"):
+        GPTLanguageModel(torch.nn.Linear(D, VOCAB), pos, [], norm)
+    with pytest.raises(TypeError, match="positions"):
+        GPTLanguageModel(emb, torch.nn.Embedding(CONTEXT, D), [], norm)
+    with pytest.raises(ValueError, match="width"):
+        GPTLanguageModel(emb, LearnedPositions(CONTEXT, D + 2), [], norm)
+    with pytest.raises(ValueError, match="dropout"):
+        GPTLanguageModel(emb, pos, [], norm, dropout=1.0)
+    with pytest.raises(TypeError, match="vocab_size"):
+        gpt2_model(11.0, CONTEXT, D, H, 1)
+    with pytest.raises(ValueError, match="n_layers"):
+        gpt2_model(VOCAB, CONTEXT, D, H, 0)
+    with pytest.raises(ValueError, match="d_model"):
+        gpt2_model(VOCAB, CONTEXT, 10, 4, 1)  # 10 heads-width does not divide
+    with pytest.raises(ValueError, match="std"):
+        gpt2_init_(gpt2_model(VOCAB, CONTEXT, D, H, 1), std=0.0)
+
+
+def test_hf_config_and_copy_errors(hf):
+    Config, base = hf["Config"], hf["config"].to_dict()
+    with pytest.raises(TypeError, match="GPT2Config"):
+        gpt2_from_hf_config({"n_embd": D})
+    for name, value in [("attn_pdrop", 0.1), ("add_cross_attention", True), ("scale_attn_weights", False),
+                        ("scale_attn_by_inverse_layer_idx", True), ("reorder_and_upcast_attn", True),
+                        ("tie_word_embeddings", False)]:
+        with pytest.raises(ValueError, match=name):
+            gpt2_from_hf_config(Config(**{**base, name: value}))
+    with pytest.raises(ValueError, match="activation_function"):
+        gpt2_from_hf_config(Config(**{**base, "activation_function": "relu"}))
+    ours, theirs = tiny_pair(hf)
+    with pytest.raises(TypeError, match="ours"):
+        copy_hf_gpt2(theirs, theirs)
+    with pytest.raises(TypeError, match="theirs"):
+        copy_hf_gpt2(ours, ours)
+    with pytest.raises(ValueError, match="blocks"):
+        copy_hf_gpt2(gpt2_model(VOCAB, CONTEXT, D, H, 1), theirs)
+    with pytest.raises(ValueError, match="positions"):
+        copy_hf_gpt2(gpt2_model(VOCAB, CONTEXT - 1, D, H, LAYERS), theirs)
+    with pytest.raises(TypeError, match="ours"):
+        copy_hf_gpt2_block(theirs.transformer.h[0], theirs.transformer.h[0])
+    with pytest.raises(TypeError, match="theirs"):
+        copy_hf_gpt2_block(ours.blocks[0], ours.blocks[1])
+
+
+def test_gpt2_params_errors():
+    with pytest.raises(TypeError, match="vocab_size"):
+        gpt2_params(True, 8, 8, 2, 1)
+    with pytest.raises(ValueError, match="d_ff"):
+        gpt2_params(5, 8, 8, 2, 1, d_ff=0)
+    with pytest.raises(TypeError, match="tied"):
+        gpt2_params(5, 8, 8, 2, 1, tied=1)
+    with pytest.raises(ValueError, match="n_heads"):
+        gpt2_params(5, 8, 8, 3, 1)
+
+
+def test_train_period_lm_signature():
+    """The page trains it (docs/eras/gpt2.md); here only its contract with the reference."""
+    params = inspect.signature(train_period_lm).parameters
+    assert list(params)[:1] == ["settings"]

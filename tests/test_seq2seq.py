@@ -1,0 +1,469 @@
+"""The reduced 2017 encoder-decoder: equal to a model assembled from PyTorch's own
+nn.TransformerEncoder / nn.TransformerDecoder, forward and backward; shifted targets;
+padding from token ids; greedy decoding; the schedule and the loss of sec. 5; parameter
+counts; every error path; the seed's `--smoke` evidence.
+
+Tolerance: 1e-12 absolute in float64 (see tests/test_blocks_2017.py for why).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import literate.seq2seq as seq2seq
+from literate.golden import reference
+from literate.params import encoder_decoder_params, transformer_parameter_floor
+from literate.positions import sinusoidal_table
+from literate.seq2seq import (
+    EncoderDecoder,
+    check_token_ids,
+    cross_attention_weights,
+    label_smoothed_nll,
+    shift_right,
+    smoke,
+    torch_decoder_layer,
+    torch_encoder_layer,
+    transformer_lr,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = {"atol": 1e-12, "rtol": 0.0}
+PAD, BOS, EOS = 0, 1, 2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def smoke_process(request):
+    """`python -m literate.seq2seq --smoke`, started as soon as this module's tests start, so
+    that its interpreter and torch start-up (~2 s) overlap with the tests before it."""
+    wanted = any(item.name == "test_smoke_entry_point_prints_the_same_json" for item in request.session.items)
+    process = None
+    if wanted:
+        process = subprocess.Popen([sys.executable, "-m", "literate.seq2seq", "--smoke"], cwd=ROOT,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield process
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def tiny(seed=0, **overrides) -> EncoderDecoder:
+    torch.manual_seed(seed)
+    config = {"dropout": 0.0, "max_length": 12} | overrides
+    return EncoderDecoder(11, 16, 4, 32, 2, **config).double().eval()
+
+
+SOURCE = torch.tensor([[3, 4, 5, 2, 0, 0], [6, 7, 8, 9, 10, 2], [3, 2, 0, 0, 0, 0]])
+TARGETS = torch.tensor([[5, 4, 3, 2, 0], [10, 9, 8, 7, 6], [3, 2, 0, 0, 0]])
+
+
+# ---------------------------------------------------------------------------------------
+# The whole model against PyTorch's stacks
+
+
+def reference_logits(model: EncoderDecoder, source, targets):
+    """The same model assembled from nn.TransformerEncoder / nn.TransformerDecoder and the
+    paper's formulas, written independently of literate/."""
+    n = len(model.encoder)
+    enc = nn.TransformerEncoder(torch_encoder_layer(model.encoder[0]), n, enable_nested_tensor=False)
+    dec = nn.TransformerDecoder(torch_decoder_layer(model.decoder[0]), n)
+    for i in range(1, n):
+        enc.layers[i].load_state_dict(torch_encoder_layer(model.encoder[i]).state_dict())
+        dec.layers[i].load_state_dict(torch_decoder_layer(model.decoder[i]).state_dict())
+    E, d = model.embedding.weight, model.d_model
+
+    def embed(tokens):
+        pos = torch.arange(tokens.shape[1], dtype=torch.float64)[:, None]
+        angle = pos / 10_000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+        pe = torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(1)  # sin, cos interleaved
+        return F.embedding(tokens, E) * math.sqrt(d) + pe
+
+    dec_in = torch.cat((torch.full_like(targets[:, :1], BOS), targets[:, :-1]), dim=1)
+    memory = enc(embed(source), src_key_padding_mask=source == PAD)
+    causal = torch.ones(targets.shape[1], targets.shape[1], dtype=torch.bool).triu(1)  # True = blocked
+    h = dec(embed(dec_in), memory, tgt_mask=causal, tgt_is_causal=True, tgt_key_padding_mask=dec_in == PAD,
+            memory_key_padding_mask=source == PAD)
+    return h @ E.T, enc, dec
+
+
+def test_model_equals_pytorch_stacks_forward_and_backward():
+    model = tiny()
+    with torch.no_grad():  # random LayerNorm gains and biases, so none is an identity
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(torch.randn_like(p) * 0.5 + (1.0 if name.endswith("weight") else 0.0))
+    ours = model(SOURCE, TARGETS)
+    theirs, enc, dec = reference_logits(model, SOURCE, TARGETS)
+    torch.testing.assert_close(ours, theirs, **TOL)
+    probe = torch.randn_like(ours)
+    ours_grads = torch.autograd.grad((ours * probe).sum(), list(model.parameters()))
+    grads = dict(zip([n for n, _ in model.named_parameters()], ours_grads))
+    their_params = [model.embedding.weight, *enc.parameters(), *dec.parameters()]
+    their_grads = dict(zip(["embedding.weight"] + [f"enc.{n}" for n, _ in enc.named_parameters()]
+                           + [f"dec.{n}" for n, _ in dec.named_parameters()],
+                           torch.autograd.grad((theirs * probe).sum(), their_params)))
+    torch.testing.assert_close(grads["embedding.weight"], their_grads["embedding.weight"], **TOL)
+    for stack, prefix in (("encoder", "enc"), ("decoder", "dec")):
+        for i in range(2):
+            for attn, t_name in (("self_attn", "self_attn"), ("cross_attn", "multihead_attn")):
+                if stack == "encoder" and attn == "cross_attn":
+                    continue
+                w = torch.cat([grads[f"{stack}.{i}.{attn}.{p}_proj.weight"] for p in "qkv"])
+                torch.testing.assert_close(w, their_grads[f"{prefix}.layers.{i}.{t_name}.in_proj_weight"], **TOL)
+                o = grads[f"{stack}.{i}.{attn}.o_proj.weight"]
+                torch.testing.assert_close(o, their_grads[f"{prefix}.layers.{i}.{t_name}.out_proj.weight"], **TOL)
+            up = grads[f"{stack}.{i}.ffn.up_proj.weight"]
+            torch.testing.assert_close(up, their_grads[f"{prefix}.layers.{i}.linear1.weight"], **TOL)
+            for k in (1, 2, 3) if stack == "decoder" else (1, 2):
+                g = grads[f"{stack}.{i}.norm{k}.weight"]
+                torch.testing.assert_close(g, their_grads[f"{prefix}.layers.{i}.norm{k}.weight"], **TOL)
+
+
+# ---------------------------------------------------------------------------------------
+# Shifted targets, padding, embeddings
+
+
+def test_shift_right_puts_bos_first_and_drops_the_last_target():
+    targets = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
+    assert shift_right(targets, BOS).tolist() == [[1, 5, 6, 7], [1, 8, 2, 0]]
+    shifted = shift_right(TARGETS, BOS)
+    assert torch.equal(shifted[:, 1:], TARGETS[:, :-1])  # position i reads target i - 1
+    with pytest.raises(TypeError, match="targets"):
+        shift_right(targets.float(), BOS)
+    with pytest.raises(TypeError, match="targets"):
+        shift_right(targets[0], BOS)
+    with pytest.raises(ValueError, match="bos_id"):
+        shift_right(targets, -1)
+
+
+def test_no_position_sees_its_own_or_a_later_target():
+    model = tiny()
+    logits = model(SOURCE, TARGETS)
+    for i in range(TARGETS.shape[1]):
+        changed = TARGETS.clone()
+        changed[:, i:] = torch.randint(3, 11, changed[:, i:].shape)
+        assert torch.equal(model(SOURCE, changed)[:, : i + 1], logits[:, : i + 1])
+    changed = TARGETS.clone()
+    changed[:, 0] = 9
+    assert (model(SOURCE, changed)[:, 1:] - logits[:, 1:]).abs().amax() > 1e-3  # but the past is read
+
+
+def test_padding_is_invisible():
+    model = tiny()
+    logits = model(SOURCE, TARGETS)
+    more_source_pad = torch.cat((SOURCE, torch.zeros(3, 4, dtype=torch.long)), dim=1)
+    torch.testing.assert_close(model(more_source_pad, TARGETS), logits, **TOL)
+    more_target_pad = torch.cat((TARGETS, torch.zeros(3, 2, dtype=torch.long)), dim=1)
+    torch.testing.assert_close(model(SOURCE, more_target_pad)[:, :5], logits, **TOL)
+    # the vectors at PAD positions of the source change, the mask stays: exactly nothing changes
+    valid = SOURCE != PAD
+    x = model.embed(SOURCE)
+    noisy = x.clone()
+    noisy[~valid] = torch.randn_like(noisy[~valid]) * 100
+    dec_in = shift_right(TARGETS, BOS)
+    y = model.embed(dec_in)
+    a = model.decode(y, model.encode(x, valid), dec_in != PAD, valid)
+    b = model.decode(y, model.encode(noisy, valid), dec_in != PAD, valid)
+    assert torch.equal(a, b)
+    weights = cross_attention_weights(model, SOURCE, TARGETS)  # [N, B, H, T, S]
+    assert weights.shape == (2, 3, 4, 5, 6)
+    assert (weights.masked_select(~valid[None, :, None, None, :]) == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, 5, dtype=torch.float64), **TOL)
+
+
+def test_cross_attention_weights_leave_no_hooks_and_change_nothing():
+    model = tiny()
+    before = model(SOURCE, TARGETS)
+    cross_attention_weights(model, SOURCE, TARGETS)
+    for layer in model.decoder:
+        assert not layer.cross_attn._forward_hooks and not layer.cross_attn._forward_pre_hooks
+    assert torch.equal(model(SOURCE, TARGETS), before)
+
+
+def test_embedding_is_shared_scaled_and_positions_are_the_sinusoids():
+    model = tiny()
+    assert sum(p.numel() for n, p in model.named_parameters() if "embedding" in n) == 11 * 16  # one matrix
+    h = torch.randn(2, 3, 16, dtype=torch.float64)
+    assert torch.equal(model.logits(h), h @ model.embedding.weight.T)
+    tokens = torch.tensor([[3, 4, 5]])
+    pe = torch.tensor(reference()["positional_encoding"]["table"], dtype=torch.float64)  # [5, 4]
+    small = EncoderDecoder(5, 4, 1, 8, 1, dropout=0.0, max_length=5).double()
+    with torch.no_grad():
+        small.embedding.weight.zero_()
+    torch.testing.assert_close(small.embed(torch.tensor([[3] * 5]))[0], pe, **TOL)
+    expected = model.embedding.weight[tokens] * 4.0 + sinusoidal_table(3, 16, dtype=torch.float64)  # sqrt(16) = 4
+    torch.testing.assert_close(model.embed(tokens), expected, **TOL)
+    model.train()
+    model.dropout.p = 0.5
+    torch.manual_seed(0)
+    dropped = model.embed(tokens)
+    assert (dropped == 0).any() and not torch.equal(dropped, expected)  # dropout on the sum (sec. 5.4)
+
+
+# ---------------------------------------------------------------------------------------
+# Loss and schedule
+
+
+def test_label_smoothed_nll_equals_torch_cross_entropy_forward_and_backward():
+    logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 11, (3, 5))
+    targets[0, -2:] = PAD
+    ours = label_smoothed_nll(logits, targets, eps=0.1, ignore_index=PAD)
+    theirs = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD, label_smoothing=0.1)
+    torch.testing.assert_close(ours, theirs, **TOL)
+    (g_ours,) = torch.autograd.grad(ours, logits)
+    (g_theirs,) = torch.autograd.grad(theirs, logits)
+    torch.testing.assert_close(g_ours, g_theirs, **TOL)
+    plain = label_smoothed_nll(logits, targets, eps=0.0, ignore_index=PAD)
+    torch.testing.assert_close(plain, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD),
+                               **TOL)
+    with pytest.raises(ValueError, match="eps"):
+        label_smoothed_nll(logits, targets, eps=1.0, ignore_index=PAD)
+    with pytest.raises(TypeError, match="eps"):
+        label_smoothed_nll(logits, targets, eps=True, ignore_index=PAD)
+    with pytest.raises(ValueError, match="ignore_index"):
+        label_smoothed_nll(logits, torch.zeros_like(targets), eps=0.1, ignore_index=PAD)
+
+
+def test_model_loss_ignores_pad_targets():
+    model = tiny()
+    logits = model(SOURCE, TARGETS)
+    keep = TARGETS != PAD
+    by_hand = F.cross_entropy(logits[keep], TARGETS[keep], label_smoothing=0.1)
+    torch.testing.assert_close(model.loss(SOURCE, TARGETS), by_hand, **TOL)
+
+
+def test_transformer_lr_is_the_formula_of_section_5_3():
+    assert transformer_lr(4000, 512) == pytest.approx(512**-0.5 * 4000**-0.5, rel=1e-15)
+    assert transformer_lr(1, 512) == pytest.approx(512**-0.5 * 4000**-1.5, rel=1e-15)
+    assert transformer_lr(16000, 512) == pytest.approx(512**-0.5 / 16000**0.5, rel=1e-15)
+    rates = [transformer_lr(s, 64, 100) for s in range(1, 400)]
+    assert max(rates) == rates[99]  # the peak is at step = warmup_steps
+    assert all(a < b for a, b in zip(rates[:99], rates[1:100]))
+    assert all(a > b for a, b in zip(rates[99:], rates[100:]))
+    with pytest.raises(ValueError, match="step"):
+        transformer_lr(0, 512)
+    with pytest.raises(TypeError, match="step"):
+        transformer_lr(True, 512)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        transformer_lr(1, 512, 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Greedy decoding
+
+
+def test_greedy_decode_is_the_argmax_of_its_own_teacher_forced_logits():
+    model = tiny(seed=3)
+    out = model.greedy_decode(SOURCE, 8)
+    logits = model(SOURCE, out)
+    logits[..., [PAD, BOS]] = -math.inf
+    again = logits.argmax(-1)
+    for row, pred in zip(out.tolist(), again.tolist()):
+        stop = row.index(EOS) + 1 if EOS in row else len(row)
+        assert pred[:stop] == row[:stop]
+        assert all(t == PAD for t in row[stop:])
+
+
+def scripted(model, script):
+    """Make `model.logits` return, at decoding step k, logits preferring script[k][b] for
+    row b, with PAD and BOS scored highest of all (they must still never be produced)."""
+    step = {"k": 0}
+
+    def logits(hidden):
+        k = step["k"]
+        step["k"] += 1
+        out = torch.zeros(hidden.shape[0], model.vocab_size, dtype=hidden.dtype)
+        out[:, [PAD, BOS]] = 100.0
+        for b, token in enumerate(script[k]):
+            out[b, token] = 50.0
+        return out
+
+    model.logits = logits
+    return model
+
+
+def test_greedy_decode_stops_each_row_at_eos_and_pads_after_it():
+    model = scripted(tiny(), [[5, 3, 2], [2, 4, 9], [7, 2, 9], [9, 9, 9]])
+    out = model.greedy_decode(SOURCE, 10)
+    assert out.tolist() == [[5, 2, 0], [3, 4, 2], [2, 0, 0]]  # stopped after 3 steps, not 10
+
+
+def test_greedy_decode_stops_at_the_length_limit():
+    model = scripted(tiny(), [[5, 6, 7]] * 4)
+    out = model.greedy_decode(SOURCE, 4)
+    assert out.tolist() == [[5] * 4, [6] * 4, [7] * 4]  # no EOS: exactly max_new_tokens
+
+
+def test_greedy_decode_refuses_training_mode_and_bad_lengths():
+    model = tiny()
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        model.greedy_decode(SOURCE, 13)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        model.greedy_decode(SOURCE, 0)
+    with pytest.raises(TypeError, match="max_new_tokens"):
+        model.greedy_decode(SOURCE, 2.0)
+    model.train()
+    with pytest.raises(ValueError, match="eval"):
+        model.greedy_decode(SOURCE, 4)
+
+
+# ---------------------------------------------------------------------------------------
+# Errors
+
+
+@pytest.mark.parametrize(
+    "tokens, error, match",
+    [
+        ([[3, 4]], TypeError, "source must be a torch.Tensor"),
+        (torch.tensor([[3.0, 4.0]]), TypeError, "source must hold token ids as torch.long"),
+        (torch.tensor([[3, 4]], dtype=torch.int32), TypeError, "torch.long"),
+        (torch.tensor([3, 4]), ValueError, r"source must have shape \[B, T\]"),
+        (torch.zeros(2, 0, dtype=torch.long), ValueError, "source has an empty axis"),
+        (torch.full((1, 13), 3), ValueError, "length 13 > max_length=12"),
+        (torch.tensor([[3, 11]]), ValueError, r"id 11 at \[0, 1\], outside \[0, 11\)"),
+        (torch.tensor([[3, -1]]), ValueError, "id -1"),
+        (torch.tensor([[3, 4], [0, 0]]), ValueError, r"rows of nothing but PAD=0: \[1\]"),
+    ],
+)
+def test_bad_token_ids_are_refused_with_the_argument_named(tokens, error, match):
+    model = tiny()
+    with pytest.raises(error, match=match):
+        model(tokens, TARGETS)  # the source is checked first
+    with pytest.raises(error, match=match.replace("source", "targets")):
+        model(SOURCE, tokens)  # the targets before the batch sizes are compared
+    with pytest.raises(error, match=match):
+        model.greedy_decode(tokens, 4)
+
+
+def test_mismatched_batches_are_refused():
+    with pytest.raises(ValueError, match="source has batch 3, targets has batch 2"):
+        tiny()(SOURCE, TARGETS[:2])
+
+
+def test_check_token_ids_returns_good_ids_unchanged():
+    assert check_token_ids("x", SOURCE, vocab_size=11, pad_id=0, max_length=6) is SOURCE
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"vocab_size": 3}, ValueError, "vocab_size must be >= 4"),
+        ({"vocab_size": True}, TypeError, "vocab_size"),
+        ({"d_model": 15}, ValueError, "d_model"),  # sines need their cosines
+        ({"n_heads": 5}, ValueError, "divisible by n_heads"),
+        ({"n_layers": 0}, ValueError, "n_layers"),
+        ({"d_ff": 0}, ValueError, "d_ff"),
+        ({"dropout": 1.0}, ValueError, "dropout"),
+        ({"dropout": "0.1"}, TypeError, "dropout"),
+        ({"max_length": 0}, ValueError, "max_length"),
+        ({"pad_id": 11}, ValueError, "pad_id=11 is outside"),
+        ({"eos_id": 1}, ValueError, "must differ"),
+        ({"bos_id": -1}, ValueError, "bos_id"),
+        ({"bos_id": 1.0}, TypeError, "bos_id"),
+    ],
+)
+def test_bad_configurations_are_refused(kwargs, error, match):
+    config = {"vocab_size": 11, "d_model": 16, "n_heads": 4, "d_ff": 32, "n_layers": 1,
+              "dropout": 0.1, "max_length": 8} | kwargs
+    with pytest.raises(error, match=match):
+        EncoderDecoder(config.pop("vocab_size"), config.pop("d_model"), config.pop("n_heads"),
+                       config.pop("d_ff"), config.pop("n_layers"), **config)
+
+
+# ---------------------------------------------------------------------------------------
+# Parameter counts
+
+
+def test_parameter_floor_matches_the_golden_values():
+    ref = reference()["parameter_floor"]
+    floor = transformer_parameter_floor(ref["d_model"], ref["d_ff"])
+    assert floor.mha_weights == ref["mha_weights"] == 1_048_576
+    assert floor.ffn_weights == ref["ffn_weights"] == 2_097_152
+    assert floor.encoder_layer == ref["encoder_layer"] == 3_145_728
+    assert floor.decoder_layer == ref["decoder_layer"] == 4_194_304
+    assert floor.ffn_share_encoder == ref["ffn_share_encoder"]
+    with pytest.raises(TypeError, match="d_ff"):
+        transformer_parameter_floor(512, 2048.0)
+    with pytest.raises(ValueError, match="d_model"):
+        transformer_parameter_floor(0, 2048)
+
+
+def test_parameter_counts_equal_numel_of_the_model():
+    with torch.device("meta"):  # the base model, no memory allocated
+        base = EncoderDecoder(37_000, 512, 8, 2048, 6, dropout=0.1, max_length=512)
+    count = encoder_decoder_params(37_000, 512, 8, 2048, 6)
+    assert sum(p.numel() for p in base.parameters()) == count.total == 63_082_496
+    assert sum(p.numel() for p in base.encoder[0].parameters()) == count.encoder_layer
+    assert sum(p.numel() for p in base.decoder[0].parameters()) == count.decoder_layer
+    floor = transformer_parameter_floor(512, 2048)
+    layer = base.encoder[0]
+    matrices = [layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj,
+                layer.ffn.up_proj, layer.ffn.down_proj]
+    assert sum(m.weight.numel() for m in matrices) == floor.encoder_layer
+    small = tiny()
+    assert sum(p.numel() for p in small.parameters()) == encoder_decoder_params(11, 16, 4, 32, 2).total
+
+
+def test_the_schedule_figure_shows_the_notebooks_numbers():
+    figure = (ROOT / "literate" / "figures" / "encdec.py").read_text(encoding="utf-8")
+    d, warmup, steps = re.search(r"^NOTEBOOK_D_MODEL, NOTEBOOK_WARMUP, NOTEBOOK_STEPS = (\d+), (\d+), (\d+)$",
+                                 figure, re.M).groups()
+    notebook = (ROOT / "docs" / "notebooks" / "seq2seq_reverse.py").read_text(encoding="utf-8")
+    assert f"D_MODEL, N_HEADS, D_FF, N_LAYERS = {d}," in notebook
+    assert f"WARMUP, STEPS, BATCH = {warmup}, {steps}," in notebook
+
+
+# ---------------------------------------------------------------------------------------
+# The seed's evidence
+
+
+def check_evidence(evidence: dict) -> None:
+    assert evidence["future_target_max_error"] == 0.0
+    assert evidence["padded_source_max_error"] == 0.0
+    assert evidence["masked_cross_probability"] == 0.0
+    assert evidence["source_sha256"] == __import__("hashlib").sha256(Path(seq2seq.__file__).read_bytes()).hexdigest()
+    assert evidence["dropout_configured"] == 0.1 and evidence["dropout_active"] is False
+    assert evidence["logits_shape"] == [2, 4, 13]
+    assert evidence["decoder_input"] == [[1, 4, 3, 2], [1, 7, 6, 5]]
+    assert math.log(13) * 0.5 < evidence["loss_nll"] < math.log(13) * 2  # about log V at initialisation
+    assert evidence["loss_label_smoothed"] != evidence["loss_nll"]
+    assert evidence["loss_after_step"] < evidence["loss_label_smoothed"]  # one step downhill
+    norms = evidence["gradient_norms"]
+    assert len(norms) == 43 and all(math.isfinite(v) for v in norms.values())
+    assert norms["embedding.weight"] > 0
+    # The key bias cannot change a softmax (it adds the same number to every score of a row):
+    assert norms["encoder.0.self_attn.k_proj.bias"] < 1e-12
+    assert evidence["optimizer"]["lr"] == transformer_lr(1, 8)
+    assert evidence["optimizer_steps"] == 1 and evidence["update_norm"] > 0
+    assert evidence["parameters"] == encoder_decoder_params(13, 8, 2, 16, 1).total
+
+
+def test_smoke_in_process():
+    evidence = smoke()
+    check_evidence(evidence)
+    json.dumps(evidence, allow_nan=False)  # plain JSON values only
+    assert smoke()["gradient_norms"] == evidence["gradient_norms"]  # deterministic
+
+
+def test_smoke_entry_point_prints_the_same_json(smoke_process):
+    stdout, stderr = smoke_process.communicate(timeout=120)
+    assert smoke_process.returncode == 0, stderr
+    printed = json.loads(stdout)
+    check_evidence(printed)
+    assert printed == json.loads(json.dumps(smoke()))
+
+
+def test_entry_point_without_smoke_explains_itself(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        seq2seq.main([])
+    assert exit_info.value.code == 2 and "--smoke" in capsys.readouterr().err
