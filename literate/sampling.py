@@ -97,7 +97,7 @@ def checked_top_p(top_p: object) -> float:
 def top_k_filter(logits: Tensor, top_k: int) -> Tensor:
     """Keep exactly the `top_k` largest logits of each row, set the rest to -inf.
 
-    Top-k sampling (Fan et al. 2018, sec. 5.4). Equal logits are ranked by token id, lower
+    Top-k sampling (Fan et al. 2018). Equal logits are ranked by token id, lower
     first, so a tie at the k-th place keeps the lower ids and the count is exactly k.
     `logits [..., V]` may already hold -inf (tokens an earlier filter removed).
     """

@@ -62,17 +62,6 @@ PROPERTY_SETTINGS = settings(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Every tensor here is tiny. On a shared two-core machine, PyTorch's intra-op threads
-    only contend for them (measured: up to 100x slower), so each test runs on one thread
-    and the previous setting is restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

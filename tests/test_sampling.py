@@ -50,16 +50,6 @@ PROPERTY = settings(derandomize=True, deadline=None, max_examples=60)
 LIGHT = settings(derandomize=True, deadline=None, max_examples=30)  # cross-checks of the above
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Every tensor here is tiny, and waking OpenMP's threads for each op costs more than the
-    op (milliseconds per softmax on a busy two-core machine). One thread, then restore."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

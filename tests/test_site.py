@@ -49,7 +49,17 @@ HOME = "/"
 CHAPTER_1 = "/attention/scaled-dot-product/"
 CLAIMS = "/appendix/claims/"
 NOTEBOOK = "/notebooks/attention_playground/"
-PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK]
+# Every other page gets the same checks: it loads, its images load, nothing is logged as an
+# error, nothing is requested from another host.
+OTHER_PAGES = [
+    "/attention/positions/",
+    "/attention/multi-head/",
+    "/eras/encoder-decoder/",
+    "/notebooks/seq2seq_reverse/",
+    "/eras/gpt2/",
+    "/decoding/sampling/",
+]
+PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK, *OTHER_PAGES]
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -272,9 +282,10 @@ _RAW_MATH = r"""() => Array.from(document.querySelectorAll('.arithmatex')).map(e
 }).filter(t => /\\\(|\\\[|\$\$/.test(t))"""
 
 
-def test_math_is_typeset_on_chapter_1(visit) -> None:
-    page = visit(CHAPTER_1).page
-    assert page.locator(".katex").count() >= 1, "no KaTeX output (.katex) on chapter 1"
+@pytest.mark.parametrize("path", [CHAPTER_1, *[p for p in OTHER_PAGES if "notebooks" not in p]])
+def test_math_is_typeset(visit, path: str) -> None:
+    page = visit(path).page
+    assert page.locator(".katex").count() >= 1, f"no KaTeX output (.katex) on {path}"
     raw = page.evaluate(_RAW_MATH)
     assert raw == [], f"math left as raw TeX in .arithmatex: {raw[:5]}"
     errors = page.locator(".katex-error").all_inner_texts()
