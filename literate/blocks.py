@@ -21,8 +21,10 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.checks import float_tensor, positive_int, probability
+from literate.attention import EmptyRowPolicy
+from literate.checks import bool_tensor, float_tensor, positive_int, probability
 from literate.ffn import DenseFFN, gelu_tanh
+from literate.cache import KVCache
 from literate.heads import MultiHeadAttention
 from literate.norms import LayerNorm
 
@@ -39,6 +41,16 @@ __all__ = [
 def dropout_layer(p: object) -> nn.Dropout:
     """Dropout on a sublayer's output, after checking the rate is in [0, 1)."""
     return nn.Dropout(probability("dropout", p))
+
+
+def check_valid(name: str, valid: object, batch: int, length: int) -> Tensor | None:
+    """A padding mask `[B, length]`, True = a real token, checked under the caller's name."""
+    if valid is None:
+        return None
+    valid = bool_tensor(name, valid)
+    if valid.shape != (batch, length):
+        raise ValueError(f"{name} must be [B={batch}, {length}], got {tuple(valid.shape)}")
+    return valid
 
 
 def check_stream(name: str, x: object) -> Tensor:
@@ -62,9 +74,12 @@ class PostNormEncoderLayer(nn.Module):
         self.self_attn, self.ffn, self.norm1, self.norm2 = self_attn, ffn, norm1, norm2
         self.dropout = dropout_layer(dropout)
 
-    def forward(self, x: Tensor, *, key_valid: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
         x = check_stream("x", x)
-        x = self.norm1(x + self.dropout(self.self_attn(x, causal=False, key_valid=key_valid)))
+        key_valid = check_valid("key_valid", key_valid, x.shape[0], x.shape[1])
+        a = self.self_attn(x, causal=False, key_valid=key_valid, empty_row=empty_row)
+        x = self.norm1(x + self.dropout(a))
         x = self.norm2(x + self.dropout(self.ffn(x)))
         return x
 # --8<-- [end:post_norm_encoder_layer]
@@ -87,11 +102,15 @@ class PostNormDecoderLayer(nn.Module):
         self.dropout = dropout_layer(dropout)
 
     def forward(self, x: Tensor, memory: Tensor, *, target_valid: Tensor | None = None,
-                memory_valid: Tensor | None = None) -> Tensor:
+                memory_valid: Tensor | None = None, empty_row: EmptyRowPolicy = "error") -> Tensor:
         x = check_stream("x", x)
         memory = check_stream("memory", memory)
-        x = self.norm1(x + self.dropout(self.self_attn(x, causal=True, key_valid=target_valid)))
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, causal=False, key_valid=memory_valid)))
+        target_valid = check_valid("target_valid", target_valid, x.shape[0], x.shape[1])
+        memory_valid = check_valid("memory_valid", memory_valid, memory.shape[0], memory.shape[1])
+        a = self.self_attn(x, causal=True, key_valid=target_valid, empty_row=empty_row)
+        x = self.norm1(x + self.dropout(a))
+        c = self.cross_attn(x, memory, causal=False, key_valid=memory_valid, empty_row=empty_row)
+        x = self.norm2(x + self.dropout(c))
         x = self.norm3(x + self.dropout(self.ffn(x)))
         return x
 # --8<-- [end:post_norm_decoder_layer]
@@ -112,9 +131,11 @@ class PreNormBlock(nn.Module):
         self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
         self.dropout = dropout_layer(dropout)
 
-    def forward(self, x: Tensor, *, key_valid: Tensor | None = None, cache=None) -> Tensor:
+    def forward(self, x: Tensor, *, key_valid: Tensor | None = None, cache: KVCache | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
         x = check_stream("x", x)
-        x = x + self.dropout(self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache))
+        a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache, empty_row=empty_row)
+        x = x + self.dropout(a)
         x = x + self.dropout(self.ffn(self.norm2(x)))
         return x
 # --8<-- [end:pre_norm_block]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from literate.checks import float_tensor, positive_int
+from literate.checks import float_tensor, non_negative_int, positive_int
 
 __all__ = ["KVCache"]
 
@@ -62,6 +62,7 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, capacity, d_head]
         self.v = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, capacity, d_head]
         self.next_pos = 0
+        self._owner: int | None = None  # id() of the one layer whose keys this holds
 
     @property
     def batch(self) -> int:
@@ -127,9 +128,30 @@ class KVCache:
         self.next_pos = end
         return self.k[:, :, :end], self.v[:, :, :end]  # [B, H_kv, next_pos, d_head], views
 
+    def bind(self, layer: object) -> None:
+        """Tie the cache to the layer that fills it. A cache holds one layer's keys: a second
+        layer appending to it would attend to the first layer's keys, without any error."""
+        if self._owner is None:
+            self._owner = id(layer)
+        elif self._owner != id(layer):
+            raise ValueError("cache already holds another layer's keys and values; give each layer "
+                             "its own cache (layer.new_cache), or reset() this one")
+
+    def truncate(self, length: int) -> None:
+        """Forget every position from `length` on: `next_pos` goes back to `length`. Used to
+        undo the append of a call that failed, so the cache never keeps half a step."""
+        length = non_negative_int("length", length)
+        if length > self.next_pos:
+            raise ValueError(f"length must be <= next_pos={self.next_pos}, got {length}")
+        self.k[:, :, length:self.next_pos] = 0
+        self.v[:, :, length:self.next_pos] = 0
+        self.next_pos = length
+
     def reset(self) -> None:
-        """Forget the sequence: `next_pos` back to 0 (the buffers are kept, and zeroed)."""
+        """Forget the sequence and the layer: `next_pos` back to 0 (the buffers are kept,
+        and zeroed)."""
         self.k.zero_()
         self.v.zero_()
         self.next_pos = 0
+        self._owner = None
 # --8<-- [end:kv_cache]

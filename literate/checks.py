@@ -20,6 +20,8 @@ __all__ = [
     "non_negative_int",
     "positive_float",
     "probability",
+    "boolean",
+    "features",
     "choice",
     "float_tensor",
     "bool_tensor",
@@ -69,10 +71,20 @@ def probability(name: str, value: object) -> float:
     dropout rate or a label-smoothing weight, where 1 would remove everything."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number in [0, 1), got {_kind(value)}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"{name} must be in [0, 1), got {value}") from None
     if not 0.0 <= result < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
     return result
+
+
+def boolean(name: str, value: object) -> bool:
+    """Return `value` if it is a bool: `bias="no"` or `bias=1` is a mistake, not a choice."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {_kind(value)}")
+    return value
 
 
 def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
@@ -110,4 +122,19 @@ def bool_tensor(name: str, value: object) -> Tensor:
         )
     if value.numel() == 0:
         raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
+    return value
+
+
+def features(name: str, value: object, *, width: int, like: Tensor) -> Tensor:
+    """Check the input of a layer: a finite float tensor whose last axis is `width`, with
+    the dtype (else TypeError) and device (else ValueError) of the layer's parameter `like`.
+    Checked here so that a mismatch names the argument instead of surfacing as an error
+    from inside a matmul."""
+    value = float_tensor(name, value)
+    if value.shape[-1] != width:
+        raise ValueError(f"{name} must have last axis {width}, got shape {tuple(value.shape)}")
+    if value.dtype != like.dtype:
+        raise TypeError(f"{name} has dtype {value.dtype}, the layer's parameters {like.dtype}")
+    if value.device != like.device:
+        raise ValueError(f"{name} is on {value.device}, the layer's parameters on {like.device}")
     return value

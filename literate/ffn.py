@@ -18,7 +18,7 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.checks import float_tensor, positive_int
+from literate.checks import boolean, features, positive_int
 
 __all__ = ["DenseFFN", "GatedFFN", "gelu_tanh"]
 
@@ -26,13 +26,6 @@ Activation = Callable[[Tensor], Tensor]
 
 # GPT-2's GELU is the tanh approximation (Hendrycks & Gimpel 2016, sec. 2).
 gelu_tanh: Activation = partial(F.gelu, approximate="tanh")
-
-
-def check_ffn_input(x: object, d_model: int) -> Tensor:
-    x = float_tensor("x", x)
-    if x.shape[-1] != d_model:
-        raise ValueError(f"x must have last axis d_model={d_model}, got shape {tuple(x.shape)}")
-    return x
 
 
 def check_activation(activation: object) -> Activation:
@@ -50,11 +43,12 @@ class DenseFFN(nn.Module):
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)
         self.activation = check_activation(activation)
+        bias = boolean("bias", bias)
         self.up_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
         self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = check_ffn_input(x, self.d_model)
+        x = features("x", x, width=self.d_model, like=self.down_proj.weight)
         return self.down_proj(self.activation(self.up_proj(x)))
 # --8<-- [end:dense_ffn]
 
@@ -69,11 +63,12 @@ class GatedFFN(nn.Module):
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)
         self.activation = check_activation(activation)
+        bias = boolean("bias", bias)
         self.gate_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
         self.up_proj = nn.Linear(self.d_model, self.d_ff, bias=bias)
         self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = check_ffn_input(x, self.d_model)
+        x = features("x", x, width=self.d_model, like=self.down_proj.weight)
         return self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x))
 # --8<-- [end:gated_ffn]

@@ -360,11 +360,17 @@ class MultiHeadAttention(nn.Module):
             q = apply_rope(q, cos, sin, offset=start)
             k = apply_rope(k, cos, sin, offset=start)  # rotated before it is cached
         if cache is not None:
+            cache.bind(self)  # one cache, one layer
             k, v = cache.append(k, v)  # [B, H_kv, T_k, d_head]: all keys so far, H_kv heads
         t_q, t_k = q.shape[2], k.shape[2]  # the queries are the last t_q of the t_k positions
         allowed = attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
                                     key_valid=key_valid, device=x.device)
-        result = grouped_attention(q, k, v, allowed, empty_row=empty_row)  # per head
+        try:
+            result = grouped_attention(q, k, v, allowed, empty_row=empty_row)  # per head
+        except ValueError:
+            if cache is not None:
+                cache.truncate(start)  # a failed call leaves no keys behind
+            raise
         out = self.o_proj(merge_heads(result.output))  # [B, T_q, d]
         return (out, result.weights) if return_weights else out
 # --8<-- [end:multi_head_attention]

@@ -15,16 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from literate.checks import float_tensor, positive_float, positive_int
+from literate.checks import features, positive_float, positive_int
 
 __all__ = ["LayerNorm", "RMSNorm", "layer_norm", "rms_norm"]
-
-
-def check_features(x: object, width: int) -> Tensor:
-    x = float_tensor("x", x)
-    if x.shape[-1] != width:
-        raise ValueError(f"x must have last axis {width}, got shape {tuple(x.shape)}")
-    return x
 
 
 # --8<-- [start:layer_norm]
@@ -32,20 +25,24 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias, over the last axis.
 
     The variance is the biased one (divide by d, not d - 1), as in Ba et al. (2016) and
-    `torch.nn.functional.layer_norm`.
+    `torch.nn.functional.layer_norm`. Half-precision input is normalised in float32, as
+    PyTorch does (its squares would overflow float16 from |x| ~ 256), and cast back.
     """
-    mean = x.mean(dim=-1, keepdim=True)  # [..., 1]
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # [..., 1]
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    mean = h.mean(dim=-1, keepdim=True)  # [..., 1]
+    var = ((h - mean) ** 2).mean(dim=-1, keepdim=True)  # [..., 1]
+    return ((h - mean) / torch.sqrt(var + eps) * weight + bias).to(x.dtype)
 # --8<-- [end:layer_norm]
 
 
 # --8<-- [start:rms_norm]
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight, over the last axis. No mean is subtracted
-    and there is no bias (Zhang & Sennrich 2019, eq. 4)."""
-    ms = (x * x).mean(dim=-1, keepdim=True)  # [..., 1]
-    return x * torch.rsqrt(ms + eps) * weight
+    and there is no bias (Zhang & Sennrich 2019, eq. 4). Half precision is normalised in
+    float32 and cast back, as in PyTorch and Hugging Face's Llama."""
+    h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    ms = (h * h).mean(dim=-1, keepdim=True)  # [..., 1]
+    return (h * torch.rsqrt(ms + eps) * weight).to(x.dtype)
 # --8<-- [end:rms_norm]
 
 
@@ -64,7 +61,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        return layer_norm(check_features(x, self.d_model), self.weight, self.bias, self.eps)
+        x = features("x", x, width=self.d_model, like=self.weight)
+        return layer_norm(x, self.weight, self.bias, self.eps)
 # --8<-- [end:layer_norm_module]
 
 
@@ -80,5 +78,6 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(self.d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        return rms_norm(check_features(x, self.d_model), self.weight, self.eps)
+        x = features("x", x, width=self.d_model, like=self.weight)
+        return rms_norm(x, self.weight, self.eps)
 # --8<-- [end:rms_norm_module]

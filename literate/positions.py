@@ -218,6 +218,9 @@ def rope_cache(
 def rotate_half(x: Tensor) -> Tensor:
     """(x1, x2) -> (-x2, x1) over the two halves of the last axis: a quarter turn of
     every pair (i, i + d/2)."""
+    x = float_tensor("x", x)
+    if x.shape[-1] % 2:
+        raise ValueError(f"x must have an even last axis (pairs i, i + d/2), got {tuple(x.shape)}")
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 # --8<-- [end:rotate_half]

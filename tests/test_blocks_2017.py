@@ -296,13 +296,31 @@ def test_layers_refuse_bad_inputs_with_the_argument_named():
         dec(x, x[0])
     with pytest.raises(TypeError, match="x must have a floating-point dtype"):
         enc(torch.ones(2, 3, D, dtype=torch.long))
-    with pytest.raises(ValueError, match="key_valid"):
+    with pytest.raises(ValueError, match=r"^key_valid must be \[B=2, 3\]"):
         enc(x, key_valid=torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(TypeError, match="key_valid must be a bool tensor"):
+    with pytest.raises(TypeError, match="^memory_valid must be a bool tensor"):
         dec(x, x, memory_valid=torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"^target_valid must be \[B=2, 3\]"):
+        dec(x, x, target_valid=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^memory_valid must be \[B=2, 5\]"):
+        dec(x, rand(2, 5, D, seed=25), memory_valid=torch.ones(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="dropout"):
         encoder_layer_2017(D, H, D_FF, dropout=1.0)
     with pytest.raises(TypeError, match="ours must be a PostNormEncoderLayer"):
         torch_encoder_layer(dec)
     with pytest.raises(TypeError, match="ours must be a PostNormDecoderLayer"):
         torch_decoder_layer(enc)
+
+
+def test_left_padded_targets_need_and_accept_the_zero_policy():
+    """Left padding puts padding keys first: the first target queries have no real key to
+    read. The default refuses that; empty_row="zero" gives them a zero attention output
+    and the real positions the values they have without the padding."""
+    dec = decoder()
+    x, memory = rand(1, 4, D, seed=26), rand(1, 3, D, seed=27)
+    left = torch.tensor([[False, False, True, True]])
+    with pytest.raises(ValueError, match="no key"):
+        dec(x, memory, target_valid=left)
+    padded = dec(x, memory, target_valid=left, empty_row="zero")
+    alone = dec(x[:, 2:], memory)
+    torch.testing.assert_close(padded[:, 2:], alone, atol=1e-12, rtol=0)

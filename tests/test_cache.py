@@ -135,3 +135,18 @@ def test_tensors_that_require_grad_are_refused_outside_no_grad():
 def test_constructor_errors(args, kwargs, error, match):
     with pytest.raises(error, match=match):
         KVCache(*args, **kwargs)
+
+
+def test_truncate_forgets_the_tail_and_checks_its_argument():
+    cache = KVCache(1, 2, 6, 4, dtype=torch.float64)
+    k = torch.arange(1 * 2 * 4 * 4, dtype=torch.float64).reshape(1, 2, 4, 4) + 1
+    cache.append(k, -k)
+    cache.truncate(1)
+    assert cache.next_pos == 1
+    assert torch.equal(cache.k[:, :, :1], k[:, :, :1]) and (cache.k[:, :, 1:] == 0).all() and (cache.v[:, :, 1:] == 0).all()
+    with pytest.raises(ValueError, match=r"^length must be <= next_pos=1"):
+        cache.truncate(2)
+    with pytest.raises(ValueError, match="^length must be >= 0"):
+        cache.truncate(-1)
+    with pytest.raises(TypeError, match="^length must be an int"):
+        cache.truncate(True)

@@ -213,3 +213,39 @@ def test_probability_accepts_the_half_open_unit_interval():
     for bad in (True, "0.1", None):
         with pytest.raises(TypeError, match=r"^dropout must be a real number"):
             probability("dropout", bad)
+
+
+def test_boolean_and_features():
+    from literate.checks import boolean, features
+
+    assert boolean("bias", True) is True and boolean("bias", False) is False
+    for bad in (1, 0, "no", None):
+        with pytest.raises(TypeError, match="^bias must be a bool"):
+            boolean("bias", bad)
+    w = torch.zeros(3, 4)
+    x = torch.ones(2, 4)
+    assert features("x", x, width=4, like=w) is x
+    with pytest.raises(ValueError, match="^x must have last axis 4"):
+        features("x", torch.ones(2, 5), width=4, like=w)
+    with pytest.raises(TypeError, match="^x has dtype torch.float64, the layer's parameters torch.float32"):
+        features("x", x.double(), width=4, like=w)
+    with pytest.raises(ValueError, match="^x is on cpu, the layer's parameters on meta"):
+        features("x", x, width=4, like=w.to("meta"))
+    with pytest.raises(ValueError, match="^p must be in"):
+        __import__("literate.checks", fromlist=["probability"]).probability("p", 10**400)
+
+
+def test_no_module_of_the_package_validates_with_assert():
+    """`assert` vanishes under `python -O`: every check in literate/ must be an explicit raise."""
+    import ast
+    from pathlib import Path
+
+    import literate
+
+    root = Path(literate.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{path.relative_to(root)}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+    assert len(list(root.rglob("*.py"))) > 20
+    assert found == []

@@ -65,14 +65,21 @@ def test_gated_ffn_equals_hugging_face_llama_mlp_by_state_dict():
 
 @pytest.mark.parametrize("cls", [DenseFFN, GatedFFN])
 def test_bad_input_is_refused(cls):
-    with pytest.raises(TypeError, match="d_ff"):
+    with pytest.raises(TypeError, match="^d_ff must be an int"):
         cls(4, 2.5, F.relu)
-    with pytest.raises(ValueError, match="d_model"):
+    with pytest.raises(ValueError, match="^d_model must be >= 1"):
         cls(0, 8, F.relu)
-    with pytest.raises(TypeError, match="activation"):
+    with pytest.raises(TypeError, match="^activation must be a function"):
         cls(4, 8, "relu")
+    for bias in ("no", 1, None):
+        with pytest.raises(TypeError, match="^bias must be a bool"):
+            cls(4, 8, F.relu, bias=bias)
     ffn = cls(4, 8, F.relu)
-    with pytest.raises(ValueError, match="d_model=4"):
+    with pytest.raises(ValueError, match=r"^x must have last axis 4"):
         ffn(torch.randn(3, 5))
-    with pytest.raises(TypeError, match="x"):
+    with pytest.raises(TypeError, match="^x must have a floating-point dtype"):
         ffn(torch.ones(3, 4, dtype=torch.int64))
+    with pytest.raises(TypeError, match="^x has dtype torch.float64, the layer's parameters torch.float32"):
+        ffn(torch.ones(3, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="^x is on cpu, the layer's parameters on meta"):
+        cls(4, 8, F.relu).to("meta")(torch.ones(3, 4))

@@ -418,6 +418,33 @@ def test_failed_call_leaves_the_cache_untouched():
     assert cache.next_pos == 0
 
 
+def test_a_call_that_fails_inside_attention_rolls_the_cache_back():
+    """Scores that overflow float32 are found only after the new keys were appended: the
+    cache must still end where it was, with the positions written by the call zeroed."""
+    m = layer(96, 16, 4, 2, rope=True).float()
+    cache = m.new_cache(1, 8)
+    with torch.no_grad():
+        m(torch.randn(1, 2, 16, generator=gen(97)), causal=True, cache=cache)
+        before_k = cache.k.clone()
+        with pytest.raises(ValueError, match="overflowed"):
+            m(torch.full((1, 1, 16), 1e21), causal=True, cache=cache)
+    assert cache.next_pos == 2
+    assert torch.equal(cache.k, before_k)
+
+
+def test_one_cache_serves_one_layer():
+    a, b = layer(98, 16, 4, 2), layer(99, 16, 4, 2)
+    cache = a.new_cache(1, 8)
+    with torch.no_grad():
+        a(randn(gen(100), 1, 2, 16), causal=True, cache=cache)
+        with pytest.raises(ValueError, match="another layer's keys"):
+            b(randn(gen(101), 1, 1, 16), causal=True, cache=cache)
+        assert cache.next_pos == 2
+        cache.reset()  # a new sequence may belong to another layer
+        b(randn(gen(101), 1, 1, 16), causal=True, cache=cache)
+    assert cache.next_pos == 1
+
+
 # --------------------------------------------------------------------------------------
 # Seed 003 regression checks
 # --------------------------------------------------------------------------------------
@@ -495,7 +522,11 @@ def test_d11_start_pos_and_cache_consistency():
     with torch.no_grad():
         m(torch.zeros(1, 3, 32, dtype=F64), causal=True, cache=cache)
         assert resolve_start(cache, None) == 3
-    assert explicit.shape == (1, 1, 32)
+    # The explicit, agreeing start_pos computed the same step as the full forward's last row.
+    first = randn(gen(111), 1, 3, 32)  # the same first three tokens as above
+    with torch.no_grad():
+        full = m(torch.cat([first, x2], dim=1), causal=True)
+    torch.testing.assert_close(explicit, full[:, 3:], atol=1e-12, rtol=0)
 
 
 def test_d12_cross_attention_guards_and_memory_is_read():

@@ -74,16 +74,35 @@ def test_f_layer_norm_is_the_same_function():
 
 @pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
 def test_bad_input_is_refused(cls):
-    with pytest.raises(TypeError, match="d_model"):
+    with pytest.raises(TypeError, match="^d_model must be an int"):
         cls(True)
-    with pytest.raises(ValueError, match="d_model"):
+    with pytest.raises(ValueError, match="^d_model must be >= 1"):
         cls(0)
-    with pytest.raises(ValueError, match="eps"):
+    with pytest.raises(ValueError, match="^eps must be finite and > 0"):
         cls(4, eps=0.0)
     norm = cls(4)
-    with pytest.raises(ValueError, match="last axis 4"):
+    with pytest.raises(ValueError, match="^x must have last axis 4"):
         norm(torch.randn(2, 5))
-    with pytest.raises(TypeError, match="x"):
+    with pytest.raises(TypeError, match="^x must have a floating-point dtype"):
         norm(torch.ones(2, 4, dtype=torch.long))
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError, match="^x contains NaN"):
         norm(torch.full((2, 4), float("nan")))
+    with pytest.raises(TypeError, match="^x has dtype torch.float16, the layer's parameters torch.float32"):
+        norm(torch.ones(2, 4, dtype=torch.float16))
+    with pytest.raises(ValueError, match="^x is on cpu, the layer's parameters on meta"):
+        cls(4).to("meta")(torch.ones(2, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("ours", "theirs"), [(LayerNorm, torch.nn.LayerNorm), (RMSNorm, torch.nn.RMSNorm)])
+def test_half_precision_is_normalised_in_float32_like_torch(ours, theirs, dtype):
+    """|x| ~ 300: its square overflows float16 (max 65504). Computed in the input dtype the
+    norm would come out as zeros; PyTorch and ours normalise in float32 and cast back, so
+    the two agree to the input dtype's rounding (one ulp: 2^-10 for float16, 2^-7 for bfloat16)."""
+    x = (rand(3, 8) * 100 + 300).to(dtype)
+    a_mod, b_mod = ours(8).to(dtype), theirs(8, eps=ours(8).eps).to(dtype)
+    b_mod.load_state_dict(a_mod.state_dict())
+    a, b = a_mod(x), b_mod(x)
+    assert a.dtype == dtype and torch.isfinite(a).all() and a.abs().max() > 0.5
+    ulp = 2.0**-10 if dtype is torch.float16 else 2.0**-7
+    torch.testing.assert_close(a.double(), b.double(), atol=2 * ulp * b.double().abs().max().item(), rtol=0)

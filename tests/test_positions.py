@@ -22,8 +22,6 @@ from a `torch.Generator` with a fixed seed.
 
 from __future__ import annotations
 
-import ast
-import inspect
 import math
 
 import pytest
@@ -474,11 +472,12 @@ def test_error_paths(call, error, words):
     assert words in str(info.value)
 
 
-def test_no_assert_in_the_positions_modules():
-    for module in (positions, figures_positions):
-        tree = ast.parse(inspect.getsource(module))
-        asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
-        assert asserts == [], f"{module.__name__} uses assert at lines {asserts}"
+def test_rotate_half_refuses_an_odd_width():
+    with pytest.raises(ValueError, match="^x must have an even last axis"):
+        rotate_half(torch.tensor([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match="^x must have a floating-point dtype"):
+        rotate_half(torch.tensor([1, 2]))
+    torch.testing.assert_close(rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([-3.0, -4.0, 1.0, 2.0]))
 
 
 def test_relative_figure_data_shows_the_property():
