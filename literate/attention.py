@@ -81,6 +81,8 @@ def masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     """
     scores = float_tensor("scores", scores)
     allowed = bool_tensor("allowed", allowed)
+    if allowed.device != scores.device:
+        raise ValueError(f"allowed is on {allowed.device}, scores on {scores.device}")
     try:
         broadcasts = torch.broadcast_shapes(allowed.shape, scores.shape) == scores.shape
     except RuntimeError:

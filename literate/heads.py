@@ -30,7 +30,7 @@ from literate.attention import (
     scaled_dot_product_attention,
 )
 from literate.cache import KVCache
-from literate.checks import bool_tensor, choice, float_tensor, non_negative_int, positive_float, positive_int
+from literate.checks import bool_tensor, boolean, choice, float_tensor, non_negative_int, positive_float, positive_int
 from literate.positions import apply_rope, rope_cache
 
 __all__ = [
@@ -56,6 +56,7 @@ def split_heads(x: Tensor, n_heads: int) -> Tensor:
     runs for every (batch, head) pair at once.
     """
     n_heads = positive_int("n_heads", n_heads)
+    x = float_tensor("x", x)
     if x.ndim != 3 or x.shape[-1] % n_heads:
         raise ValueError(f"x must be [B, T, n_heads * d_head] with n_heads={n_heads}, got {tuple(x.shape)}")
     b, t, width = x.shape
@@ -67,6 +68,7 @@ def split_heads(x: Tensor, n_heads: int) -> Tensor:
 def merge_heads(x: Tensor) -> Tensor:
     """[B, H, T, d_head] -> [B, T, H * d_head]: the heads side by side again, the inverse
     of `split_heads` (this is the Concat of Vaswani et al. 2017, eq. in sec. 3.2.2)."""
+    x = float_tensor("x", x)
     if x.ndim != 4:
         raise ValueError(f"x must be [B, H, T, d_head], got {tuple(x.shape)}")
     b, h, t, d_head = x.shape
@@ -151,7 +153,7 @@ def attention_allowed(
     equal T_q or a head count cannot be read as another axis. Axis 1 broadcasts over heads.
     """
     allowed = None
-    if causal:
+    if boolean("causal", causal):
         allowed = causal_allowed(t_q, t_k, query_offset=query_offset, device=device)[None, None]  # [1, 1, T_q, T_k]
     if key_valid is not None:
         padding = padding_allowed(key_valid)  # [B, 1, 1, T_k]

@@ -779,3 +779,12 @@ def test_params_errors():
         kv_cache_bytes_per_token(1, 1, 64, 0)
     with pytest.raises(TypeError, match="n_layers"):
         kv_cache_bytes_per_token(True, 1, 64, 2)
+
+
+def test_helpers_refuse_what_they_cannot_use():
+    with pytest.raises(TypeError, match="^x must be a torch.Tensor"):
+        split_heads([1.0, 2.0], 2)
+    with pytest.raises(TypeError, match="^x must be a torch.Tensor"):
+        merge_heads([1.0])
+    with pytest.raises(TypeError, match="^causal must be a bool"):
+        attention_allowed(2, 2, causal=torch.ones(2, 2, dtype=torch.bool))
