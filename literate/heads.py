@@ -92,8 +92,10 @@ def grouped_attention(
     second, and so on (the order of Llama's `repeat_kv` and of PyTorch's `enable_gqa`).
     allowed: bool, broadcastable to [B, H, T_q, T_k], True = may attend.
 
-    K and V are never copied G times: q is *viewed* as [B, H_kv, G, T_q, d_head] and k, v
-    get a size-1 group axis that the matmul broadcasts for free.
+    K and V are never copied G times: the G query heads of a group are stacked along the
+    query axis, q [B, H_kv, G * T_q, d_head], so that q and k have the same leading axes
+    and the matmul has nothing to broadcast. (A size-1 group axis on k would be broadcast
+    by `torch.matmul` through expand + reshape, which copies K G times.)
     Returns per-head output [B, H, T_q, d_v], weights and scores [B, H, T_q, T_k].
     """
     empty_row = choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
@@ -120,12 +122,10 @@ def grouped_attention(
                 f"allowed leaves query row(s) with no key, at [batch, head, query] "
                 f"{torch.nonzero(empty)[:8].tolist()}; pass empty_row='zero' for padded queries"
             )
-        allowed = allowed.reshape(b, h_kv, g, t_q, t_k)  # [B, H_kv, G, T_q, T_k]
+        allowed = allowed.reshape(b, h_kv, g * t_q, t_k)  # [B, H_kv, G*T_q, T_k]
 
-    q = q.view(b, h_kv, g, t_q, d_head)  # [B, H_kv, G, T_q, d_head]: query heads by group
-    k = k.unsqueeze(2)  # [B, H_kv, 1, T_k, d_head]: a view, shared by the G heads of a group
-    v = v.unsqueeze(2)  # [B, H_kv, 1, T_k, d_v]
-    r = scaled_dot_product_attention(q, k, v, allowed, empty_row=empty_row)
+    q = q.reshape(b, h_kv, g * t_q, d_head)  # [B, H_kv, G*T_q, d_head]: a group's queries stacked
+    r = scaled_dot_product_attention(q, k, v, allowed, empty_row=empty_row)  # k, v as they are
     return AttentionResult(
         output=r.output.reshape(b, h, t_q, -1),  # [B, H, T_q, d_v]
         weights=r.weights.reshape(b, h, t_q, t_k),  # [B, H, T_q, T_k]

@@ -309,9 +309,10 @@ def test_grouped_attention_matches_fused_with_per_head_mask():
 # --------------------------------------------------------------------------------------
 
 
-def test_gqa_broadcast_is_a_view_of_the_cache(monkeypatch):
-    """What grouped attention hands to the attention kernel is the cache's own storage with
-    a size-1 group axis; no repeat_interleave anywhere in a forward."""
+def test_gqa_hands_the_cache_itself_to_the_kernel(monkeypatch):
+    """What grouped attention hands to the attention kernel is the cache's own storage, with
+    the G query heads of each group stacked along the query axis; no repeat_interleave
+    anywhere in a forward."""
     seen = {}
     original = heads_module.scaled_dot_product_attention
 
@@ -333,10 +334,34 @@ def test_gqa_broadcast_is_a_view_of_the_cache(monkeypatch):
         m(randn(g, 2, 3, 32), causal=True, cache=cache)
         m(randn(g, 2, 1, 32), causal=True, cache=cache)
     k, v = seen["k"], seen["v"]
-    assert k.shape == (2, 2, 1, 4, 4) and v.shape == (2, 2, 1, 4, 4)  # [B, H_kv, 1, T_k, d_head]
-    assert seen["q"].shape == (2, 2, 4, 1, 4)  # [B, H_kv, G, T_q, d_head]
+    assert k.shape == (2, 2, 4, 4) and v.shape == (2, 2, 4, 4)  # [B, H_kv, T_k, d_head]
+    assert seen["q"].shape == (2, 2, 4 * 1, 4)  # [B, H_kv, G * T_q, d_head]
     assert k.untyped_storage().data_ptr() == cache.k.untyped_storage().data_ptr()
     assert v.untyped_storage().data_ptr() == cache.v.untyped_storage().data_ptr()
+
+
+def largest_copy(fn) -> int:
+    """The largest tensor (in elements) that any clone/copy/contiguous inside `fn` touched."""
+    from math import prod
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    copies = ("aten::clone", "aten::copy_", "aten::contiguous", "aten::repeat_interleave", "aten::repeat")
+    return max((prod(s) for e in prof.events() if e.name in copies for s in e.input_shapes if s), default=0)
+
+
+def test_grouped_attention_never_materialises_g_copies_of_k_or_v():
+    """Measured with the profiler, not assumed: broadcasting a size-1 group axis through
+    torch.matmul would clone K and V G times (expand + reshape); stacking the queries does not.
+    The largest copy is score-sized (T_q = 3 is small), far below G copies of K."""
+    b, h, h_kv, t_q, t_k, d = 1, 8, 2, 3, 64, 16
+    q, k, v = randn(gen(62), b, h, t_q, d), randn(gen(63), b, h_kv, t_k, d), randn(gen(64), b, h_kv, t_k, d)
+    g = h // h_kv
+    assert largest_copy(lambda: grouped_attention(q, k, v)) < g * k.numel()
+    # The check can fail: the broadcast it replaced does copy K G times.
+    assert largest_copy(lambda: q.view(b, h_kv, g, t_q, d) @ k.unsqueeze(2).transpose(-2, -1)) >= g * k.numel()
 
 
 # --------------------------------------------------------------------------------------
