@@ -78,7 +78,8 @@ PUBLISHED_ATTENTION: tuple[PublishedAttention, ...] = (
                        "Radford et al. 2019, table 2 (12 layers, d_model 768); "
                        "openai-community/gpt2 config (n_head 12)"),
     PublishedAttention("Llama-2-7B", 32, 32, 32, 128,
-                       "Touvron et al. 2023, table 1; meta-llama/Llama-2-7b-hf config (hidden 4096, 32 heads)"),
+                       "Touvron et al. 2023 (Llama 2; layer and head counts from Llama 1's table 2, which it "
+                       "inherits); meta-llama/Llama-2-7b-hf config (hidden 4096, 32 heads)"),
     PublishedAttention("Llama-2-70B", 80, 64, 8, 128,
                        "Touvron et al. 2023, sec. 2.2 (GQA for 34B and 70B); meta-llama/Llama-2-70b-hf config "
                        "(hidden 8192, 64 heads, 8 key/value heads)"),
