@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from literate.blocks import PreNormBlock, gpt2_block
-from literate.checks import non_negative_int, positive_float, positive_int
+from literate.checks import non_negative_int, positive_float, positive_int, probability
 from literate.ffn import DenseFFN, gelu_tanh
 from literate.heads import MultiHeadAttention, load_packed_qkv
 from literate.norms import LayerNorm
@@ -129,11 +129,10 @@ class GPTLanguageModel(nn.Module):
         if token_embedding.embedding_dim != positions.d_model:
             raise ValueError(f"token embedding and positions must have one width d, got "
                              f"{token_embedding.embedding_dim} and {positions.d_model}")
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        dropout = probability("dropout", dropout)
         self.token_embedding = token_embedding  # [V, d], GPT-2's wte
         self.positions = positions  # [C, d], GPT-2's wpe: one trained vector per position
-        self.dropout = nn.Dropout(float(dropout))
+        self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(blocks)
         self.final_norm = final_norm  # GPT-2's ln_f, after the last block
         self.lm_head = nn.Linear(token_embedding.embedding_dim, token_embedding.num_embeddings, bias=False)
@@ -148,8 +147,15 @@ class GPTLanguageModel(nn.Module):
         """The longest input: the number of learned positions."""
         return self.positions.max_length
 
+    def check(self, ids: object, *, context: int | None) -> Tensor:
+        """`check_token_ids` with this model's vocabulary, on the model's device."""
+        ids = check_token_ids(ids, vocab_size=self.vocab_size, context=context)
+        if ids.device != self.token_embedding.weight.device:
+            raise ValueError(f"ids is on {ids.device}, the model on {self.token_embedding.weight.device}")
+        return ids
+
     def forward(self, ids: Tensor) -> Tensor:
-        ids = check_token_ids(ids, vocab_size=self.vocab_size, context=self.context)
+        ids = self.check(ids, context=self.context)
         x = self.positions(self.token_embedding(ids))  # [B, T, d]: token t + position t
         x = self.dropout(x)
         for block in self.blocks:
@@ -166,9 +172,9 @@ class GPTLanguageModel(nn.Module):
         output; a row that finished repeats it while the others go on) or after
         `max_new_tokens`. Each step reads the last `context` tokens only, so a prompt may
         be longer than the context. Rows share one length: there is no padding here. Runs
-        in eval mode (no dropout), restoring the mode after.
+        in eval mode (no dropout), restoring the previous mode after.
         """
-        ids = check_token_ids(ids, vocab_size=self.vocab_size)  # any length: cropped below
+        ids = self.check(ids, context=None)  # any length: cropped below
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
         if eos_id is not None and non_negative_int("eos_id", eos_id) >= self.vocab_size:
             raise ValueError(f"eos_id must be < vocabulary size {self.vocab_size}, got {eos_id}")

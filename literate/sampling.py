@@ -145,6 +145,8 @@ def filter_logits(
 
     The order matters: top-p measures mass on the temperature-scaled distribution
     that remains after top-k, renormalised (as Hugging Face's `generate` does).
+    A temperature so small that logits / temperature overflows the dtype is an error
+    (softmax of infinities is NaN), not a silent NaN: greedy is that limit.
     """
     logits = checked_logits("logits", logits)
     temperature = positive_float("temperature", temperature)
@@ -153,6 +155,11 @@ def filter_logits(
     if top_p is not None:
         top_p = checked_top_p(top_p)
     scores = logits / temperature  # 1. sharpen (T < 1) or flatten (T > 1)
+    if not torch.isfinite(scores).all():  # a tiny T overflows the dtype: softmax would be NaN
+        raise ValueError(
+            f"temperature {temperature:g} is too small for these logits in {scores.dtype}: "
+            f"logits / temperature overflows to infinity; for the T -> 0 limit use greedy_step"
+        )
     if top_k is not None:
         scores = top_k_filter(scores, top_k)  # 2. at most k candidates
     if top_p is not None:

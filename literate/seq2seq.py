@@ -37,7 +37,7 @@ from literate.blocks import (
     decoder_layer_2017,
     encoder_layer_2017,
 )
-from literate.checks import non_negative_int, positive_int, probability
+from literate.checks import float_tensor, non_negative_int, positive_int, probability
 from literate.heads import pack_qkv
 from literate.positions import sinusoidal_table
 
@@ -91,8 +91,12 @@ def shift_right(targets: Tensor, bos_id: int) -> Tensor:
     (Vaswani et al. 2017, sec. 3.1: "the output embeddings are offset by one position").
     The last target is never an input; it is only predicted.
     """
-    if not isinstance(targets, Tensor) or targets.dtype != torch.long or targets.ndim != 2:
-        raise TypeError(f"targets must be a torch.long tensor [B, T], got {targets!r:.80}")
+    if not isinstance(targets, Tensor):
+        raise TypeError(f"targets must be a torch.Tensor of token ids, got {type(targets).__name__}")
+    if targets.dtype != torch.long:
+        raise TypeError(f"targets must hold token ids as torch.long, got {targets.dtype}")
+    if targets.ndim != 2:
+        raise ValueError(f"targets must have shape [B, T], got {tuple(targets.shape)}")
     bos_id = non_negative_int("bos_id", bos_id)
     bos = torch.full_like(targets[:, :1], bos_id)  # [B, 1]
     return torch.cat((bos, targets[:, :-1]), dim=1)  # [B, T]
@@ -123,17 +127,37 @@ def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float, ignore_in
     `ignore_index` (Szegedy et al. 2016, sec. 7; Vaswani et al. 2017, sec. 5.4, eps = 0.1).
 
     -sum_k q_k log p_k splits into (1 - eps) * (-log p_target) + eps * mean_k(-log p_k):
-    the usual NLL, plus a pull towards the uniform distribution. logits [..., V],
-    targets [...] (long).
+    the usual NLL, plus a pull towards the uniform distribution. logits [..., V] (finite,
+    floating point), targets [...] (torch.long): every target is a class id in [0, V) or
+    `ignore_index`, which may lie outside the vocabulary (PyTorch's default is -100).
     """
+    logits = float_tensor("logits", logits)
     eps = probability("eps", eps)
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not isinstance(targets, Tensor):
+        raise TypeError(f"targets must be a torch.Tensor of class ids, got {type(targets).__name__}")
+    if targets.dtype != torch.long:
+        raise TypeError(f"targets must hold class ids as torch.long, got {targets.dtype}")
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets has shape {tuple(targets.shape)}, logits {tuple(logits.shape)}: "
+                         f"expected {tuple(logits.shape[:-1])}")
+    if targets.device != logits.device:
+        raise ValueError(f"targets is on {targets.device}, logits on {logits.device}")
+    vocab = logits.shape[-1]
+    keep = targets != ignore_index  # [...]
+    outside = keep & ((targets < 0) | (targets >= vocab))
+    if bool(outside.any()):
+        where = torch.nonzero(outside)[0].tolist()
+        raise ValueError(f"targets holds id {targets[tuple(where)].item()} at {where}, outside [0, {vocab}) "
+                         f"and not ignore_index={ignore_index}")
+    if not bool(keep.any()):
+        raise ValueError(f"targets holds nothing but ignore_index={ignore_index}")
     log_p = torch.log_softmax(logits, dim=-1)  # [..., V]
-    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
+    safe = torch.where(keep, targets, 0)  # [...]: ignored positions read id 0, then are dropped
+    nll = -log_p.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
     uniform = -log_p.mean(dim=-1)  # [...]: cross-entropy against the uniform distribution
     per_token = (1.0 - eps) * nll + eps * uniform  # [...]
-    keep = targets != ignore_index  # [...]
-    if not bool(keep.any()):
-        raise ValueError(f"targets hold nothing but ignore_index={ignore_index}")
     return per_token[keep].mean()
 # --8<-- [end:label_smoothed_nll]
 
@@ -232,27 +256,31 @@ class EncoderDecoder(nn.Module):
 
         A row stops at its first EOS (kept) and is PAD after it; all rows stop after
         max_new_tokens. PAD and BOS are never produced: they are not targets. There is no
-        KV cache, so the decoder reruns on the whole prefix at each step (chapter 8).
+        KV cache, so the decoder reruns on the whole prefix at each step (chapter 8). Runs
+        in eval mode (no dropout), restoring the previous mode after.
         """
-        if self.training:
-            raise ValueError("greedy_decode needs model.eval(): dropout would make it random")
         source = self.check("source", source)
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
         if max_new_tokens > self.max_length:
             raise ValueError(f"max_new_tokens={max_new_tokens} > max_length={self.max_length}")
-        source_valid = source != self.pad_id  # [B, S]
-        memory = self.encode(self.embed(source), source_valid)  # [B, S, d], computed once
-        out = torch.full((source.shape[0], 1), self.bos_id, device=source.device)  # [B, 1]: BOS
-        done = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)  # [B]
-        for _ in range(max_new_tokens):
-            hidden = self.decode(self.embed(out), memory, out != self.pad_id, source_valid)
-            logits = self.logits(hidden[:, -1])  # [B, V]: the last position predicts the next token
-            logits[:, [self.pad_id, self.bos_id]] = -math.inf
-            token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
-            out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
-            done |= token == self.eos_id
-            if bool(done.all()):
-                break
+        was_training = self.training
+        self.eval()
+        try:
+            source_valid = source != self.pad_id  # [B, S]
+            memory = self.encode(self.embed(source), source_valid)  # [B, S, d], computed once
+            out = torch.full((source.shape[0], 1), self.bos_id, device=source.device)  # [B, 1]: BOS
+            done = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)  # [B]
+            for _ in range(max_new_tokens):
+                hidden = self.decode(self.embed(out), memory, out != self.pad_id, source_valid)
+                logits = self.logits(hidden[:, -1])  # [B, V]: the last position predicts the next token
+                logits[:, [self.pad_id, self.bos_id]] = -math.inf
+                token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
+                out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
+                done |= token == self.eos_id
+                if bool(done.all()):
+                    break
+        finally:
+            self.train(was_training)
         return out[:, 1:]  # [B, L], without the BOS
 # --8<-- [end:encoder_decoder]
 

@@ -683,7 +683,7 @@ def test_property_zero_policy_never_nan(case):
         theirs = torch_sdpa(q.detach(), k.detach(), v.detach(), allowed)
         torch.testing.assert_close(result.output.detach()[~empty], theirs[~empty], atol=1e-12, rtol=0)
     if empty.any():
-        with pytest.raises(ValueError, match="no key to attend to"):
+        with pytest.raises(ValueError, match=r"^allowed leaves \d+ query row\(s\) with no key to attend to"):
             scaled_dot_product_attention(q, k, v, allowed)
 
 
@@ -691,7 +691,12 @@ def test_half_precision_scores_that_exceed_float16_stay_finite():
     """Scores above float16's maximum (65504) come back finite: they stay in float32."""
     q = torch.full((1, 2, 4), 200.0, dtype=torch.float16)
     k = torch.full((1, 3, 4), 200.0, dtype=torch.float16)
-    v = torch.randn(1, 3, 2).to(torch.float16)
+    v = randn(gen(40), 1, 3, 2, dtype=torch.float16)
     result = scaled_dot_product_attention(q, k, v)
     assert result.scores.max().item() == 200.0 * 200.0 * 4 / 2  # 80,000 > 65,504
     assert torch.isfinite(result.scores).all() and torch.isfinite(result.output).all()
+
+
+def test_masked_softmax_refuses_a_mask_on_another_device():
+    with pytest.raises(ValueError, match="^allowed is on meta, scores on cpu"):
+        masked_softmax(torch.zeros(2, 2), torch.ones(2, 2, dtype=torch.bool, device="meta"))

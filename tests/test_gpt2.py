@@ -78,10 +78,11 @@ def hf_block(hf, seed=0):
 def tiny_pair(hf, seed=0):
     torch.manual_seed(seed)
     theirs = hf["LM"](hf["config"]).double().eval()
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # matrices of order one: varied continuations, not one token repeated
         for p in theirs.parameters():
             if p.ndim == 2:
-                p.normal_(0.0, 0.3)
+                p.normal_(0.0, 0.3, generator=g)
     ours = copy_hf_gpt2(gpt2_from_hf_config(hf["config"]).double(), theirs).eval()
     return ours, theirs
 
@@ -279,7 +280,7 @@ def test_gpt2_init():
 def test_next_token_loss_shifts_by_one():
     torch.manual_seed(0)
     model = gpt2_model(VOCAB, CONTEXT, D, H, 1, dropout=0.0).double()
-    ids = torch.randint(0, VOCAB, (2, 6))
+    ids = torch.randint(0, VOCAB, (2, 6), generator=torch.Generator().manual_seed(1))
     logits = model(ids[:, :5])
     manual = -torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).mean()
     torch.testing.assert_close(next_token_loss(model, ids), manual, **TOL)
@@ -289,9 +290,9 @@ def test_period_windows():
     w = period_windows([0, 1, 2], 4, 3)  # 12 tokens, windows of 4
     assert w.shape == (9, 4) and w.dtype == torch.long
     assert w[0].tolist() == [0, 1, 2, 0] and w[-1].tolist() == [2, 0, 1, 2]
-    with pytest.raises(ValueError, match="context"):
+    with pytest.raises(ValueError, match=r"^the repeated period has 4 tokens, need more than context=4$"):
         period_windows([0, 1], 2, 4)
-    with pytest.raises(TypeError, match="repeats"):
+    with pytest.raises(TypeError, match=r"^repeats "):
         period_windows([0, 1], 2.0, 1)
 
 
@@ -327,7 +328,7 @@ def test_eos_stop_keeps_eos_and_finished_rows_repeat_it(small):
 
 def test_context_cropping(small):
     long = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9]])  # 9 tokens, 6 positions
-    with pytest.raises(ValueError, match="positions"):
+    with pytest.raises(ValueError, match=r"^ids has T=9 tokens but the model has only 6 positions"):
         small(long)
     out = small.generate(long, 4)
     assert out.shape == (1, 13)
@@ -371,9 +372,20 @@ def test_sampling(small):
     ],
 )
 def test_forward_refuses_bad_ids(small, ids, error, words):
-    with pytest.raises(error, match="ids") as info:
+    with pytest.raises(error, match=r"^ids ") as info:
         small(ids)
     assert words in str(info.value)
+
+
+def test_ids_on_another_device_than_the_model_are_refused():
+    """As EncoderDecoder.check does: a ValueError naming ids, not an error from inside
+    nn.Embedding. The meta device stands in for a GPU: no memory, no accelerator needed."""
+    model = gpt2_model(VOCAB, CONTEXT, D, H, 1, dropout=0.0).to("meta")
+    ids = torch.tensor([[1, 2]])  # on the CPU
+    with pytest.raises(ValueError, match=r"^ids is on cpu, the model on meta$"):
+        model(ids)
+    with pytest.raises(ValueError, match=r"^ids is on cpu, the model on meta$"):
+        model.generate(ids, 2)
 
 
 @pytest.mark.parametrize(
@@ -384,9 +396,9 @@ def test_forward_refuses_bad_ids(small, ids, error, words):
         (dict(eos_id=VOCAB), ValueError, "eos_id"),
         (dict(eos_id=-1), ValueError, "eos_id"),
         (dict(eos_id=1.0), TypeError, "eos_id"),
-        (dict(temperature=0.5), ValueError, "do_sample"),
-        (dict(top_k=2), ValueError, "top_k"),
-        (dict(generator=torch.Generator()), ValueError, "generator"),
+        (dict(temperature=0.5), ValueError, "temperature: used only when sampling; pass do_sample=True"),
+        (dict(top_k=2), ValueError, "top_k: used only when sampling"),
+        (dict(generator=torch.Generator()), ValueError, "generator: used only when sampling"),
         (dict(do_sample="yes"), TypeError, "do_sample"),
         (dict(do_sample=True, temperature=0.0), ValueError, "temperature"),
         (dict(do_sample=True, temperature=math.inf), ValueError, "temperature"),
@@ -399,12 +411,13 @@ def test_forward_refuses_bad_ids(small, ids, error, words):
 )
 def test_generate_refuses_bad_settings(small, kwargs, error, name):
     kwargs = {"max_new_tokens": 3, **kwargs}
-    with pytest.raises(error, match=name):
+    with pytest.raises(error, match=rf"^{name}\b") as info:
         small.generate(torch.tensor([[1, 2]]), **kwargs)
+    assert type(info.value) is error
 
 
 def test_generate_refuses_bad_ids(small):
-    with pytest.raises(ValueError, match="ids"):
+    with pytest.raises(ValueError, match=rf"^ids holds token id {VOCAB}, outside the vocabulary"):
         small.generate(torch.tensor([[VOCAB]]), 2)
 
 
@@ -416,58 +429,69 @@ def test_chooser_is_greedy_step_unless_sampling():
 
 def test_constructor_errors():
     emb, pos, norm = torch.nn.Embedding(VOCAB, D), LearnedPositions(CONTEXT, D), LayerNorm(D)
-    with pytest.raises(TypeError, match="token_embedding"):
+    with pytest.raises(TypeError, match=r"^token_embedding "):
         GPTLanguageModel(torch.nn.Linear(D, VOCAB), pos, [], norm)
-    with pytest.raises(TypeError, match="positions"):
+    with pytest.raises(TypeError, match=r"^positions "):
         GPTLanguageModel(emb, torch.nn.Embedding(CONTEXT, D), [], norm)
-    with pytest.raises(ValueError, match="width"):
+    with pytest.raises(ValueError, match=r"^token embedding and positions must have one width"):
         GPTLanguageModel(emb, LearnedPositions(CONTEXT, D + 2), [], norm)
-    with pytest.raises(ValueError, match="dropout"):
-        GPTLanguageModel(emb, pos, [], norm, dropout=1.0)
-    with pytest.raises(TypeError, match="vocab_size"):
+    with pytest.raises(TypeError, match=r"^vocab_size "):
         gpt2_model(11.0, CONTEXT, D, H, 1)
-    with pytest.raises(ValueError, match="n_layers"):
+    with pytest.raises(ValueError, match=r"^n_layers "):
         gpt2_model(VOCAB, CONTEXT, D, H, 0)
-    with pytest.raises(ValueError, match="d_model"):
+    with pytest.raises(ValueError, match=r"^d_model=10 must be divisible by n_heads=4"):
         gpt2_model(VOCAB, CONTEXT, 10, 4, 1)  # 10 heads-width does not divide
-    with pytest.raises(ValueError, match="std"):
+    with pytest.raises(ValueError, match=r"^std "):
         gpt2_init_(gpt2_model(VOCAB, CONTEXT, D, H, 1), std=0.0)
+
+
+@pytest.mark.parametrize(
+    "dropout, error",
+    [(1.0, ValueError), (-0.1, ValueError), (math.nan, ValueError),
+     ("0.1", TypeError), (True, TypeError), (None, TypeError), (torch.tensor(0.1), TypeError)],
+)
+def test_dropout_is_a_probability_wrong_kind_type_error_wrong_value_value_error(dropout, error):
+    emb, pos, norm = torch.nn.Embedding(VOCAB, D), LearnedPositions(CONTEXT, D), LayerNorm(D)
+    with pytest.raises(error, match=r"^dropout ") as info:
+        GPTLanguageModel(emb, pos, [], norm, dropout=dropout)
+    assert type(info.value) is error
+    assert GPTLanguageModel(emb, pos, [], norm, dropout=0).dropout.p == 0.0  # an int 0 is a probability
 
 
 def test_hf_config_and_copy_errors(hf):
     Config, base = hf["Config"], hf["config"].to_dict()
-    with pytest.raises(TypeError, match="GPT2Config"):
+    with pytest.raises(TypeError, match=r"^config must be a transformers GPT2Config"):
         gpt2_from_hf_config({"n_embd": D})
     for name, value in [("attn_pdrop", 0.1), ("add_cross_attention", True), ("scale_attn_weights", False),
                         ("scale_attn_by_inverse_layer_idx", True), ("reorder_and_upcast_attn", True),
                         ("tie_word_embeddings", False)]:
-        with pytest.raises(ValueError, match=name):
+        with pytest.raises(ValueError, match=rf"^config\.{name}="):
             gpt2_from_hf_config(Config(**{**base, name: value}))
-    with pytest.raises(ValueError, match="activation_function"):
+    with pytest.raises(ValueError, match=r"^config\.activation_function must be one of"):
         gpt2_from_hf_config(Config(**{**base, "activation_function": "relu"}))
     ours, theirs = tiny_pair(hf)
-    with pytest.raises(TypeError, match="ours"):
+    with pytest.raises(TypeError, match=r"^ours must be a GPTLanguageModel"):
         copy_hf_gpt2(theirs, theirs)
-    with pytest.raises(TypeError, match="theirs"):
+    with pytest.raises(TypeError, match=r"^theirs must be a transformers GPT2LMHeadModel"):
         copy_hf_gpt2(ours, ours)
-    with pytest.raises(ValueError, match="blocks"):
+    with pytest.raises(ValueError, match=rf"^theirs has {LAYERS} blocks, ours 1$"):
         copy_hf_gpt2(gpt2_model(VOCAB, CONTEXT, D, H, 1), theirs)
-    with pytest.raises(ValueError, match="positions"):
+    with pytest.raises(ValueError, match=r"^positions: ours is "):
         copy_hf_gpt2(gpt2_model(VOCAB, CONTEXT - 1, D, H, LAYERS), theirs)
-    with pytest.raises(TypeError, match="ours"):
+    with pytest.raises(TypeError, match=r"^ours must be a PreNormBlock"):
         copy_hf_gpt2_block(theirs.transformer.h[0], theirs.transformer.h[0])
-    with pytest.raises(TypeError, match="theirs"):
+    with pytest.raises(TypeError, match=r"^theirs must be a transformers GPT2Block"):
         copy_hf_gpt2_block(ours.blocks[0], ours.blocks[1])
 
 
 def test_gpt2_params_errors():
-    with pytest.raises(TypeError, match="vocab_size"):
+    with pytest.raises(TypeError, match=r"^vocab_size "):
         gpt2_params(True, 8, 8, 2, 1)
-    with pytest.raises(ValueError, match="d_ff"):
+    with pytest.raises(ValueError, match=r"^d_ff "):
         gpt2_params(5, 8, 8, 2, 1, d_ff=0)
-    with pytest.raises(TypeError, match="tied"):
+    with pytest.raises(TypeError, match=r"^tied "):
         gpt2_params(5, 8, 8, 2, 1, tied=1)
-    with pytest.raises(ValueError, match="n_heads"):
+    with pytest.raises(ValueError, match=r"^d_model=8 must be divisible by n_heads=3"):
         gpt2_params(5, 8, 8, 3, 1)
 
 

@@ -429,15 +429,15 @@ def test_difference_top_p_one_hf_removes_tokens_whose_probability_underflows():
 def test_difference_hf_accepts_settings_we_refuse():
     scores = torch.tensor([[2.0, 1.0, 0.0]])
     assert kept(hf_filter(scores, top_p=0.0)).tolist() == [[True, False, False]]  # p = 0: greedy
-    with pytest.raises(ValueError, match="top_p"):
+    with pytest.raises(ValueError, match=r"^top_p "):
         filter_logits(scores, top_p=0.0)
     assert torch.equal(hf_filter(scores, top_k=10), scores)  # k > V: silently clamped
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ValueError, match=r"^top_k "):
         filter_logits(scores, top_k=10)
 
 
 def test_difference_hf_refuses_an_int_temperature_we_accept():
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(ValueError, match=r"^`temperature` \(=2\)"):  # Hugging Face's message
         TemperatureLogitsWarper(2)
     assert filter_logits(torch.tensor([2.0, 1.0]), temperature=2).tolist() == [1.0, 0.5]
 
@@ -602,6 +602,33 @@ def test_bad_input_raises_an_error_naming_the_argument(call, kind, name):
     assert str(info.value).startswith(name), str(info.value)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: next_token_distribution(torch.tensor([1.0, 0.0]), temperature=1e-50),  # 1e50 > float32 max
+        lambda: next_token_distribution(torch.tensor([1e30, 0.0]), temperature=1e-10),
+        lambda: filter_logits(torch.tensor([1e30, 0.0]), temperature=1e-10, top_k=1),  # not blamed on logits
+        lambda: filter_logits(torch.tensor([1e30, 0.0]), temperature=1e-10, top_p=0.5),
+        lambda: sample_step(torch.tensor([1.0, 0.0]), temperature=1e-50, generator=gen(1)),
+        lambda: next_token_distribution(torch.tensor([1e300, 0.0], dtype=F64), temperature=1e-10),
+        lambda: next_token_distribution(torch.tensor([[0.0, 0.0], [-1.0, 0.0]]), temperature=1e-39),
+    ],
+)
+def test_a_temperature_too_small_for_the_dtype_is_an_error_not_nan(call):
+    """logits / T overflowing to inf would make softmax NaN (inf - inf); it is refused,
+    and the error names the temperature."""
+    with pytest.raises(ValueError, match=r"^temperature \S+ is too small for these logits in torch\.float(32|64)"):
+        call()
+
+
+def test_a_small_temperature_that_fits_the_dtype_is_still_allowed():
+    """The check refuses overflow only: the same T on float64 logits, or on logits that
+    stay finite, gives the one-hot distribution (exactly, no tolerance needed)."""
+    assert next_token_distribution(torch.tensor([1.0, 0.0], dtype=F64), temperature=1e-50).tolist() == [1.0, 0.0]
+    assert next_token_distribution(torch.tensor([1.0, 0.0]), temperature=1e-30).tolist() == [1.0, 0.0]
+    assert next_token_distribution(torch.tensor([0.0, 0.0]), temperature=1e-30).tolist() == [0.5, 0.5]
+
+
 def test_the_steps_error_says_when_the_prepared_sequence_ran_out():
-    with pytest.raises(ValueError, match="ran out after 2 logit vectors"):
+    with pytest.raises(ValueError, match=r"^steps ran out after 2 logit vectors, before EOS or the length limit$"):
         greedy_trace([[1.0, 0.0], [1.0, 0.0]], eos_id=1, max_new_tokens=5)
