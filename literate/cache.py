@@ -1,4 +1,5 @@
-"""A key/value cache for decoding one token at a time (used in chapter 3; a planned chapter covers it in depth).
+"""A key/value cache for decoding one token at a time (used in chapter 3; a planned
+chapter covers it in depth).
 
 When a decoder generates token t, the keys and values of tokens 0..t-1 have not changed
 since they were computed: only the new token's key and value are new. The cache keeps

@@ -256,8 +256,9 @@ class EncoderDecoder(nn.Module):
 
         A row stops at its first EOS (kept) and is PAD after it; all rows stop after
         max_new_tokens. PAD and BOS are never produced: they are not targets. There is no
-        KV cache, so the decoder reruns on the whole prefix at each step (the KV cache of chapter 3 would avoid that). Runs
-        in eval mode (no dropout), restoring the previous mode after.
+        KV cache, so the decoder reruns on the whole prefix at each step (the KV cache of
+        chapter 3 would avoid that). Runs in eval mode (no dropout), restoring the previous
+        mode after.
         """
         source = self.check("source", source)
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
