@@ -22,6 +22,7 @@ __all__ = [
     "probability",
     "boolean",
     "features",
+    "token_ids",
     "choice",
     "float_tensor",
     "bool_tensor",
@@ -138,3 +139,34 @@ def features(name: str, value: object, *, width: int, like: Tensor) -> Tensor:
     if value.device != like.device:
         raise ValueError(f"{name} is on {value.device}, the layer's parameters on {like.device}")
     return value
+
+
+# --8<-- [start:token_ids]
+def token_ids(name: str, value: object, *, vocab_size: int, max_length: int | None = None,
+              pad_id: int | None = None) -> Tensor:
+    """Check a batch of token ids `[B, T]`: int64, non-empty, every id in [0, vocab_size),
+    T <= max_length if given, and (if `pad_id` is given) no row of nothing but PAD.
+
+    Ids are never clamped or cast: an id outside the vocabulary is a bug upstream (a
+    tokenizer for another model, an off-by-one), and a float tensor of "ids" is one too.
+    """
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(value).__name__}")
+    if value.dtype != torch.long:
+        raise TypeError(f"{name} must hold token ids as torch.long, got {value.dtype}")
+    if value.ndim != 2:
+        raise ValueError(f"{name} must have shape [B, T], got {tuple(value.shape)}")
+    if value.numel() == 0:
+        raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
+    if max_length is not None and value.shape[1] > max_length:
+        raise ValueError(f"{name} has length {value.shape[1]} > max_length={max_length}")
+    outside = (value < 0) | (value >= vocab_size)
+    if bool(outside.any()):
+        where = torch.nonzero(outside)[0].tolist()
+        raise ValueError(f"{name} holds id {value[tuple(where)].item()} at {where}, outside [0, {vocab_size})")
+    if pad_id is not None:
+        all_pad = ~(value != pad_id).any(dim=1)  # [B]
+        if bool(all_pad.any()):
+            raise ValueError(f"{name} has rows of nothing but PAD={pad_id}: {torch.nonzero(all_pad)[:, 0].tolist()}")
+    return value
+# --8<-- [end:token_ids]

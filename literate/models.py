@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from literate.blocks import PreNormBlock, gpt2_block
-from literate.checks import non_negative_int, positive_float, positive_int, probability
+from literate.checks import non_negative_int, positive_float, positive_int, probability, token_ids
 from literate.ffn import DenseFFN, gelu_tanh
 from literate.heads import MultiHeadAttention, load_packed_qkv
 from literate.norms import LayerNorm
@@ -41,7 +41,6 @@ from literate.positions import LearnedPositions
 from literate.sampling import checked_top_k, checked_top_p, greedy_step, sample_step
 
 __all__ = [
-    "check_token_ids",
     "next_token_chooser",
     "GPTLanguageModel",
     "gpt2_model",
@@ -55,29 +54,6 @@ __all__ = [
     "period_windows",
     "train_period_lm",
 ]
-
-# --8<-- [start:check_token_ids]
-def check_token_ids(ids: object, *, vocab_size: int, context: int | None = None, name: str = "ids") -> Tensor:
-    """`ids` must be an int64 tensor [B, T], non-empty, every id in 0 .. vocab_size - 1, and
-    (when `context` is given) T <= context. Anything else is an error naming `name`."""
-    if not isinstance(ids, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
-    if ids.dtype != torch.long:
-        raise TypeError(f"{name} must be an int64 (torch.long) tensor of token ids, got {ids.dtype}")
-    if ids.ndim != 2 or ids.numel() == 0:
-        raise ValueError(f"{name} must be a non-empty [B, T] tensor, got shape {tuple(ids.shape)}")
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise ValueError(f"{name} holds token id {bad}, outside the vocabulary 0..{vocab_size - 1}")
-    if context is not None and ids.shape[1] > context:
-        raise ValueError(
-            f"{name} has T={ids.shape[1]} tokens but the model has only {context} positions; "
-            "crop it (generate does: it keeps the last `context` tokens)"
-        )
-    return ids
-# --8<-- [end:check_token_ids]
-
 
 # --8<-- [start:next_token_chooser]
 def next_token_chooser(
@@ -148,8 +124,8 @@ class GPTLanguageModel(nn.Module):
         return self.positions.max_length
 
     def check(self, ids: object, *, context: int | None) -> Tensor:
-        """`check_token_ids` with this model's vocabulary, on the model's device."""
-        ids = check_token_ids(ids, vocab_size=self.vocab_size, context=context)
+        """`checks.token_ids` with this model's vocabulary, on the model's device."""
+        ids = token_ids("ids", ids, vocab_size=self.vocab_size, max_length=context)
         if ids.device != self.token_embedding.weight.device:
             raise ValueError(f"ids is on {ids.device}, the model on {self.token_embedding.weight.device}")
         return ids

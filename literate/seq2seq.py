@@ -37,49 +37,19 @@ from literate.blocks import (
     decoder_layer_2017,
     encoder_layer_2017,
 )
-from literate.checks import float_tensor, non_negative_int, positive_int, probability
+from literate.checks import float_tensor, non_negative_int, positive_int, probability, token_ids
 from literate.heads import pack_qkv
 from literate.positions import sinusoidal_table
 
 __all__ = [
     "EncoderDecoder",
     "shift_right",
-    "check_token_ids",
     "transformer_lr",
     "label_smoothed_nll",
     "torch_encoder_layer",
     "torch_decoder_layer",
     "smoke",
 ]
-
-
-# --8<-- [start:check_token_ids]
-def check_token_ids(name: str, tokens: object, *, vocab_size: int, pad_id: int, max_length: int) -> Tensor:
-    """Return `tokens` if it is a usable batch of token ids [B, T], else raise naming `name`.
-
-    Token ids are never clamped or cast: an id outside the vocabulary is a bug upstream
-    (a tokenizer for another model, an off-by-one), and a float tensor of "ids" is one too.
-    A row of nothing but PAD would leave every query of the cross-attention with no key.
-    """
-    if not isinstance(tokens, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
-    if tokens.dtype != torch.long:
-        raise TypeError(f"{name} must hold token ids as torch.long, got {tokens.dtype}")
-    if tokens.ndim != 2:
-        raise ValueError(f"{name} must have shape [B, T], got {tuple(tokens.shape)}")
-    if tokens.numel() == 0:
-        raise ValueError(f"{name} has an empty axis: shape {tuple(tokens.shape)}")
-    if tokens.shape[1] > max_length:
-        raise ValueError(f"{name} has length {tokens.shape[1]} > max_length={max_length}")
-    outside = (tokens < 0) | (tokens >= vocab_size)
-    if bool(outside.any()):
-        where = torch.nonzero(outside)[0].tolist()
-        raise ValueError(f"{name} holds id {tokens[tuple(where)].item()} at {where}, outside [0, {vocab_size})")
-    all_pad = ~(tokens != pad_id).any(dim=1)  # [B]
-    if bool(all_pad.any()):
-        raise ValueError(f"{name} has rows of nothing but PAD={pad_id}: {torch.nonzero(all_pad)[:, 0].tolist()}")
-    return tokens
-# --8<-- [end:check_token_ids]
 
 
 # --8<-- [start:shift_right]
@@ -203,8 +173,8 @@ class EncoderDecoder(nn.Module):
             [decoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout) for _ in range(n_layers)])
 
     def check(self, name: str, tokens: object) -> Tensor:
-        """`check_token_ids` with this model's vocabulary, PAD and length limit, on its device."""
-        tokens = check_token_ids(name, tokens, vocab_size=self.vocab_size, pad_id=self.pad_id,
+        """`checks.token_ids` with this model's vocabulary, PAD and length limit, on its device."""
+        tokens = token_ids(name, tokens, vocab_size=self.vocab_size, pad_id=self.pad_id,
                                  max_length=self.max_length)
         if tokens.device != self.embedding.weight.device:
             raise ValueError(f"{name} is on {tokens.device}, the model on {self.embedding.weight.device}")

@@ -249,3 +249,26 @@ def test_no_module_of_the_package_validates_with_assert():
         found += [f"{path.relative_to(root)}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assert)]
     assert len(list(root.rglob("*.py"))) > 20
     assert found == []
+
+
+def test_token_ids_checks_kind_shape_vocabulary_length_and_pad_rows():
+    from literate.checks import token_ids
+
+    ids = torch.tensor([[3, 4, 0], [5, 0, 0]])
+    assert token_ids("ids", ids, vocab_size=6) is ids
+    assert token_ids("ids", ids, vocab_size=6, max_length=3, pad_id=0) is ids
+    cases = [
+        ([[1]], TypeError, r"^ids must be a torch.Tensor of token ids, got list$"),
+        (ids.float(), TypeError, r"^ids must hold token ids as torch.long, got torch.float32$"),
+        (ids[0], ValueError, r"^ids must have shape \[B, T\], got \(3,\)$"),
+        (ids[:, :0], ValueError, r"^ids has an empty axis"),
+        (torch.tensor([[3, 6]]), ValueError, r"^ids holds id 6 at \[0, 1\], outside \[0, 6\)$"),
+        (torch.tensor([[-1, 2]]), ValueError, r"^ids holds id -1 at \[0, 0\]"),
+    ]
+    for value, error, pattern in cases:
+        with pytest.raises(error, match=pattern):
+            token_ids("ids", value, vocab_size=6)
+    with pytest.raises(ValueError, match=r"^ids has length 3 > max_length=2$"):
+        token_ids("ids", ids, vocab_size=6, max_length=2)
+    with pytest.raises(ValueError, match=r"^ids has rows of nothing but PAD=0: \[1\]$"):
+        token_ids("ids", torch.tensor([[3, 0], [0, 0]]), vocab_size=6, pad_id=0)

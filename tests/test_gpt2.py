@@ -328,7 +328,7 @@ def test_eos_stop_keeps_eos_and_finished_rows_repeat_it(small):
 
 def test_context_cropping(small):
     long = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9]])  # 9 tokens, 6 positions
-    with pytest.raises(ValueError, match=r"^ids has T=9 tokens but the model has only 6 positions"):
+    with pytest.raises(ValueError, match=r"^ids has length 9 > max_length=6$"):
         small(long)
     out = small.generate(long, 4)
     assert out.shape == (1, 13)
@@ -362,13 +362,13 @@ def test_sampling(small):
     "ids, error, words",
     [
         ([[1, 2]], TypeError, "ids must be a torch.Tensor"),
-        (torch.tensor([[1.0, 2.0]]), TypeError, "int64"),
-        (torch.tensor([[1, 2]], dtype=torch.int32), TypeError, "int64"),
+        (torch.tensor([[1.0, 2.0]]), TypeError, "torch.long, got torch.float32"),
+        (torch.tensor([[1, 2]], dtype=torch.int32), TypeError, "torch.long, got torch.int32"),
         (torch.tensor([1, 2]), ValueError, "[B, T]"),
-        (torch.zeros(1, 0, dtype=torch.long), ValueError, "non-empty"),
-        (torch.tensor([[1, VOCAB]]), ValueError, f"token id {VOCAB}"),
-        (torch.tensor([[-1, 2]]), ValueError, "token id -1"),
-        (torch.zeros(1, 7, dtype=torch.long), ValueError, "T=7"),
+        (torch.zeros(1, 0, dtype=torch.long), ValueError, "empty axis"),
+        (torch.tensor([[1, VOCAB]]), ValueError, f"id {VOCAB} at [0, 1]"),
+        (torch.tensor([[-1, 2]]), ValueError, "id -1 at [0, 0]"),
+        (torch.zeros(1, 7, dtype=torch.long), ValueError, "length 7 > max_length=6"),
     ],
 )
 def test_forward_refuses_bad_ids(small, ids, error, words):
@@ -417,7 +417,7 @@ def test_generate_refuses_bad_settings(small, kwargs, error, name):
 
 
 def test_generate_refuses_bad_ids(small):
-    with pytest.raises(ValueError, match=rf"^ids holds token id {VOCAB}, outside the vocabulary"):
+    with pytest.raises(ValueError, match=rf"^ids holds id {VOCAB} at \[0, 0\], outside \[0, {VOCAB}\)"):
         small.generate(torch.tensor([[VOCAB]]), 2)
 
 

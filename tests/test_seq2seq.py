@@ -26,7 +26,6 @@ from literate.params import encoder_decoder_params, transformer_parameter_floor
 from literate.positions import sinusoidal_table
 from literate.seq2seq import (
     EncoderDecoder,
-    check_token_ids,
     cross_attention_weights,
     label_smoothed_nll,
     shift_right,
@@ -435,8 +434,10 @@ def test_mismatched_batches_are_refused():
         tiny()(SOURCE, TARGETS[:2])
 
 
-def test_check_token_ids_returns_good_ids_unchanged():
-    assert check_token_ids("x", SOURCE, vocab_size=11, pad_id=0, max_length=6) is SOURCE
+def test_token_ids_returns_good_ids_unchanged():
+    from literate.checks import token_ids
+
+    assert token_ids("x", SOURCE, vocab_size=11, pad_id=0, max_length=6) is SOURCE
 
 
 @pytest.mark.parametrize(
