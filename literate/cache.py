@@ -25,12 +25,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from literate.checks import float_tensor, non_negative_int, positive_int
+from literate.checks import float_dtype, float_tensor, non_negative_int, positive_int
 
 __all__ = ["KVCache"]
-
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
 
 # --8<-- [start:kv_cache]
 class KVCache:
@@ -58,8 +55,7 @@ class KVCache:
             positive_int("capacity", capacity),
             positive_int("d_head", d_head),
         )
-        if dtype not in _FLOAT_DTYPES:
-            raise TypeError(f"dtype must be one of {list(_FLOAT_DTYPES)}, got {dtype!r}")
+        float_dtype("dtype", dtype)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, capacity, d_head]
         self.v = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, capacity, d_head]
         self.next_pos = 0

@@ -23,6 +23,8 @@ __all__ = [
     "boolean",
     "features",
     "token_ids",
+    "FLOAT_DTYPES",
+    "float_dtype",
     "choice",
     "float_tensor",
     "bool_tensor",
@@ -86,6 +88,16 @@ def boolean(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {_kind(value)}")
     return value
+
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def float_dtype(name: str, dtype: object) -> torch.dtype:
+    """Return `dtype` if it is one of the floating dtypes a table or buffer can hold."""
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be a floating dtype {list(FLOAT_DTYPES)}, got {dtype!r}")
+    return dtype  # type: ignore[return-value]
 
 
 def choice(name: str, value: Any, options: tuple[str, ...]) -> str:

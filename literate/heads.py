@@ -30,8 +30,8 @@ from literate.attention import (
     scaled_dot_product_attention,
 )
 from literate.cache import KVCache
-from literate.checks import bool_tensor, boolean, choice, float_tensor, non_negative_int, positive_float, positive_int
-from literate.positions import apply_rope, rope_cache
+from literate.checks import bool_tensor, boolean, choice, float_tensor, non_negative_int, positive_int
+from literate.positions import apply_rope, base_above_one, rope_cache
 
 __all__ = [
     "split_heads",
@@ -317,9 +317,7 @@ class MultiHeadAttention(nn.Module):
         self.d_head = d_model // n_heads
         if rope and self.d_head % 2:
             raise ValueError(f"rope=True needs an even d_head (pairs rotate), got d_head={self.d_head}")
-        self.rope, self.rope_base = rope, positive_float("rope_base", rope_base)
-        if self.rope_base <= 1.0:
-            raise ValueError(f"rope_base must be > 1, got {rope_base}")
+        self.rope, self.rope_base = rope, base_above_one(rope_base, name="rope_base")
         d_kv = n_kv_heads * self.d_head
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_q: H heads of d_head
         self.k_proj = nn.Linear(d_model, d_kv, bias=bias)  # W_k: only H_kv heads

@@ -26,7 +26,7 @@ from numbers import Integral
 import torch
 from torch import Tensor, nn
 
-from literate.checks import float_tensor, non_negative_int, positive_float, positive_int
+from literate.checks import float_dtype, float_tensor, non_negative_int, positive_float, positive_int
 
 __all__ = [
     "sinusoidal_table",
@@ -39,8 +39,6 @@ __all__ = [
     "interleaved_to_half_permutation",
 ]
 
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
 # Why sinusoidal_table refuses an odd width, in its error message and on the page.
 ODD_WIDTH_REASON = (
     "for an odd width the last sine has no cosine partner, so PE[pos + k] would not be "
@@ -49,13 +47,6 @@ ODD_WIDTH_REASON = (
 
 
 # Validation helpers shared by the functions below (the chapter imports them).
-
-
-def float_dtype(name: str, dtype: object) -> torch.dtype:
-    """Return `dtype` if it is one of the floating dtypes a table can be built in."""
-    if dtype not in _FLOAT_DTYPES:
-        raise TypeError(f"{name} must be a floating dtype {list(_FLOAT_DTYPES)}, got {dtype!r}")
-    return dtype  # type: ignore[return-value]
 
 
 def even_int(name: str, value: object, *, why: str = "coordinates are used in sin/cos pairs") -> int:
@@ -73,12 +64,12 @@ def any_int(name: str, value: object) -> int:
     return int(value)
 
 
-def base_above_one(base: object) -> float:
+def base_above_one(base: object, *, name: str = "base") -> float:
     """Return `base` if it is a finite real > 1, so that the frequencies base^(-2i/d)
     decrease from one pair to the next."""
-    base = positive_float("base", base)
+    base = positive_float(name, base)
     if base <= 1.0:
-        raise ValueError(f"base must be > 1 (the frequencies base^(-2i/d) must decrease), got {base}")
+        raise ValueError(f"{name} must be > 1 (the frequencies base^(-2i/d) must decrease), got {base}")
     return base
 
 
