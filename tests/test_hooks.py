@@ -26,9 +26,10 @@ def test_claim_becomes_an_anchored_box():
 
 
 def test_ledger_links_every_claim_and_names_its_pytest_id():
-    claims = [hooks.PageClaim("part/page.md", c) for c in iter_claims(PAGE)]
+    claims = [hooks.PageClaim("part/page.md", "A page", c) for c in iter_claims(PAGE)]
     table = hooks.ledger_markdown(claims, on_page="appendix/claims.md")
-    assert "**1 claims** on 1 page(s)" in table
+    assert "**1 claims** on 1 pages." in table
+    assert "## [A page](../part/page.md)" in table
     assert "[`demo.sum`](../part/page.md#claim-demo.sum)" in table
     assert "`docs/part/page.md::line:6,column:1` (1 assert)" in table
 
@@ -72,3 +73,8 @@ def test_notebook_cache_key_covers_literate(tmp_path, monkeypatch):
     assert plugin._compute_cache_key(str(notebook), config, True) != before
     assert plugin._compute_cache_key.__wrapped__(str(notebook), config, True) == \
         plugin._compute_cache_key.__wrapped__(str(notebook), config, True)
+
+
+def test_nav_order_flattens_sections_in_reading_order():
+    nav = [{"Home": "index.md"}, {"Part": [{"One": "a/one.md"}, "a/two.md"]}, {"Appendix": [{"L": "z.md"}]}]
+    assert hooks.nav_order(nav) == ["index.md", "a/one.md", "a/two.md", "z.md"]

@@ -89,26 +89,43 @@ def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> F
 @dataclass(frozen=True)
 class PageClaim:
     page: str  # docs-relative path of the page
+    title: str  # the page's first heading
     claim: Claim
 
 
 _site_claims: list[PageClaim] = []
 
 
-def _collect_claims(files: Files) -> list[PageClaim]:
+def nav_order(nav: object) -> list[str]:
+    """The page paths of mkdocs.yml's `nav`, in reading order."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [p for value in nav.values() for p in nav_order(value)]
+    if isinstance(nav, list):
+        return [p for item in nav for p in nav_order(item)]
+    return []
+
+
+def _collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
+    """Every claim of every page, pages in reading order (then any page not in the nav)."""
     found: list[PageClaim] = []
     seen: dict[str, str] = {}
     problems: list[str] = []
-    for f in sorted(files.documentation_pages(), key=lambda f: f.src_uri):
+    rank = {path: i for i, path in enumerate(order)}
+    pages = sorted(files.documentation_pages(), key=lambda f: (rank.get(f.src_uri, len(rank)), f.src_uri))
+    for f in pages:
         if not f.abs_src_path or not f.src_uri.endswith(".md"):
             continue
         text = Path(f.abs_src_path).read_text(encoding="utf-8")
         problems += claim_problems(text, where=f.src_uri)
+        heading = re.search(r"^# (.+)$", text, re.M)
+        title = heading.group(1).strip() if heading else f.src_uri
         for claim in iter_claims(text):
             if claim.id in seen:
                 problems.append(f"{f.src_uri}:{claim.line}: claim id {claim.id!r} already used in {seen[claim.id]}")
             seen[claim.id] = f.src_uri
-            found.append(PageClaim(f.src_uri, claim))
+            found.append(PageClaim(f.src_uri, title, claim))
     if problems:
         raise PluginError("claims without a valid proof:\n  " + "\n  ".join(problems))
     return found
@@ -136,27 +153,26 @@ def _relative(from_page: str, to_page: str) -> str:
 
 
 def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
-    pages = sorted({c.page for c in claims})
-    lines = [
-        f"**{len(claims)} claims** on {len(pages)} page(s). Each claim is followed on its page by "
-        "the Python block that proves it; that block runs under `pytest` with the rest of the "
-        "page, and the build refuses a claim without one.",
-        "",
-        "| Claim | Statement | Page | Proved by (pytest id) |",
-        "|---|---|---|---|",
-    ]
-    for item in claims:
-        c = item.claim
-        link = _relative(on_page, item.page)
-        statement = " ".join(c.text.split()).replace("|", "\\|")
-        proof = c.proof
-        node = f"docs/{item.page}::line:{proof.line},column:1" if proof else "(none)"
-        asserts = proof.source.count("assert") if proof else 0
-        lines.append(
-            f"| [`{c.id}`]({link}#claim-{c.id}) | {statement} | [{item.page}]({link}) "
-            f"| `{node}` ({asserts} assert{'s' if asserts != 1 else ''}) |"
-        )
-    return "\n".join(lines) + "\n"
+    """One section per page, in reading order: each claim, its statement, its pytest id."""
+    pages = list(dict.fromkeys(c.page for c in claims))
+    lines = [f"**{len(claims)} claims** on {len(pages)} pages.", ""]
+    for page in pages:
+        items = [c for c in claims if c.page == page]
+        link = _relative(on_page, page)
+        lines += [f"## [{items[0].title}]({link})", "", "| Claim | Statement | Proved by (pytest id) |",
+                  "|---|---|---|"]
+        for item in items:
+            c = item.claim
+            statement = " ".join(c.text.split()).replace("|", "\\|")
+            proof = c.proof
+            node = f"docs/{item.page}::line:{proof.line},column:1" if proof else "(none)"
+            asserts = proof.source.count("assert") if proof else 0
+            lines.append(
+                f"| [`{c.id}`]({link}#claim-{c.id}) | {statement} "
+                f"| `{node}` ({asserts} assert{'s' if asserts != 1 else ''}) |"
+            )
+        lines.append("")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------
@@ -234,7 +250,7 @@ def on_files(files: Files, config: Any) -> Files:
     for uri, path in report.paths.items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
     log.info("figures: %d drawn, %d reused from cache", len(report.drawn), len(report.reused))
-    _site_claims = _collect_claims(files)
+    _site_claims = _collect_claims(files, nav_order(config.get("nav")))
     return files
 
 
