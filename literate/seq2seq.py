@@ -31,14 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from literate.blocks import (
-    PostNormDecoderLayer,
-    PostNormEncoderLayer,
-    decoder_layer_2017,
-    encoder_layer_2017,
-)
+from literate.blocks import decoder_layer_2017, encoder_layer_2017
 from literate.checks import float_tensor, non_negative_int, positive_int, probability, token_ids
-from literate.heads import pack_qkv
 from literate.positions import sinusoidal_table
 
 __all__ = [
@@ -46,8 +40,6 @@ __all__ = [
     "shift_right",
     "transformer_lr",
     "label_smoothed_nll",
-    "torch_encoder_layer",
-    "torch_decoder_layer",
     "smoke",
 ]
 
@@ -283,60 +275,6 @@ def cross_attention_weights(model: EncoderDecoder, source: Tensor, targets: Tens
             handle.remove()
     return torch.stack(recorded)  # [n_layers, B, H, T, S]
 # --8<-- [end:cross_attention_weights]
-
-
-# --8<-- [start:torch_twins]
-def torch_encoder_layer(ours: PostNormEncoderLayer) -> nn.TransformerEncoderLayer:
-    """PyTorch's post-norm ReLU encoder layer holding a copy of our weights, dropout 0.
-
-    nn.MultiheadAttention keeps W_q, W_k, W_v stacked in one `in_proj_weight` (q; k; v rows)
-    and calls W_o `out_proj`; the FFN is linear1, ReLU, linear2.
-    """
-    if not isinstance(ours, PostNormEncoderLayer):
-        raise TypeError(f"ours must be a PostNormEncoderLayer, got {type(ours).__name__}")
-    w = ours.ffn.up_proj.weight
-    theirs = nn.TransformerEncoderLayer(
-        ours.self_attn.d_model, ours.self_attn.n_heads, ours.ffn.d_ff, dropout=0.0, activation="relu",
-        layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=False, dtype=w.dtype, device=w.device)
-    _copy_attention(ours.self_attn, theirs.self_attn)
-    _copy_ffn_and_norms(ours, theirs, 2)
-    return theirs
-
-
-def torch_decoder_layer(ours: PostNormDecoderLayer) -> nn.TransformerDecoderLayer:
-    """PyTorch's post-norm ReLU decoder layer holding a copy of our weights, dropout 0:
-    self_attn, multihead_attn (the cross-attention), linear1/linear2, norm1..norm3."""
-    if not isinstance(ours, PostNormDecoderLayer):
-        raise TypeError(f"ours must be a PostNormDecoderLayer, got {type(ours).__name__}")
-    w = ours.ffn.up_proj.weight
-    theirs = nn.TransformerDecoderLayer(
-        ours.self_attn.d_model, ours.self_attn.n_heads, ours.ffn.d_ff, dropout=0.0, activation="relu",
-        layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=False, dtype=w.dtype, device=w.device)
-    _copy_attention(ours.self_attn, theirs.self_attn)
-    _copy_attention(ours.cross_attn, theirs.multihead_attn)
-    _copy_ffn_and_norms(ours, theirs, 3)
-    return theirs
-
-
-def _copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
-    packed = pack_qkv(ours)  # one Linear with rows q; k; v
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(packed.weight)
-        theirs.in_proj_bias.copy_(packed.bias)
-        theirs.out_proj.weight.copy_(ours.o_proj.weight)
-        theirs.out_proj.bias.copy_(ours.o_proj.bias)
-
-
-def _copy_ffn_and_norms(ours, theirs, n_norms: int) -> None:
-    with torch.no_grad():
-        theirs.linear1.weight.copy_(ours.ffn.up_proj.weight)
-        theirs.linear1.bias.copy_(ours.ffn.up_proj.bias)
-        theirs.linear2.weight.copy_(ours.ffn.down_proj.weight)
-        theirs.linear2.bias.copy_(ours.ffn.down_proj.bias)
-        for i in range(1, n_norms + 1):
-            getattr(theirs, f"norm{i}").weight.copy_(getattr(ours, f"norm{i}").weight)
-            getattr(theirs, f"norm{i}").bias.copy_(getattr(ours, f"norm{i}").bias)
-# --8<-- [end:torch_twins]
 
 
 # ---------------------------------------------------------------------------------------

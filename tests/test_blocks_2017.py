@@ -29,7 +29,7 @@ from literate.blocks import (
     gpt2_block,
 )
 from literate.heads import MultiHeadAttention
-from literate.seq2seq import torch_decoder_layer, torch_encoder_layer
+from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 TOL = {"atol": 1e-12, "rtol": 0.0}
 D, H, D_FF = 16, 4, 32

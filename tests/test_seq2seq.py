@@ -30,10 +30,9 @@ from literate.seq2seq import (
     label_smoothed_nll,
     shift_right,
     smoke,
-    torch_decoder_layer,
-    torch_encoder_layer,
     transformer_lr,
 )
+from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = {"atol": 1e-12, "rtol": 0.0}
