@@ -91,3 +91,16 @@ def test_fingerprint_covers_every_module_of_literate(tmp_path, monkeypatch):
     assert hooks._code_fingerprint() == before
     (fake_root / "literate" / "attention.py").write_text("# edited\n", encoding="utf-8")
     assert hooks._code_fingerprint() != before
+
+
+def test_planning_draws_nothing_and_a_failed_background_drawing_fails_the_build(tmp_path):
+    from concurrent.futures import Future
+
+    report = hooks.plan_figures(tmp_path)
+    assert len(report.jobs) == 2 * len(FIGURES) and not list(tmp_path.glob("*.svg"))
+    failed: Future = Future()
+    failed.set_exception(RuntimeError("a figure function raised"))
+    hooks._drawing = failed
+    with pytest.raises(RuntimeError, match="a figure function raised"):
+        hooks.on_env(None, {}, None)
+    assert hooks._drawing is None  # the next build starts clean

@@ -21,6 +21,7 @@ import hashlib
 import html
 import logging
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,17 +57,18 @@ def _code_fingerprint() -> str:
 @dataclass
 class FigureReport:
     paths: dict[str, Path]  # served uri -> cached file
-    drawn: list[str]
+    drawn: list[str]  # file names drawn (or to be drawn, see `plan_figures`)
     reused: list[str]
+    jobs: list[tuple[str, str, Path]]  # (name, theme, path) still to draw
 
 
-def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
-    """Draw every figure that is not in the cache yet; return where each one is."""
-    from literate.figures import FIGURES, THEMES, render
+def plan_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
+    """Where every figure will be, and which ones are not in the cache yet (nothing drawn)."""
+    from literate.figures import FIGURES, THEMES
 
     fingerprint = _code_fingerprint()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    report = FigureReport(paths={}, drawn=[], reused=[])
+    report = FigureReport(paths={}, drawn=[], reused=[], jobs=[])
     for name in FIGURES:
         for theme in THEMES:
             key = hashlib.sha256(f"{fingerprint}|{name}|{theme}|{language}".encode()).hexdigest()[:20]
@@ -74,11 +76,27 @@ def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> F
             if path.exists():
                 report.reused.append(path.name)
             else:
-                tmp = path.with_suffix(".tmp")
-                tmp.write_bytes(render(name, language=language, theme=theme))
-                tmp.replace(path)
+                report.jobs.append((name, theme, path))
                 report.drawn.append(path.name)
             report.paths[f"figures/{name}-{theme}.svg"] = path
+    return report
+
+
+def draw_figures(jobs: list[tuple[str, str, Path]], *, language: str = "en") -> None:
+    """Draw the planned figures; each file appears whole or not at all."""
+    import literate.figures
+
+    for name, theme, path in jobs:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(literate.figures.render(name, language=language, theme=theme))
+        tmp.replace(path)
+
+
+def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
+    """Draw every figure that is not in the cache yet; return where each one is."""
+    report = plan_figures(cache_dir, language=language)
+    draw_figures(report.jobs, language=language)
+    report.jobs = []
     return report
 
 
@@ -243,15 +261,35 @@ def on_config(config: Any) -> Any:
     return config
 
 
+_drawing: Future[None] | None = None
+
+
 def on_files(files: Files, config: Any) -> Files:
-    global _site_claims
+    """Register every figure, and start drawing the missing ones in a background thread:
+    they are needed only when static files are copied (after `on_env`), so the drawing
+    overlaps with reading the pages and executing the notebooks, whose kernels run in
+    other processes."""
+    global _site_claims, _drawing
     language = config.get("extra", {}).get("figure_language", "en")
-    report = ensure_figures(language=language)
+    report = plan_figures(language=language)
     for uri, path in report.paths.items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
-    log.info("figures: %d drawn, %d reused from cache", len(report.drawn), len(report.reused))
+    log.info("figures: %d to draw (in the background), %d reused from cache", len(report.drawn), len(report.reused))
+    if report.jobs:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="figures")
+        _drawing = executor.submit(draw_figures, report.jobs, language=language)
+        executor.shutdown(wait=False)
     _site_claims = _collect_claims(files, nav_order(config.get("nav")))
     return files
+
+
+def on_env(env: Any, config: Any, files: Files) -> Any:
+    """Wait for the figures before MkDocs copies them; a drawing error fails the build."""
+    global _drawing
+    if _drawing is not None:
+        drawing, _drawing = _drawing, None
+        drawing.result()
+    return env
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
