@@ -26,29 +26,27 @@ __all__ = [
     "causal_allowed",
     "padding_allowed",
     "masked_softmax",
+    "check_qkv",
+    "refuse_empty_rows",
     "scaled_dot_product_attention",
 ]
 
+# --8<-- [start:empty_row_policies]
 EmptyRowPolicy = Literal["error", "zero"]
-EMPTY_ROW_POLICIES: tuple[str, ...] = ("error", "zero")
+EMPTY_ROW_POLICIES = ("error", "zero")
+# --8<-- [end:empty_row_policies]
 
 
 # --8<-- [start:causal_allowed]
-def causal_allowed(
-    t_q: int,
-    t_k: int,
-    *,
-    query_offset: int = 0,
-    device: torch.device | str | None = None,
-) -> Tensor:
+def causal_allowed(t_q: int, t_k: int, *, query_offset: int = 0,
+                   device: torch.device | str | None = None) -> Tensor:
     """Causal mask `[T_q, T_k]`: query i may read key j iff j <= query_offset + i.
 
     Positions are absolute. `query_offset` is the position of the first query:
     0 for a full forward pass, the number of cached tokens when decoding with a
     KV cache (then T_k = query_offset + T_q).
     """
-    t_q = positive_int("t_q", t_q)
-    t_k = positive_int("t_k", t_k)
+    t_q, t_k = positive_int("t_q", t_q), positive_int("t_k", t_k)
     query_offset = non_negative_int("query_offset", query_offset)
     q_pos = torch.arange(query_offset, query_offset + t_q, device=device)  # [T_q]
     k_pos = torch.arange(t_k, device=device)  # [T_k]
@@ -63,8 +61,7 @@ def padding_allowed(valid: Tensor) -> Tensor:
     The two singleton axes broadcast over heads and queries, so the result can be
     combined with a causal `[T_q, T_k]` mask by `&`.
     """
-    valid = bool_tensor("valid", valid)
-    if valid.ndim != 2:
+    if bool_tensor("valid", valid).ndim != 2:
         raise ValueError(f"valid must have shape [B, T_k], got {tuple(valid.shape)}")
     return valid[:, None, None, :]  # [B, 1, 1, T_k]
 # --8<-- [end:padding_allowed]
@@ -79,24 +76,12 @@ def masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     overflow (softmax(z) = softmax(z - c) for any constant c). A row with no
     allowed entry comes out as all zeros, never NaN.
     """
-    scores = float_tensor("scores", scores)
-    allowed = bool_tensor("allowed", allowed)
-    if allowed.device != scores.device:
-        raise ValueError(f"allowed is on {allowed.device}, scores on {scores.device}")
-    try:
-        broadcasts = torch.broadcast_shapes(allowed.shape, scores.shape) == scores.shape
-    except RuntimeError:
-        broadcasts = False
-    if not broadcasts:
-        raise ValueError(
-            f"allowed {tuple(allowed.shape)} must broadcast to scores {tuple(scores.shape)}"
-        )
-    masked = scores.masked_fill(~allowed, float("-inf"))
-    row_max = masked.amax(dim=-1, keepdim=True)  # -inf for a row with nothing allowed
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exps = torch.exp(masked - row_max)  # exp(-inf) == 0 exactly; every allowed term <= 1
-    total = exps.sum(dim=-1, keepdim=True)  # >= 1 on any row with an allowed entry
-    return exps / torch.where(total > 0, total, torch.ones_like(total))
+    masked = scores.masked_fill(~bool_tensor("allowed", allowed), -math.inf)
+    row_max = masked.amax(dim=-1, keepdim=True)  # [..., 1]; -inf if nothing is allowed
+    row_max = row_max.masked_fill(row_max == -math.inf, 0.0)  # then exps are all 0
+    exps = torch.exp(masked - row_max)  # exp(-inf) = 0 exactly; each term <= 1
+    total = exps.sum(dim=-1, keepdim=True)  # >= 1 on a row with an allowed entry
+    return exps / total.masked_fill(total == 0, 1.0)
 # --8<-- [end:masked_softmax]
 
 
@@ -107,7 +92,7 @@ class AttentionResult:
 
     output      [..., T_q, d_v]  weighted average of the value rows
     weights     [..., T_q, T_k]  softmax over allowed keys; blocked entries exactly 0
-    scores      [..., T_q, T_k]  q k^T / sqrt(d_k), with -inf where blocked (float32 or wider)
+    scores      [..., T_q, T_k]  q k^T / sqrt(d_k), -inf where blocked (float32 or wider)
     empty_rows  [..., T_q]       True where a query had no key it may attend to
     """
 
@@ -118,80 +103,72 @@ class AttentionResult:
 # --8<-- [end:attention_result]
 
 
-# --8<-- [start:scaled_dot_product_attention]
-def scaled_dot_product_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    allowed: Tensor | None = None,
-    *,
-    empty_row: EmptyRowPolicy = "error",
-) -> AttentionResult:
-    """softmax(q k^T / sqrt(d_k)) v over the allowed keys.
-
-    q [..., T_q, d_k], k [..., T_k, d_k], v [..., T_k, d_v]; leading axes broadcast.
-    allowed: bool, broadcastable to [..., T_q, T_k], True = may attend; None = all.
-    empty_row: a query with no allowed key raises ValueError ("error", the
-    default) or gets zero weights and a zero output ("zero", for padded queries).
-    Computes in float32 or wider; output and weights come back in the inputs'
-    (promoted) dtype, scores stay in the compute dtype (so they cannot overflow).
-    """
-    empty_row = choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
-    q = float_tensor("q", q, min_ndim=2)
-    k = float_tensor("k", k, min_ndim=2)
-    v = float_tensor("v", v, min_ndim=2)
-    if not q.device == k.device == v.device:
-        raise ValueError(f"q, k, v must share a device, got {q.device}, {k.device}, {v.device}")
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k must have q's width d_k={q.shape[-1]}, got k {tuple(k.shape)}")
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v must have one row per key (T_k={k.shape[-2]}), got v {tuple(v.shape)}")
+# --8<-- [start:check_qkv]
+def check_qkv(q: object, k: object, v: object, allowed: object) -> None:
+    """What attention refuses, from metadata alone: q [..., T_q, d_k],
+    k [..., T_k, d_k], v [..., T_k, d_v] of one dtype and device whose leading axes
+    broadcast, and a bool mask that broadcasts to [..., T_q, T_k]."""
+    q, k, v = (float_tensor(n, t) for n, t in (("q", q), ("k", k), ("v", v)))
+    if min(q.ndim, k.ndim, v.ndim) < 2:
+        raise ValueError("q, k and v need at least 2 axes: [..., T, width]")
+    if not (q.dtype == k.dtype == v.dtype and q.device == k.device == v.device):
+        raise TypeError(f"q, k, v must share a dtype and a device, got "
+                        f"{[(t.dtype, str(t.device)) for t in (q, k, v)]}")
+    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
+        raise ValueError(f"need q [..., T_q, d_k], k [..., T_k, d_k], v [..., T_k, d_v], "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     try:
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(
-            f"leading axes of q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
-            "do not broadcast"
-        ) from None
-
-    out_dtype = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
-    dtype = torch.promote_types(out_dtype, torch.float32)  # at least float32
-    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., T_q, T_k]
-    scores = scores.expand(*batch, *scores.shape[-2:])
-    if not torch.isfinite(scores).all():
-        raise ValueError(f"q k^T overflowed in {dtype}; rescale q and k")
-
-    if allowed is None:
-        allowed = torch.ones((), dtype=torch.bool, device=q.device).expand(scores.shape)
-    else:
-        allowed = bool_tensor("allowed", allowed)
-        if allowed.device != q.device:
+        raise ValueError(f"the leading axes of q {tuple(q.shape)}, k {tuple(k.shape)} "
+                         f"and v {tuple(v.shape)} do not broadcast") from None
+    if allowed is not None:
+        if bool_tensor("allowed", allowed).device != q.device:
             raise ValueError(f"allowed is on {allowed.device}, q on {q.device}")
+        scores = (*lead, q.shape[-2], k.shape[-2])
         try:
-            allowed = allowed.expand(scores.shape)
+            allowed.expand(scores)  # a view: nothing is copied
         except RuntimeError:
-            raise ValueError(
-                f"allowed {tuple(allowed.shape)} does not broadcast to "
-                f"[..., T_q, T_k] = {tuple(scores.shape)}"
-            ) from None
+            raise ValueError(f"allowed {tuple(allowed.shape)} must broadcast to the "
+                             f"scores [..., T_q, T_k] = {scores}") from None
+# --8<-- [end:check_qkv]
 
-    empty_rows = ~allowed.any(dim=-1)  # [..., T_q]
-    if empty_row == "error" and bool(empty_rows.any()):
-        where = torch.nonzero(empty_rows)[:8].tolist()
-        raise ValueError(
-            f"allowed leaves {int(empty_rows.sum())} query row(s) with no key to attend to, "
-            f"at index [..., query] {where}; fix the mask, or pass empty_row='zero' "
-            "to give padded queries zero output"
-        )
 
+# --8<-- [start:refuse_empty_rows]
+def refuse_empty_rows(name: str, empty: Tensor) -> None:
+    """Raise if a query row has no key it may attend to (`empty [..., T_q]`). It reads
+    values (one host sync), so it runs only where a mask comes in from outside."""
+    if empty.any():
+        rows = torch.nonzero(empty)[:8].tolist()
+        raise ValueError(f"{name} leaves {int(empty.sum())} query row(s) with no key to "
+                         f"attend to, at index [..., query] {rows}; fix the mask, or pass "
+                         "empty_row='zero' to give those rows a zero output")
+# --8<-- [end:refuse_empty_rows]
+
+
+# --8<-- [start:scaled_dot_product_attention]
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor,
+                                 allowed: Tensor | None = None, *,
+                                 empty_row: EmptyRowPolicy = "error") -> AttentionResult:
+    """softmax(q k^T / sqrt(d_k)) v over the allowed keys (`check_qkv` has the shapes).
+
+    allowed: bool, broadcastable to [..., T_q, T_k], True = may attend; None = all.
+    empty_row: a query with no allowed key raises ("error", the default) or gets zero
+    weights and a zero output ("zero", for padded queries). Half precision is computed
+    in float32; output and weights come back in the inputs' dtype.
+    """
+    check_qkv(q, k, v, allowed)
+    empty_row = choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
+    dtype = torch.promote_types(q.dtype, torch.float32)  # float16/bfloat16 -> float32
+    scores = q.to(dtype) @ k.to(dtype).transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if allowed is None:  # every key allowed: no row can be empty
+        allowed = torch.ones((), dtype=torch.bool, device=q.device)
+    elif empty_row == "error":
+        refuse_empty_rows("allowed", ~allowed.any(dim=-1))
     weights = masked_softmax(scores, allowed)  # [..., T_q, T_k]
-    output = weights @ v  # [..., T_q, d_v]: inside the hull of the value rows, so finite
-    return AttentionResult(
-        output=output.to(out_dtype),
-        weights=weights.to(out_dtype),
-        scores=scores.masked_fill(~allowed, float("-inf")),  # kept in the compute dtype
-        empty_rows=empty_rows,
-    )
+    output = weights @ v.to(dtype)  # [..., T_q, d_v]
+    shape = torch.broadcast_shapes(allowed.shape, scores.shape)
+    empty_rows = ~allowed.expand(shape).any(dim=-1)  # [..., T_q]
+    return AttentionResult(output.to(q.dtype), weights.to(q.dtype),
+                           scores.masked_fill(~allowed, -math.inf), empty_rows)
 # --8<-- [end:scaled_dot_product_attention]

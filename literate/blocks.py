@@ -22,97 +22,91 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from literate.attention import EmptyRowPolicy
-from literate.checks import bool_tensor, float_tensor, positive_int, probability
-from literate.ffn import DenseFFN, gelu_tanh
 from literate.cache import KVCache
+from literate.checks import positive_int, probability
+from literate.ffn import DenseFFN, gelu_tanh
 from literate.heads import MultiHeadAttention
 from literate.norms import LayerNorm
 
 __all__ = [
+    "same_width",
     "PostNormEncoderLayer",
     "PostNormDecoderLayer",
     "PreNormBlock",
+    "PostNormBlock",
     "encoder_layer_2017",
     "decoder_layer_2017",
     "gpt2_block",
 ]
 
 
-def dropout_layer(p: object) -> nn.Dropout:
-    """Dropout on a sublayer's output, after checking the rate is in [0, 1)."""
-    return nn.Dropout(probability("dropout", p))
-
-
-def check_valid(name: str, valid: object, batch: int, length: int) -> Tensor | None:
-    """A padding mask `[B, length]`, True = a real token, checked under the caller's name."""
-    if valid is None:
-        return None
-    valid = bool_tensor(name, valid)
-    if valid.shape != (batch, length):
-        raise ValueError(f"{name} must be [B={batch}, {length}], got {tuple(valid.shape)}")
-    return valid
-
-
-def check_stream(name: str, x: object) -> Tensor:
-    """The residual stream must be a finite float tensor [B, T, d]."""
-    x = float_tensor(name, x, min_ndim=3)
-    if x.ndim != 3:
-        raise ValueError(f"{name} must have shape [B, T, d], got {tuple(x.shape)}")
-    return x
+# --8<-- [start:same_width]
+def same_width(**parts: object) -> int:
+    """The width d_model that every part of a block shares. Refuses, naming the part,
+    anything that is not a module with an int `d_model`, and parts of different widths
+    (which would otherwise fail, or silently broadcast, deep inside a forward)."""
+    widths = {}
+    for name, part in parts.items():
+        if not isinstance(part, nn.Module) or not isinstance(getattr(part, "d_model", None), int):
+            raise TypeError(f"{name} must be an nn.Module with an int d_model (its width), "
+                            f"got {type(part).__name__}")
+        widths[name] = part.d_model
+    if len(set(widths.values())) != 1:
+        raise ValueError(f"the parts of a block must share one width d_model, got {widths}")
+    return next(iter(widths.values()))
+# --8<-- [end:same_width]
 
 
 # --8<-- [start:post_norm_encoder_layer]
 class PostNormEncoderLayer(nn.Module):
     """The 2017 encoder layer: self-attention, add & norm, FFN, add & norm.
 
-    Bidirectional: every token sees every other real token; `key_valid [B, T]` hides padding.
+    Bidirectional: every token sees every other real token; `key_valid [B, T]` hides
+    padding. Dropout on each sublayer's output, before it is added (sec. 5.4).
     """
 
     def __init__(self, self_attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
                  norm2: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
+        self.d_model = same_width(self_attn=self_attn, ffn=ffn, norm1=norm1, norm2=norm2)
         self.self_attn, self.ffn, self.norm1, self.norm2 = self_attn, ffn, norm1, norm2
-        self.dropout = dropout_layer(dropout)
+        self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
-        x = check_stream("x", x)
-        key_valid = check_valid("key_valid", key_valid, x.shape[0], x.shape[1])
         a = self.self_attn(x, causal=False, key_valid=key_valid, empty_row=empty_row)
         x = self.norm1(x + self.dropout(a))
-        x = self.norm2(x + self.dropout(self.ffn(x)))
-        return x
+        return self.norm2(x + self.dropout(self.ffn(x)))
 # --8<-- [end:post_norm_encoder_layer]
 
 
 # --8<-- [start:post_norm_decoder_layer]
 class PostNormDecoderLayer(nn.Module):
-    """The 2017 decoder layer: masked self-attention, cross-attention, FFN, each followed by
-    add & norm. The self-attention is always causal (there is no way to forget the mask);
-    the cross-attention reads the encoder's output `memory [B, S, d]`, whose length S need
-    not equal T, and is not causal: the whole source is known.
+    """The 2017 decoder layer: masked self-attention, cross-attention, FFN, each followed
+    by add & norm. The self-attention is always causal (there is no way to forget the
+    mask); the cross-attention reads the encoder's output `memory [B, S, d]`, whose
+    length S need not equal T, and is not causal: the whole source is known.
     """
 
     def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention,
                  ffn: nn.Module, norm1: nn.Module, norm2: nn.Module, norm3: nn.Module,
                  *, dropout: float = 0.0) -> None:
         super().__init__()
+        self.d_model = same_width(self_attn=self_attn, cross_attn=cross_attn, ffn=ffn,
+                                  norm1=norm1, norm2=norm2, norm3=norm3)
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
         self.norm1, self.norm2, self.norm3 = norm1, norm2, norm3
-        self.dropout = dropout_layer(dropout)
+        self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, memory: Tensor, *, target_valid: Tensor | None = None,
-                memory_valid: Tensor | None = None, empty_row: EmptyRowPolicy = "error") -> Tensor:
-        x = check_stream("x", x)
-        memory = check_stream("memory", memory)
-        target_valid = check_valid("target_valid", target_valid, x.shape[0], x.shape[1])
-        memory_valid = check_valid("memory_valid", memory_valid, memory.shape[0], memory.shape[1])
+                memory_valid: Tensor | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.self_attn(x, causal=True, key_valid=target_valid, empty_row=empty_row)
         x = self.norm1(x + self.dropout(a))
-        c = self.cross_attn(x, memory, causal=False, key_valid=memory_valid, empty_row=empty_row)
+        c = self.cross_attn(x, memory, causal=False, key_valid=memory_valid,
+                            empty_row=empty_row)
         x = self.norm2(x + self.dropout(c))
-        x = self.norm3(x + self.dropout(self.ffn(x)))
-        return x
+        return self.norm3(x + self.dropout(self.ffn(x)))
 # --8<-- [end:post_norm_decoder_layer]
 
 
@@ -121,24 +115,44 @@ class PreNormBlock(nn.Module):
     """The decoder-only block of GPT-2 and its descendants: normalise, transform, add.
 
     The residual stream x itself is never normalised, only what each sublayer reads, so
-    the identity path from the first block to the last is untouched. Causal self-attention
-    only: no cross-attention, no encoder.
+    the identity path from the first block to the last is untouched. Causal
+    self-attention only: no cross-attention, no encoder.
     """
 
     def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
                  norm2: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
+        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2)
         self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
-        self.dropout = dropout_layer(dropout)
+        self.dropout = nn.Dropout(probability("dropout", dropout))
 
-    def forward(self, x: Tensor, *, key_valid: Tensor | None = None, cache: KVCache | None = None,
-                empty_row: EmptyRowPolicy = "error") -> Tensor:
-        x = check_stream("x", x)
-        a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache, empty_row=empty_row)
+    def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
+                cache: KVCache | None = None, empty_row: EmptyRowPolicy = "error") -> Tensor:
+        a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
+                      empty_row=empty_row)
         x = x + self.dropout(a)
-        x = x + self.dropout(self.ffn(self.norm2(x)))
-        return x
+        return x + self.dropout(self.ffn(self.norm2(x)))
 # --8<-- [end:pre_norm_block]
+
+
+# --8<-- [start:post_norm_block]
+class PostNormBlock(nn.Module):
+    """A causal decoder-only block with the 2017 placement, x = N(x + F(x)) (GPT-1,
+    Radford et al. 2018, kept it): the comparison chapter 5 makes against `PreNormBlock`
+    from the very same parts, so that the one thing that differs is where the norm sits.
+    """
+
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
+                 norm2: nn.Module, *, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2)
+        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.dropout = nn.Dropout(probability("dropout", dropout))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.norm1(x + self.dropout(self.attn(x, causal=True)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+# --8<-- [end:post_norm_block]
 
 
 # --8<-- [start:builders_2017]
@@ -173,7 +187,7 @@ def decoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float 
 def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None, dropout: float = 0.1,
                eps: float = 1e-5, activation: Callable[[Tensor], Tensor] = gelu_tanh) -> PreNormBlock:
     """Radford et al. 2019: pre-norm LayerNorm, biases, GELU (tanh form) FFN of width 4d."""
-    d_ff = 4 * positive_int("d_model", d_model) if d_ff is None else d_ff
+    d_ff = 4 * positive_int("d_model", d_model) if d_ff is None else positive_int("d_ff", d_ff)
     return PreNormBlock(
         MultiHeadAttention(d_model, n_heads, bias=True),
         DenseFFN(d_model, d_ff, activation, bias=True),

@@ -1,16 +1,23 @@
-"""Shared argument validation.
+"""Argument checks shared by every module.
 
-Every public function in `literate` validates what it is given and raises a
-`TypeError` (wrong kind of thing) or a `ValueError` (right kind, wrong value) that
-names the argument. These helpers are the one place that wording lives. They never
-use `assert`, which disappears under `python -O`.
+Two kinds, kept apart on purpose:
+
+* **Metadata** (a Python type, a bool passed as an int, a rank, a shape, a dtype, a
+  device, an option string). These cost nothing, so they sit where an argument enters.
+* **Values** (`ids_in_vocabulary`: ids inside the vocabulary, rows that are not all
+  padding). Reading a tensor's values from Python waits for the device to finish (a host
+  sync) and cannot be captured by `torch.compile`, so a value check runs once, where data
+  enters a model from outside, never in the layers the model calls.
+
+Every check raises a `TypeError` (wrong kind of thing) or a `ValueError` (right kind,
+wrong value) that names the argument; none uses `assert`, which `python -O` removes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from numbers import Integral, Real
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -21,164 +28,174 @@ __all__ = [
     "positive_float",
     "probability",
     "boolean",
-    "features",
-    "token_ids",
+    "choice",
     "FLOAT_DTYPES",
     "float_dtype",
-    "choice",
     "float_tensor",
     "bool_tensor",
+    "features",
+    "token_ids",
+    "ids_in_vocabulary",
 ]
 
 
-def _kind(value: object) -> str:
-    """Describe a value for an error message: its type, and dtype for tensors."""
-    if isinstance(value, Tensor):
-        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-    return type(value).__name__
-
-
+# --8<-- [start:positive_int]
 def positive_int(name: str, value: object) -> int:
-    """Return `value` as an int if it is an integer >= 1. `True` is not a length."""
+    """`value` if it is an int >= 1. `True` is an int in Python, but not a length."""
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {_kind(value)}")
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
     return int(value)
+# --8<-- [end:positive_int]
 
 
+# --8<-- [start:non_negative_int]
 def non_negative_int(name: str, value: object) -> int:
-    """Return `value` as an int if it is an integer >= 0 (bools rejected)."""
+    """`value` if it is an int >= 0 (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {_kind(value)}")
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
     return int(value)
+# --8<-- [end:non_negative_int]
 
 
+# --8<-- [start:positive_float]
 def positive_float(name: str, value: object) -> float:
-    """Return `value` as a float if it is a finite real number > 0 (bools rejected)."""
+    """`value` as a float if it is a finite real number > 0 (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {_kind(value)}")
-    try:
-        result = float(value)
-    except OverflowError:  # an int too large for a float, e.g. 10**400
-        raise ValueError(f"{name} must be finite and > 0, got {value}") from None
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    result = float(value) if abs(value) < 1e308 else math.inf  # 10**400 is not finite
     if not math.isfinite(result) or result <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value}")
     return result
+# --8<-- [end:positive_float]
 
 
+# --8<-- [start:probability]
 def probability(name: str, value: object) -> float:
-    """Return `value` as a float if it is a real number in [0, 1) (bools rejected): a
-    dropout rate or a label-smoothing weight, where 1 would remove everything."""
+    """`value` as a float in [0, 1): a dropout rate or a smoothing weight (1 would
+    remove everything). Bools refused."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number in [0, 1), got {_kind(value)}")
-    try:
-        result = float(value)
-    except OverflowError:  # an int too large for a float
-        raise ValueError(f"{name} must be in [0, 1), got {value}") from None
-    if not 0.0 <= result < 1.0:
+        raise TypeError(f"{name} must be a real number in [0, 1), got {type(value).__name__}")
+    if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
-    return result
+    return float(value)
+# --8<-- [end:probability]
 
 
+# --8<-- [start:boolean]
 def boolean(name: str, value: object) -> bool:
-    """Return `value` if it is a bool: `bias="no"` or `bias=1` is a mistake, not a choice."""
+    """`value` if it is a bool: `bias="no"` or `bias=1` is a mistake, not a choice."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {_kind(value)}")
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
+# --8<-- [end:boolean]
 
 
+# --8<-- [start:choice]
+def choice(name: str, value: object, options: tuple[str, ...]) -> str:
+    """`value` if it is one of the allowed strings."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {list(options)}, got {type(value).__name__}")
+    if value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+    return value
+# --8<-- [end:choice]
+
+
+# --8<-- [start:float_dtype]
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def float_dtype(name: str, dtype: object) -> torch.dtype:
-    """Return `dtype` if it is one of the floating dtypes a table or buffer can hold."""
+    """`dtype` if it is one of the floating dtypes a table or a buffer can hold."""
     if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must be a floating dtype {list(FLOAT_DTYPES)}, got {dtype!r}")
+        raise TypeError(f"{name} must be one of {list(FLOAT_DTYPES)}, got {dtype!r}")
     return dtype  # type: ignore[return-value]
+# --8<-- [end:float_dtype]
 
 
-def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
-    """Return `value` if it is one of the allowed strings."""
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, one of {list(options)}, got {_kind(value)}")
-    if value not in options:
-        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+# --8<-- [start:float_tensor]
+def float_tensor(name: str, value: object, *, ndim: int | None = None) -> Tensor:
+    """`value` if it is a floating-point tensor (of rank `ndim`, if given).
+
+    Metadata only: NaN passes, as it does through PyTorch's own layers."""
+    if not isinstance(value, Tensor) or not value.is_floating_point():
+        kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be a floating-point tensor, got {kind}")
+    if ndim is not None and value.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} axes, got shape {tuple(value.shape)}")
     return value
+# --8<-- [end:float_tensor]
 
 
-def float_tensor(name: str, value: object, *, min_ndim: int = 1) -> Tensor:
-    """Check that `value` is a non-empty, finite, floating-point tensor."""
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {_kind(value)}")
-    if not value.is_floating_point():
-        raise TypeError(f"{name} must have a floating-point dtype, got {value.dtype}")
-    if value.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dims, got shape {tuple(value.shape)}")
-    if value.numel() == 0:
-        raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
-    if not torch.isfinite(value).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return value
-
-
+# --8<-- [start:bool_tensor]
 def bool_tensor(name: str, value: object) -> Tensor:
-    """Check that `value` is a non-empty boolean tensor (True = may attend)."""
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {_kind(value)}")
-    if value.dtype is not torch.bool:
-        raise TypeError(
-            f"{name} must be a bool tensor (True = may attend), got {value.dtype}; "
-            f"convert a 0/1 mask with `mask == 1`"
-        )
-    if value.numel() == 0:
-        raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
+    """`value` if it is a boolean tensor (a mask: True = may attend)."""
+    if not isinstance(value, Tensor) or value.dtype != torch.bool:
+        kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be a bool tensor (True = may attend), got {kind}; "
+                        "convert a 0/1 mask with `mask == 1`")
     return value
+# --8<-- [end:bool_tensor]
 
 
+# --8<-- [start:features]
 def features(name: str, value: object, *, width: int, like: Tensor) -> Tensor:
-    """Check the input of a layer: a finite float tensor whose last axis is `width`, with
-    the dtype (else TypeError) and device (else ValueError) of the layer's parameter `like`.
-    Checked here so that a mismatch names the argument instead of surfacing as an error
-    from inside a matmul."""
+    """The input of a layer: a float tensor whose last axis is `width`, with the dtype
+    and device of the layer's parameter `like`. Checked here, so that a mistake names
+    the argument instead of surfacing from inside a matrix product."""
     value = float_tensor(name, value)
-    if value.shape[-1] != width:
-        raise ValueError(f"{name} must have last axis {width}, got shape {tuple(value.shape)}")
+    if value.ndim == 0 or value.shape[-1] != width:
+        raise ValueError(f"{name} must have last axis {width}, got {tuple(value.shape)}")
     if value.dtype != like.dtype:
-        raise TypeError(f"{name} has dtype {value.dtype}, the layer's parameters {like.dtype}")
+        raise TypeError(f"{name} is {value.dtype}, the layer's parameters {like.dtype}")
     if value.device != like.device:
-        raise ValueError(f"{name} is on {value.device}, the layer's parameters on {like.device}")
+        raise ValueError(f"{name} is on {value.device}, the layer on {like.device}")
     return value
+# --8<-- [end:features]
 
 
 # --8<-- [start:token_ids]
-def token_ids(name: str, value: object, *, vocab_size: int, max_length: int | None = None,
-              pad_id: int | None = None) -> Tensor:
-    """Check a batch of token ids `[B, T]`: int64, non-empty, every id in [0, vocab_size),
-    T <= max_length if given, and (if `pad_id` is given) no row of nothing but PAD.
+def token_ids(name: str, value: object, *, max_length: int | None = None) -> Tensor:
+    """`value` if it is a batch of token ids `[B, T]`, int64, B, T >= 1 and
+    T <= max_length. Metadata only; `ids_in_vocabulary` reads the values.
 
-    Ids are never clamped or cast: an id outside the vocabulary is a bug upstream (a
-    tokenizer for another model, an off-by-one), and a float tensor of "ids" is one too.
-    """
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(value).__name__}")
-    if value.dtype != torch.long:
-        raise TypeError(f"{name} must hold token ids as torch.long, got {value.dtype}")
-    if value.ndim != 2:
-        raise ValueError(f"{name} must have shape [B, T], got {tuple(value.shape)}")
-    if value.numel() == 0:
-        raise ValueError(f"{name} has an empty axis: shape {tuple(value.shape)}")
+    Ids are never cast: a float tensor of "ids" is a bug upstream."""
+    if not isinstance(value, Tensor) or value.dtype != torch.long:
+        kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must hold token ids as torch.long, got {kind}")
+    if value.ndim != 2 or value.numel() == 0:
+        raise ValueError(f"{name} must have shape [B, T], B, T >= 1, got {tuple(value.shape)}")
     if max_length is not None and value.shape[1] > max_length:
-        raise ValueError(f"{name} has length {value.shape[1]} > max_length={max_length}")
-    outside = (value < 0) | (value >= vocab_size)
-    if bool(outside.any()):
-        where = torch.nonzero(outside)[0].tolist()
-        raise ValueError(f"{name} holds id {value[tuple(where)].item()} at {where}, outside [0, {vocab_size})")
-    if pad_id is not None:
-        all_pad = ~(value != pad_id).any(dim=1)  # [B]
-        if bool(all_pad.any()):
-            raise ValueError(f"{name} has rows of nothing but PAD={pad_id}: {torch.nonzero(all_pad)[:, 0].tolist()}")
+        raise ValueError(f"{name} has {value.shape[1]} tokens > max_length={max_length}")
     return value
 # --8<-- [end:token_ids]
+
+
+# --8<-- [start:ids_in_vocabulary]
+def ids_in_vocabulary(ids: Mapping[str, Tensor], *, vocab_size: int,
+                      pad_id: int | None = None) -> None:
+    """The one check that reads token values: every id of every tensor in `ids`
+    (name -> [B, T]) is in [0, vocab_size), and, if `pad_id` is given, no row is nothing
+    but PAD. One host sync for all of them; skipped inside `torch.compile`, which cannot
+    raise on a value (there `nn.Embedding` still refuses an id out of range on the CPU).
+    """
+    if torch.compiler.is_compiling():
+        return
+    bad = {}
+    for name, t in ids.items():
+        bad[name] = (t < 0) | (t >= vocab_size)  # [B, T]
+        if pad_id is not None:
+            bad[name] |= (t == pad_id).all(dim=1, keepdim=True)  # a row of nothing but PAD
+    if not torch.stack([b.any() for b in bad.values()]).any():  # the one host sync
+        return
+    name = next(n for n, b in bad.items() if b.any())  # failing: the details may cost more
+    row, col = torch.nonzero(bad[name])[0].tolist()
+    token = int(ids[name][row, col])
+    if 0 <= token < vocab_size:
+        raise ValueError(f"{name} row {row} is nothing but PAD={pad_id}")
+    raise ValueError(f"{name}[{row}, {col}] = {token} is outside the vocabulary [0, {vocab_size})")
+# --8<-- [end:ids_in_vocabulary]

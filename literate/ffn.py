@@ -20,25 +20,29 @@ from torch import Tensor, nn
 
 from literate.checks import boolean, features, positive_int
 
-__all__ = ["DenseFFN", "GatedFFN", "gelu_tanh"]
+__all__ = ["DenseFFN", "GatedFFN", "gelu_tanh", "check_activation"]
 
-Activation = Callable[[Tensor], Tensor]
-
+# --8<-- [start:gelu_tanh]
 # GPT-2's GELU is the tanh approximation (Hendrycks & Gimpel 2016, sec. 2).
-gelu_tanh: Activation = partial(F.gelu, approximate="tanh")
+gelu_tanh = partial(F.gelu, approximate="tanh")
+# --8<-- [end:gelu_tanh]
 
 
-def check_activation(activation: object) -> Activation:
+# --8<-- [start:check_activation]
+def check_activation(activation: object) -> Callable[[Tensor], Tensor]:
+    """`activation` if it can be called, as a function such as `F.relu` can."""
     if not callable(activation):
-        raise TypeError(f"activation must be a function such as F.relu, got {type(activation).__name__}")
+        raise TypeError(f"activation must be a function such as F.relu, "
+                        f"got {type(activation).__name__}")
     return activation  # type: ignore[return-value]
+# --8<-- [end:check_activation]
 
 
 # --8<-- [start:dense_ffn]
 class DenseFFN(nn.Module):
     """down(act(up(x))): d_model -> d_ff -> d_model, applied to every position alike."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: Activation, *, bias: bool = True) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: Callable[[Tensor], Tensor], *, bias: bool = True) -> None:
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)
@@ -58,7 +62,7 @@ class GatedFFN(nn.Module):
     """down(act(gate(x)) * up(x)): the gate decides, per hidden unit, how much of up(x)
     passes. SwiGLU with `activation=F.silu` (Shazeer 2020, eq. 6)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: Activation, *, bias: bool = False) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: Callable[[Tensor], Tensor], *, bias: bool = False) -> None:
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)

@@ -32,13 +32,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.blocks import PreNormBlock, gpt2_block
-from literate.checks import non_negative_int, positive_float, positive_int, probability, token_ids
+from literate.blocks import PreNormBlock, gpt2_block, same_width
+from literate.checks import (
+    boolean,
+    ids_in_vocabulary,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+    token_ids,
+)
 from literate.ffn import DenseFFN, gelu_tanh
-from literate.heads import MultiHeadAttention, load_packed_qkv
 from literate.norms import LayerNorm
 from literate.positions import LearnedPositions
-from literate.sampling import checked_top_k, checked_top_p, greedy_step, sample_step
+from literate.sampling import checked_top_k, checked_top_p, filter_logits
 
 __all__ = [
     "next_token_chooser",
@@ -47,7 +54,11 @@ __all__ = [
     "gpt2_init_",
     "hf_activation",
     "gpt2_from_hf_config",
-    "copy_checked",
+    "hf_field",
+    "check_gpt2_config",
+    "gpt2_block_targets",
+    "load_by_name",
+    "load_hf_gpt2",
     "copy_hf_gpt2_block",
     "copy_hf_gpt2",
     "next_token_loss",
@@ -56,33 +67,31 @@ __all__ = [
 ]
 
 # --8<-- [start:next_token_chooser]
-def next_token_chooser(
-    vocab_size: int,
-    *,
-    do_sample: bool = False,
-    temperature: float | None = None,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> Callable[[Tensor], Tensor]:
+def next_token_chooser(vocab_size: int, *, do_sample: bool = False,
+                       temperature: float | None = None, top_k: int | None = None,
+                       top_p: float | None = None,
+                       generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
     """A function logits [B, V] -> token ids [B]: greedy, or a draw after temperature,
     top-k and top-p (chapter 6, in that order). Settings are checked here, before any
     token is generated; a sampling setting without `do_sample=True` is an error, not
-    silently ignored."""
-    if not isinstance(do_sample, bool):
-        raise TypeError(f"do_sample must be a bool, got {type(do_sample).__name__}")
-    if not do_sample:
-        given = [n for n, v in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p),
-                                ("generator", generator)) if v is not None]
+    silently ignored. The logits it gets are the model's own, so it reads no values."""
+    if not boolean("do_sample", do_sample):
+        given = [n for n, v in (("temperature", temperature), ("top_k", top_k),
+                                ("top_p", top_p), ("generator", generator)) if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: used only when sampling; pass do_sample=True")
-        return greedy_step
-    temperature = 1.0 if temperature is None else positive_float("temperature", temperature)
-    top_k = None if top_k is None else checked_top_k(top_k, vocab_size)
-    top_p = None if top_p is None else checked_top_p(top_p)
+        return partial(torch.argmax, dim=-1)  # ties: the lowest id
+    settings = {"temperature": 1.0 if temperature is None else positive_float("temperature", temperature),
+                "top_k": None if top_k is None else checked_top_k(top_k, vocab_size),
+                "top_p": None if top_p is None else checked_top_p(top_p)}
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    return partial(sample_step, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+
+    def draw(logits: Tensor) -> Tensor:
+        probs = torch.softmax(filter_logits(logits, **settings), dim=-1)  # [B, V]
+        return torch.multinomial(probs, 1, generator=generator)[:, 0]  # [B]
+
+    return draw
 # --8<-- [end:next_token_chooser]
 
 
@@ -90,29 +99,37 @@ def next_token_chooser(
 class GPTLanguageModel(nn.Module):
     """Decoder-only language model in GPT-2's layout (Radford et al. 2019, sec. 2.3).
 
-    ids [B, T] -> token embedding + learned positions -> dropout -> causal blocks -> final
-    norm -> logits [B, T, V], where logits[:, t] scores the token at t + 1. The output
-    projection is the token embedding itself (tied: Press & Wolf 2017).
+    ids [B, T] -> token embedding + learned positions -> dropout -> causal blocks ->
+    final norm -> logits [B, T, V], where logits[:, t] scores the token at t + 1. The
+    output projection is the token embedding itself (tied: Press & Wolf 2017).
+    `forward` checks the ids it is given (the one value check: ids in the vocabulary);
+    `run` is the same computation without checks, for ids the model made itself.
     """
 
     def __init__(self, token_embedding: nn.Embedding, positions: LearnedPositions,
-                 blocks: Sequence[nn.Module], final_norm: nn.Module, *, dropout: float = 0.0) -> None:
+                 blocks: Sequence[nn.Module], final_norm: nn.Module, *,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         if not isinstance(token_embedding, nn.Embedding):
-            raise TypeError(f"token_embedding must be an nn.Embedding, got {type(token_embedding).__name__}")
+            raise TypeError(f"token_embedding must be an nn.Embedding, "
+                            f"got {type(token_embedding).__name__}")
         if not isinstance(positions, LearnedPositions):
             raise TypeError(f"positions must be a LearnedPositions, got {type(positions).__name__}")
-        if token_embedding.embedding_dim != positions.d_model:
-            raise ValueError(f"token embedding and positions must have one width d, got "
-                             f"{token_embedding.embedding_dim} and {positions.d_model}")
-        dropout = probability("dropout", dropout)
+        blocks = list(blocks)
+        if len(blocks) == 0:
+            raise ValueError("blocks must hold at least one block")
+        self.d_model = same_width(positions=positions, final_norm=final_norm,
+                                  **{f"blocks[{i}]": b for i, b in enumerate(blocks)})
+        if token_embedding.embedding_dim != self.d_model:
+            raise ValueError(f"token_embedding has width {token_embedding.embedding_dim}, "
+                             f"the other parts {self.d_model}")
         self.token_embedding = token_embedding  # [V, d], GPT-2's wte
-        self.positions = positions  # [C, d], GPT-2's wpe: one trained vector per position
-        self.dropout = nn.Dropout(dropout)
+        self.positions = positions  # [C, d], GPT-2's wpe: a trained vector per position
+        self.dropout = nn.Dropout(probability("dropout", dropout))
         self.blocks = nn.ModuleList(blocks)
         self.final_norm = final_norm  # GPT-2's ln_f, after the last block
-        self.lm_head = nn.Linear(token_embedding.embedding_dim, token_embedding.num_embeddings, bias=False)
-        self.lm_head.weight = self.token_embedding.weight  # tied: one [V, d] tensor, read twice
+        self.lm_head = nn.Linear(self.d_model, token_embedding.num_embeddings, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # tied: one [V, d] tensor
 
     @property
     def vocab_size(self) -> int:
@@ -123,52 +140,58 @@ class GPTLanguageModel(nn.Module):
         """The longest input: the number of learned positions."""
         return self.positions.max_length
 
-    def check(self, ids: object, *, context: int | None) -> Tensor:
-        """`checks.token_ids` with this model's vocabulary, on the model's device."""
-        ids = token_ids("ids", ids, vocab_size=self.vocab_size, max_length=context)
+    def check(self, ids: object, *, max_length: int | None) -> Tensor:
+        """Ids from outside: metadata, then one host sync for their values."""
+        ids = token_ids("ids", ids, max_length=max_length)
         if ids.device != self.token_embedding.weight.device:
-            raise ValueError(f"ids is on {ids.device}, the model on {self.token_embedding.weight.device}")
+            raise ValueError(f"ids is on {ids.device}, the model on "
+                             f"{self.token_embedding.weight.device}")
+        ids_in_vocabulary({"ids": ids}, vocab_size=self.vocab_size)
         return ids
 
     def forward(self, ids: Tensor) -> Tensor:
-        ids = self.check(ids, context=self.context)
-        x = self.positions(self.token_embedding(ids))  # [B, T, d]: token t + position t
-        x = self.dropout(x)
+        return self.run(self.check(ids, max_length=self.context))
+
+    def run(self, ids: Tensor) -> Tensor:
+        """ids [B, T] -> logits [B, T, V], unchecked."""
+        x = self.dropout(self.positions(self.token_embedding(ids)))  # [B, T, d]
         for block in self.blocks:
             x = block(x)  # causal: position t reads positions 0..t only
         return self.lm_head(self.final_norm(x))  # [B, T, V]
 
     @torch.no_grad()
     def generate(self, ids: Tensor, max_new_tokens: int, *, eos_id: int | None = None,
-                 do_sample: bool = False, temperature: float | None = None, top_k: int | None = None,
-                 top_p: float | None = None, generator: torch.Generator | None = None) -> Tensor:
+                 do_sample: bool = False, temperature: float | None = None,
+                 top_k: int | None = None, top_p: float | None = None,
+                 generator: torch.Generator | None = None) -> Tensor:
         """Append up to `max_new_tokens` tokens to every row of `ids` [B, T0]; returns
         [B, T0 + n] with the prompt first. Greedy by default; `do_sample=True` draws with
-        the chapter-6 filters. Stops when every row has produced `eos_id` (kept in the
-        output; a row that finished repeats it while the others go on) or after
-        `max_new_tokens`. Each step reads the last `context` tokens only, so a prompt may
-        be longer than the context. Rows share one length: there is no padding here. Runs
-        in eval mode (no dropout), restoring the previous mode after.
+        the chapter-6 filters. Stops when every row has produced `eos_id` (kept; a row
+        that finished repeats it while the others go on) or after `max_new_tokens`. Each
+        step reads the last `context` tokens only, so a prompt may be longer than the
+        context. Rows share one length: no padding. Runs in eval mode (no dropout),
+        restoring the previous mode after. Host syncs: one for the prompt's ids, one per
+        token for the EOS test (none without `eos_id`).
         """
-        ids = self.check(ids, context=None)  # any length: cropped below
+        ids = self.check(ids, max_length=None)  # any length: cropped below
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
         if eos_id is not None and non_negative_int("eos_id", eos_id) >= self.vocab_size:
             raise ValueError(f"eos_id must be < vocabulary size {self.vocab_size}, got {eos_id}")
-        choose = next_token_chooser(self.vocab_size, do_sample=do_sample, temperature=temperature,
-                                    top_k=top_k, top_p=top_p, generator=generator)
+        choose = next_token_chooser(self.vocab_size, do_sample=do_sample, top_k=top_k,
+                                    temperature=temperature, top_p=top_p, generator=generator)
         finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # [B]
         was_training = self.training
         self.eval()
         try:
-            for _ in range(max_new_tokens):
-                window = ids[:, -self.context:]  # [B, <= C]: the positions the model has
-                next_id = choose(self(window)[:, -1])  # [B]: from the last position's logits
+            for step in range(max_new_tokens):
+                logits = self.run(ids[:, -self.context:])[:, -1]  # [B, V]: the last position
+                next_id = choose(logits)  # [B]
                 if eos_id is not None:
                     next_id = next_id.masked_fill(finished, eos_id)  # finished rows repeat EOS
                     finished |= next_id == eos_id
                 ids = torch.cat((ids, next_id[:, None]), dim=1)  # [B, T + 1]
-                if bool(finished.all()):
-                    break
+                if eos_id is not None and step + 1 < max_new_tokens and finished.all():
+                    break  # the one host sync of a step
         finally:
             self.train(was_training)
         return ids
@@ -204,16 +227,16 @@ def gpt2_model(vocab_size: int, context: int, d_model: int, n_heads: int, n_laye
                d_ff: int | None = None, dropout: float = 0.1, eps: float = 1e-5,
                activation: Callable[[Tensor], Tensor] = gelu_tanh) -> GPTLanguageModel:
     """A GPT-2 of any size, GPT-2-initialised. GPT-2 small is (50257, 1024, 768, 12, 12),
-    d_ff = 4 * 768, dropout 0.1: the 12 layers and width 768 of Radford et al. 2019, table 2,
-    with the vocabulary, context, heads and dropout of OpenAI's released model (Hugging
-    Face's `GPT2Config()` defaults)."""
+    d_ff = 4 * 768, dropout 0.1: the 12 layers and width 768 of Radford et al. 2019,
+    table 2, with the vocabulary, context, heads and dropout of OpenAI's released model
+    (Hugging Face's `GPT2Config()` defaults)."""
     vocab_size, context = positive_int("vocab_size", vocab_size), positive_int("context", context)
-    n_layers = positive_int("n_layers", n_layers)
+    d_model, n_layers = positive_int("d_model", d_model), positive_int("n_layers", n_layers)
     model = GPTLanguageModel(
         nn.Embedding(vocab_size, d_model),
         LearnedPositions(context, d_model),
-        [gpt2_block(d_model, n_heads, d_ff=d_ff, dropout=dropout, eps=eps, activation=activation)
-         for _ in range(n_layers)],
+        [gpt2_block(d_model, n_heads, d_ff=d_ff, dropout=dropout, eps=eps,
+                    activation=activation) for _ in range(n_layers)],
         LayerNorm(d_model, eps=eps),
         dropout=dropout,
     )
@@ -230,115 +253,193 @@ def hf_activation(name: str) -> Callable[[Tensor], Tensor]:
         "gelu": F.gelu,  # the exact (erf) form
     }
     if name not in known:
-        raise ValueError(f"config.activation_function must be one of {sorted(known)}, got {name!r}")
+        raise ValueError(f"activation_function must be one of {sorted(known)}, got {name!r}")
     return known[name]
 # --8<-- [end:hf_activation]
 
 
 # --8<-- [start:gpt2_from_hf_config]
-def gpt2_from_hf_config(config: object) -> GPTLanguageModel:
-    """Our model with the shape of a Hugging Face `GPT2Config` (weights: `copy_hf_gpt2`).
+GPT2_DEFAULTS = {  # transformers' GPT2Config defaults, for what a config.json leaves out
+    "n_inner": None, "activation_function": "gelu_new", "resid_pdrop": 0.1,
+    "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-5,
+    "initializer_range": 0.02, "add_cross_attention": False, "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+    "tie_word_embeddings": True,
+}
 
-    Refused rather than silently changed: options this model does not implement
-    (attention-weight dropout, cross-attention, per-layer score scaling, the float32
-    upcast, untied embeddings) and activations other than GELU.
+
+def hf_field(config: object, name: str) -> object:
+    """`config.name` of a transformers config, or `config[name]` of its config.json
+    (a dict, with GPT-2's defaults for what it leaves out)."""
+    if isinstance(config, Mapping):
+        if name not in config and name not in GPT2_DEFAULTS:
+            raise ValueError(f"config has no {name!r}")
+        return config.get(name, GPT2_DEFAULTS.get(name))
+    return getattr(config, name)
+
+
+def gpt2_from_hf_config(config: object) -> GPTLanguageModel:
+    """Our model in the shape of a Hugging Face GPT-2 configuration: a `GPT2Config`, or
+    the dict of a checkpoint's config.json. Weights: `load_hf_gpt2` / `copy_hf_gpt2`.
+
+    Refused rather than silently changed: what this model does not implement (dropout
+    on the attention weights: for inference set attn_pdrop to 0, dropout is off there
+    anyway; cross-attention; other score scalings; untied embeddings) and activations
+    other than GELU.
     """
-    if getattr(config, "model_type", None) != "gpt2":
-        raise TypeError(f"config must be a transformers GPT2Config, got {type(config).__name__}")
-    unsupported = {
-        "attn_pdrop": (config.attn_pdrop, 0, "our attention has no dropout on its weights; set it to 0"),
-        "add_cross_attention": (config.add_cross_attention, False, "decoder-only: no cross-attention"),
-        "scale_attn_weights": (config.scale_attn_weights, True, "scores are always divided by sqrt(d_head)"),
-        "scale_attn_by_inverse_layer_idx": (config.scale_attn_by_inverse_layer_idx, False, "not implemented"),
-        "reorder_and_upcast_attn": (config.reorder_and_upcast_attn, False, "not implemented"),
-        "tie_word_embeddings": (config.tie_word_embeddings, True, "the output projection is always tied"),
+    if hf_field(config, "model_type") != "gpt2":
+        raise TypeError(f"config must describe a GPT-2 (model_type 'gpt2'), got "
+                        f"{hf_field(config, 'model_type')!r}")
+    unsupported = {  # field: (the value we implement, why)
+        "attn_pdrop": (0, "no dropout on the attention weights; set it to 0"),
+        "add_cross_attention": (False, "decoder-only: no cross-attention"),
+        "scale_attn_weights": (True, "scores are always divided by sqrt(d_head)"),
+        "scale_attn_by_inverse_layer_idx": (False, "not implemented"),
+        "reorder_and_upcast_attn": (False, "not implemented"),
+        "tie_word_embeddings": (True, "the output projection is always tied"),
     }
-    for name, (value, needed, why) in unsupported.items():
-        if value != needed:
-            raise ValueError(f"config.{name}={value!r} is not supported ({why})")
-    activation = hf_activation(config.activation_function)
-    d, eps = config.n_embd, config.layer_norm_epsilon
+    for name, (needed, why) in unsupported.items():
+        if hf_field(config, name) != needed:
+            raise ValueError(f"config {name}={hf_field(config, name)!r} is not supported: {why}")
+    activation = hf_activation(hf_field(config, "activation_function"))
+    d, eps = hf_field(config, "n_embd"), hf_field(config, "layer_norm_epsilon")
+    d_ff, n_layers = hf_field(config, "n_inner"), positive_int("n_layer", hf_field(config, "n_layer"))
     model = GPTLanguageModel(
-        nn.Embedding(config.vocab_size, d),
-        LearnedPositions(config.n_positions, d),
-        [gpt2_block(d, config.n_head, d_ff=config.n_inner, dropout=config.resid_pdrop, eps=eps,
-                    activation=activation)
-         for _ in range(config.n_layer)],
+        nn.Embedding(positive_int("vocab_size", hf_field(config, "vocab_size")),
+                     positive_int("n_embd", d)),
+        LearnedPositions(hf_field(config, "n_positions"), d),
+        [gpt2_block(d, hf_field(config, "n_head"), d_ff=d_ff, eps=eps, activation=activation,
+                    dropout=hf_field(config, "resid_pdrop")) for _ in range(n_layers)],
         LayerNorm(d, eps=eps),
-        dropout=config.embd_pdrop,
+        dropout=hf_field(config, "embd_pdrop"),
     )
-    return gpt2_init_(model, std=config.initializer_range)
+    return gpt2_init_(model, std=hf_field(config, "initializer_range"))
 # --8<-- [end:gpt2_from_hf_config]
 
 
-# --8<-- [start:copy_hf_gpt2_block]
-def copy_checked(name: str, target: Tensor, source: Tensor) -> None:
-    """target <- source, refusing a shape mismatch (copy_ would broadcast some silently)."""
-    if target.shape != source.shape:
-        raise ValueError(f"{name}: ours is {tuple(target.shape)}, theirs {tuple(source.shape)}")
-    target.copy_(source)
+# --8<-- [start:check_gpt2_config]
+def check_gpt2_config(ours: GPTLanguageModel | PreNormBlock, config: object) -> None:
+    """Refuse to copy weights between models (or blocks) of different shape or function,
+    naming both sides: vocabulary, positions, layers, width, heads, FFN width, eps and
+    activation."""
+    model = ours if isinstance(ours, GPTLanguageModel) else None
+    block = ours.blocks[0] if model is not None else ours
+    if not isinstance(block, PreNormBlock) or not isinstance(block.ffn, DenseFFN):
+        raise TypeError(f"ours must be a GPTLanguageModel or a gpt2_block, got {type(ours).__name__}")
+    d = hf_field(config, "n_embd")
+    pairs = [  # (our name, our value, their field, their value)
+        ("d_model", block.d_model, "n_embd", d),
+        ("n_heads", block.attn.n_heads, "n_head", hf_field(config, "n_head")),
+        ("d_ff", block.ffn.d_ff, "n_inner", hf_field(config, "n_inner") or 4 * d),
+        ("eps", block.norm1.eps, "layer_norm_epsilon", hf_field(config, "layer_norm_epsilon")),
+        ("activation", block.ffn.activation, "activation_function",
+         hf_activation(hf_field(config, "activation_function"))),
+    ]
+    if model is not None:
+        pairs += [("vocab_size", model.vocab_size, "vocab_size", hf_field(config, "vocab_size")),
+                  ("context", model.context, "n_positions", hf_field(config, "n_positions")),
+                  ("n_layers", len(model.blocks), "n_layer", hf_field(config, "n_layer"))]
+    for name, mine, field, theirs in pairs:
+        if mine != theirs:
+            raise ValueError(f"ours has {name}={mine!r}, theirs {field}={theirs!r}")
+# --8<-- [end:check_gpt2_config]
+
+
+# --8<-- [start:load_hf_gpt2]
+def gpt2_block_targets(block: PreNormBlock, prefix: str = "") -> dict[str, tuple[list[Tensor], bool]]:
+    """Hugging Face GPT2Block weight name -> (the tensors of ours it fills, stacked by
+    rows; whether it is a Conv1D matrix). Conv1D stores W as [in, out] (y = x @ W + b),
+    nn.Linear as [out, in]: those are transposed. c_attn [d, 3d] is W_q | W_k | W_v side
+    by side, so its transpose [3d, d] is q; k; v by rows."""
+    a, f = block.attn, block.ffn
+    return {prefix + name: targets for name, targets in {
+        "ln_1.weight": ([block.norm1.weight], False), "ln_1.bias": ([block.norm1.bias], False),
+        "attn.c_attn.weight": ([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], True),
+        "attn.c_attn.bias": ([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias], False),
+        "attn.c_proj.weight": ([a.o_proj.weight], True), "attn.c_proj.bias": ([a.o_proj.bias], False),
+        "ln_2.weight": ([block.norm2.weight], False), "ln_2.bias": ([block.norm2.bias], False),
+        "mlp.c_fc.weight": ([f.up_proj.weight], True), "mlp.c_fc.bias": ([f.up_proj.bias], False),
+        "mlp.c_proj.weight": ([f.down_proj.weight], True), "mlp.c_proj.bias": ([f.down_proj.bias], False),
+    }.items()}
 
 
 @torch.no_grad()
-def copy_hf_gpt2_block(ours: PreNormBlock, theirs: nn.Module) -> None:
-    """Copy a Hugging Face `GPT2Block` into our `PreNormBlock`.
+def load_by_name(targets: Mapping[str, tuple[list[Tensor], bool]],
+                 state_dict: Mapping[str, Tensor]) -> None:
+    """Fill every target from `state_dict`; a missing, misshapen or unused weight is an
+    error (old checkpoints' causal-mask buffers, `attn.bias`, are not weights)."""
+    for key, (parts, conv1d) in targets.items():
+        if key not in state_dict:
+            raise ValueError(f"state_dict has no {key!r}")
+        source = state_dict[key].T if conv1d else state_dict[key]
+        sizes = [p.shape[0] for p in parts]
+        if source.shape != (sum(sizes), *parts[0].shape[1:]):
+            raise ValueError(f"{key} is {tuple(state_dict[key].shape)}, ours needs "
+                             f"{(sum(sizes), *parts[0].shape[1:])}{' transposed' if conv1d else ''}")
+        for part, piece in zip(parts, source.split(sizes)):
+            part.copy_(piece)
+    unused = [k for k in state_dict if k not in targets
+              and not k.endswith((".attn.bias", ".attn.masked_bias"))]
+    if unused:
+        raise ValueError(f"state_dict has weights ours has no place for: {unused[:6]}")
 
-    Conv1D stores W as [in, out] (y = x @ W + b), nn.Linear as [out, in] (y = x @ W.T + b):
-    every matrix is transposed. c_attn [d, 3d] packs W_q | W_k | W_v side by side, so its
-    transpose [3d, d] is q; k; v stacked by rows, the layout `load_packed_qkv` takes.
-    """
-    if not isinstance(ours, PreNormBlock) or not isinstance(ours.attn, MultiHeadAttention) \
-            or not isinstance(ours.ffn, DenseFFN):
-        raise TypeError(f"ours must be a PreNormBlock of MultiHeadAttention and DenseFFN (gpt2_block), "
-                        f"got {type(ours).__name__}")
-    if type(theirs).__name__ != "GPT2Block":
-        raise TypeError(f"theirs must be a transformers GPT2Block, got {type(theirs).__name__}")
-    attn, mlp = theirs.attn, theirs.mlp
-    load_packed_qkv(ours.attn, attn.c_attn.weight.T, attn.c_attn.bias)  # [3d, d]: q; k; v
-    copy_checked("o_proj.weight", ours.attn.o_proj.weight, attn.c_proj.weight.T)  # [d, d]
-    copy_checked("o_proj.bias", ours.attn.o_proj.bias, attn.c_proj.bias)
-    copy_checked("up_proj.weight", ours.ffn.up_proj.weight, mlp.c_fc.weight.T)  # [d_ff, d]
-    copy_checked("up_proj.bias", ours.ffn.up_proj.bias, mlp.c_fc.bias)
-    copy_checked("down_proj.weight", ours.ffn.down_proj.weight, mlp.c_proj.weight.T)  # [d, d_ff]
-    copy_checked("down_proj.bias", ours.ffn.down_proj.bias, mlp.c_proj.bias)
-    for norm, their_norm in ((ours.norm1, theirs.ln_1), (ours.norm2, theirs.ln_2)):
-        copy_checked("norm weight", norm.weight, their_norm.weight)
-        copy_checked("norm bias", norm.bias, their_norm.bias)
-# --8<-- [end:copy_hf_gpt2_block]
+
+def load_hf_gpt2(ours: GPTLanguageModel, state_dict: Mapping[str, Tensor]) -> GPTLanguageModel:
+    """Load Hugging Face GPT-2 weights by name: a `GPT2LMHeadModel`'s or `GPT2Model`'s
+    state dict, or `safetensors.torch.load_file` of a checkpoint. The output head is
+    the token embedding on both sides (a stored `lm_head.weight` must equal `wte`)."""
+    if not isinstance(ours, GPTLanguageModel):
+        raise TypeError(f"ours must be a GPTLanguageModel, got {type(ours).__name__}")
+    theirs = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
+    head = theirs.pop("lm_head.weight", None)
+    targets = {"wte.weight": ([ours.token_embedding.weight], False),
+               "wpe.weight": ([ours.positions.embedding.weight], False),
+               "ln_f.weight": ([ours.final_norm.weight], False),
+               "ln_f.bias": ([ours.final_norm.bias], False)}
+    for i, block in enumerate(ours.blocks):
+        targets |= gpt2_block_targets(block, f"h.{i}.")
+    load_by_name(targets, theirs)
+    if head is not None and not torch.equal(head, theirs["wte.weight"]):
+        raise ValueError("lm_head.weight differs from wte.weight: ours is always tied")
+    return ours
+# --8<-- [end:load_hf_gpt2]
 
 
 # --8<-- [start:copy_hf_gpt2]
-@torch.no_grad()
 def copy_hf_gpt2(ours: GPTLanguageModel, theirs: nn.Module) -> GPTLanguageModel:
-    """Copy a Hugging Face `GPT2LMHeadModel` into our model (same config): wte, wpe, every
-    block, ln_f. The head needs nothing: on both sides it is the token embedding."""
-    if not isinstance(ours, GPTLanguageModel):
-        raise TypeError(f"ours must be a GPTLanguageModel, got {type(ours).__name__}")
+    """Copy a transformers `GPT2LMHeadModel` into our model, configurations checked."""
     if type(theirs).__name__ != "GPT2LMHeadModel":
-        raise TypeError(f"theirs must be a transformers GPT2LMHeadModel, got {type(theirs).__name__}")
-    body = theirs.transformer
-    if theirs.lm_head.weight is not body.wte.weight:
-        raise ValueError("theirs has an untied lm_head; ours is always tied to the token embedding")
-    if len(body.h) != len(ours.blocks):
-        raise ValueError(f"theirs has {len(body.h)} blocks, ours {len(ours.blocks)}")
-    copy_checked("token_embedding", ours.token_embedding.weight, body.wte.weight)
-    copy_checked("positions", ours.positions.embedding.weight, body.wpe.weight)
-    for block, their_block in zip(ours.blocks, body.h):
-        copy_hf_gpt2_block(block, their_block)
-    copy_checked("final_norm.weight", ours.final_norm.weight, body.ln_f.weight)
-    copy_checked("final_norm.bias", ours.final_norm.bias, body.ln_f.bias)
+        raise TypeError(f"theirs must be a transformers GPT2LMHeadModel, "
+                        f"got {type(theirs).__name__}")
+    check_gpt2_config(ours, theirs.config)
+    return load_hf_gpt2(ours, theirs.state_dict())
+
+
+def copy_hf_gpt2_block(ours: PreNormBlock, theirs: nn.Module) -> PreNormBlock:
+    """Copy one transformers `GPT2Block` into our `gpt2_block`, configurations checked."""
+    if type(theirs).__name__ != "GPT2Block":
+        raise TypeError(f"theirs must be a transformers GPT2Block, got {type(theirs).__name__}")
+    check_gpt2_config(ours, theirs.attn.config)
+    load_by_name(gpt2_block_targets(ours), theirs.state_dict())
     return ours
 # --8<-- [end:copy_hf_gpt2]
 
 
 # --8<-- [start:next_token_loss]
-def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
-    """Mean negative log-likelihood, in nats per token, of each next token of `ids` [B, T + 1]:
-    the logits at position t are scored against the token at t + 1 (the shift is the whole
-    trick of language modelling: no labels beyond the text itself)."""
-    logits = model(ids[:, :-1])  # [B, T, V]
+def next_token_loss(model: GPTLanguageModel, ids: Tensor) -> Tensor:
+    """Mean negative log-likelihood, in nats per token, of each next token of `ids`
+    [B, T + 1]: the logits at position t are scored against the token at t + 1 (the
+    shift is the whole trick of language modelling: no labels beyond the text itself).
+    Every id is checked, the targets in the last column too."""
+    if not isinstance(model, GPTLanguageModel):
+        raise TypeError(f"model must be a GPTLanguageModel, got {type(model).__name__}")
+    ids = model.check(ids, max_length=model.context + 1)
+    if ids.shape[1] < 2:
+        raise ValueError(f"ids must have T + 1 >= 2 tokens (inputs and their next), "
+                         f"got {tuple(ids.shape)}")
+    logits = model.run(ids[:, :-1])  # [B, T, V]
     targets = ids[:, 1:]  # [B, T]: each position's next token
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))  # [B * T, V] vs [B * T]
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # [B*T, V] vs [B*T]
 # --8<-- [end:next_token_loss]
 
 

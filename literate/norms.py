@@ -1,4 +1,4 @@
-"""Normalisation layers, written out.
+"""Normalisation layers: the formula written out, and the module that runs it fast.
 
 * `LayerNorm` (Ba et al. 2016): subtract the mean of the features, divide by their
   standard deviation, then scale and shift by learned vectors. The 2017 Transformer and
@@ -7,12 +7,15 @@
   and scale. Llama and its descendants use it.
 
 Both normalise over the last axis only (the model width); every position is normalised
-on its own.
+on its own. `layer_norm` and `rms_norm` are the formulas, line by line; the modules call
+PyTorch's fused kernels (`F.layer_norm`, `F.rms_norm`), which compute the same thing in
+one pass (the chapters prove the two equal).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from literate.checks import features, positive_float, positive_int
@@ -28,6 +31,8 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     `torch.nn.functional.layer_norm`. Half-precision input is normalised in float32, as
     PyTorch does (its squares would overflow float16 from |x| ~ 256), and cast back.
     """
+    x = features("x", x, width=weight.shape[-1], like=weight)
+    eps = positive_float("eps", eps)
     h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     mean = h.mean(dim=-1, keepdim=True)  # [..., 1]
     var = ((h - mean) ** 2).mean(dim=-1, keepdim=True)  # [..., 1]
@@ -38,8 +43,10 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
 # --8<-- [start:rms_norm]
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight, over the last axis. No mean is subtracted
-    and there is no bias (Zhang & Sennrich 2019, eq. 4). Half precision is normalised in
-    float32 and cast back, as in PyTorch and Hugging Face's Llama."""
+    and there is no bias (Zhang & Sennrich 2019, eq. 4). Half precision is normalised
+    in float32 and cast back, as in PyTorch."""
+    x = features("x", x, width=weight.shape[-1], like=weight)
+    eps = positive_float("eps", eps)
     h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     ms = (h * h).mean(dim=-1, keepdim=True)  # [..., 1]
     return (h * torch.rsqrt(ms + eps) * weight).to(x.dtype)
@@ -48,10 +55,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 # --8<-- [start:layer_norm_module]
 class LayerNorm(nn.Module):
-    """LayerNorm over the last axis, with a learned gain (ones) and bias (zeros).
-
-    `eps` defaults to 1e-5 as in `torch.nn.LayerNorm`; GPT-2 also uses 1e-5.
-    """
+    """`layer_norm` as a layer, with a learned gain (ones) and bias (zeros); it runs
+    PyTorch's fused `F.layer_norm`, proven equal to the formula. `eps` defaults to 1e-5
+    as in `torch.nn.LayerNorm` (GPT-2 uses 1e-5 too)."""
 
     def __init__(self, d_model: int, *, eps: float = 1e-5) -> None:
         super().__init__()
@@ -62,14 +68,15 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = features("x", x, width=self.d_model, like=self.weight)
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
 # --8<-- [end:layer_norm_module]
 
 
 # --8<-- [start:rms_norm_module]
 class RMSNorm(nn.Module):
-    """RMSNorm over the last axis with a learned gain (ones). Unlike LayerNorm: no mean,
-    no bias. `eps` defaults to 1e-6, as in Llama."""
+    """`rms_norm` as a layer, with a learned gain (ones); it runs PyTorch's fused
+    `F.rms_norm`. Unlike LayerNorm: no mean, no bias. `eps` defaults to 1e-6, as in
+    Llama."""
 
     def __init__(self, d_model: int, *, eps: float = 1e-6) -> None:
         super().__init__()
@@ -79,5 +86,5 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = features("x", x, width=self.d_model, like=self.weight)
-        return rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
 # --8<-- [end:rms_norm_module]

@@ -26,7 +26,14 @@ from numbers import Integral
 import torch
 from torch import Tensor, nn
 
-from literate.checks import float_dtype, float_tensor, non_negative_int, positive_float, positive_int
+from literate.checks import (
+    features,
+    float_dtype,
+    float_tensor,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 __all__ = [
     "sinusoidal_table",
@@ -46,31 +53,29 @@ ODD_WIDTH_REASON = (
 )
 
 
-# Validation helpers shared by the functions below (the chapter imports them).
-
-
-def even_int(name: str, value: object, *, why: str = "coordinates are used in sin/cos pairs") -> int:
-    """Return `value` if it is a positive even int (bools rejected); `why` goes in the error."""
-    value = positive_int(name, value)
-    if value % 2:
+# --8<-- [start:checks]
+def even_int(name: str, value: object, *, why: str = "coordinates rotate in pairs") -> int:
+    """`value` if it is a positive even int (bools refused); `why` goes in the error."""
+    if positive_int(name, value) % 2:
         raise ValueError(f"{name} must be even: {why}; got {value}")
-    return value
+    return int(value)
 
 
 def any_int(name: str, value: object) -> int:
-    """Return `value` as an int of any sign (bools rejected)."""
+    """`value` as an int of any sign (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     return int(value)
 
 
-def base_above_one(base: object, *, name: str = "base") -> float:
-    """Return `base` if it is a finite real > 1, so that the frequencies base^(-2i/d)
+def base_above_one(name: str, value: object) -> float:
+    """`value` if it is a finite real > 1, so that the frequencies base^(-2i/d)
     decrease from one pair to the next."""
-    base = positive_float(name, base)
-    if base <= 1.0:
-        raise ValueError(f"{name} must be > 1 (the frequencies base^(-2i/d) must decrease), got {base}")
-    return base
+    if positive_float(name, value) <= 1.0:
+        raise ValueError(f"{name} must be > 1 (frequencies base^(-2i/d) must decrease), "
+                         f"got {value}")
+    return float(value)
+# --8<-- [end:checks]
 
 
 # --8<-- [start:sinusoidal_table]
@@ -91,7 +96,7 @@ def sinusoidal_table(
     """
     length = positive_int("length", length)
     d_model = even_int("d_model", d_model, why=ODD_WIDTH_REASON)
-    base = base_above_one(base)
+    base = base_above_one("base", base)
     dtype = float_dtype("dtype", dtype)
     pos = torch.arange(length, dtype=torch.float64, device=device)[:, None]  # [T, 1]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)  # [d_model/2]
@@ -114,7 +119,7 @@ def sinusoidal_shift(k: int, d_model: int, *, base: float = 10_000.0) -> Tensor:
     """
     k = any_int("k", k)
     d_model = even_int("d_model", d_model, why=ODD_WIDTH_REASON)
-    base = base_above_one(base)
+    base = base_above_one("base", base)
     sin_at = torch.arange(0, d_model, 2)  # [d_model/2]: pair i's sine sits at 2i,
     cos_at = sin_at + 1  # and its cosine at 2i + 1
     b = k / base ** (sin_at.double() / d_model)  # [d_model/2]: how far pair i turns
@@ -155,21 +160,12 @@ class LearnedPositions(nn.Module):
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """x `[B, T, d_model]` token embeddings -> x + P[offset : offset + T]."""
-        x = float_tensor("x", x, min_ndim=3)
-        offset = non_negative_int("offset", offset)
-        weight = self.embedding.weight
-        if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape [B, T, d_model={self.d_model}], got {tuple(x.shape)}")
-        if x.dtype != weight.dtype:
-            raise TypeError(f"x is {x.dtype} but the position table is {weight.dtype}; convert one of them")
-        if x.device != weight.device:
-            raise ValueError(f"x is on {x.device} but the position table is on {weight.device}")
-        t = x.shape[1]
-        if offset + t > self.max_length:
-            raise ValueError(
-                f"positions {offset}..{offset + t - 1} do not fit max_length={self.max_length}: "
-                "learned positions have no vector for a position they were not given"
-            )
+        x = features("x", x, width=self.d_model, like=self.embedding.weight)
+        t = x.shape[-2] if x.ndim == 3 else 0
+        if x.ndim != 3 or non_negative_int("offset", offset) + t > self.max_length:
+            raise ValueError(f"x [B, T, d] must have offset + T <= max_length="
+                             f"{self.max_length} (no vector for a position never trained), "
+                             f"got offset={offset} and x {tuple(x.shape)}")
         positions = torch.arange(offset, offset + t, device=x.device)  # [T]
         return x + self.embedding(positions)  # [B, T, d_model] + [T, d_model]
 # --8<-- [end:learned_positions]
@@ -194,7 +190,7 @@ def rope_cache(
     """
     length = positive_int("length", length)
     d_head = even_int("d_head", d_head)
-    base = base_above_one(base)
+    base = base_above_one("base", base)
     dtype = float_dtype("dtype", dtype)
     exponent = torch.arange(0, d_head, 2, dtype=torch.int64, device=device).float() / d_head
     inv_freq = 1.0 / (base**exponent)  # [d_head/2], float32
@@ -209,34 +205,27 @@ def rope_cache(
 def rotate_half(x: Tensor) -> Tensor:
     """(x1, x2) -> (-x2, x1) over the two halves of the last axis: a quarter turn of
     every pair (i, i + d/2)."""
-    x = float_tensor("x", x)
-    if x.shape[-1] % 2:
-        raise ValueError(f"x must have an even last axis (pairs i, i + d/2), got {tuple(x.shape)}")
+    if float_tensor("x", x).ndim == 0 or x.shape[-1] % 2:
+        raise ValueError(f"x must have an even last axis, got {tuple(x.shape)}")
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 # --8<-- [end:rotate_half]
 
 
-def check_rope_inputs(x: object, cos: object, sin: object, offset: object) -> tuple[Tensor, Tensor, Tensor, int]:
-    """x `[..., T, d_head]` floating with d_head even; cos and sin `[length, d_head]` of one
-    shape; an int offset >= 0 with offset + T <= length."""
-    x = float_tensor("x", x, min_ndim=2)
-    cos = float_tensor("cos", cos, min_ndim=2)
-    sin = float_tensor("sin", sin, min_ndim=2)
-    offset = non_negative_int("offset", offset)
-    t, d = x.shape[-2], x.shape[-1]
-    if d % 2:
-        raise ValueError(f"x must have an even last axis (d_head), got {tuple(x.shape)}")
-    if cos.shape != sin.shape or cos.ndim != 2 or cos.shape[-1] != d:
-        raise ValueError(
-            f"cos and sin must both be [length, d_head={d}], got {tuple(cos.shape)} and {tuple(sin.shape)}"
-        )
-    if offset + t > cos.shape[0]:
-        raise ValueError(
-            f"positions {offset}..{offset + t - 1} need a cache of length >= {offset + t}, "
-            f"got cos/sin of length {cos.shape[0]}"
-        )
-    return x, cos, sin, offset
+# --8<-- [start:check_rope]
+def check_rope(x: object, cos: object, sin: object, offset: object) -> int:
+    """What `apply_rope` refuses: x [..., T, d_head] with an even d_head, cos and sin
+    [length, d_head] alike, an int offset >= 0 with offset + T <= length."""
+    if float_tensor("x", x).ndim < 2 or x.shape[-1] % 2:
+        raise ValueError(f"x must be [..., T, d_head], d_head even, got {tuple(x.shape)}")
+    t, d, offset = x.shape[-2], x.shape[-1], non_negative_int("offset", offset)
+    if float_tensor("cos", cos, ndim=2).shape != float_tensor("sin", sin).shape \
+            or cos.shape[1] != d or offset + t > cos.shape[0]:
+        raise ValueError(f"positions {offset}..{offset + t - 1} of width {d} need cos and "
+                         f"sin [>= {offset + t}, {d}], got {tuple(cos.shape)}, "
+                         f"{tuple(sin.shape)}")
+    return offset
+# --8<-- [end:check_rope]
 
 
 # --8<-- [start:apply_rope]
@@ -249,8 +238,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tenso
     cached tokens when decoding). The tables are cast to x's dtype and device, so a
     float32 cache serves float64 inputs in float64 and bfloat16 inputs in bfloat16.
     """
-    x, cos, sin, offset = check_rope_inputs(x, cos, sin, offset)
-    t = x.shape[-2]
+    offset, t = check_rope(x, cos, sin, offset), x.shape[-2]
     cos = cos[offset : offset + t].to(dtype=x.dtype, device=x.device)  # [T, d_head]
     sin = sin[offset : offset + t].to(dtype=x.dtype, device=x.device)
     return x * cos + rotate_half(x) * sin
@@ -261,12 +249,11 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tenso
 def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tensor:
     """The same rotation in the interleaved layout (RoFormer paper, Meta's original code):
     coordinates (2i, 2i+1) form pair i. Takes the rotate-half tables of `rope_cache`."""
-    x, cos, sin, offset = check_rope_inputs(x, cos, sin, offset)
-    t, half = x.shape[-2], x.shape[-1] // 2
-    cos = cos[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)  # [T, d/2]: one angle per pair
+    offset, t, half = check_rope(x, cos, sin, offset), x.shape[-2], x.shape[-1] // 2
+    cos = cos[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)  # [T, d/2]
     sin = sin[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)
     even, odd = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # [..., T, d/2, 2]
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # [..., T, d]
 # --8<-- [end:apply_rope_interleaved]
 

@@ -32,7 +32,14 @@ import torch
 from torch import Tensor, nn
 
 from literate.blocks import decoder_layer_2017, encoder_layer_2017
-from literate.checks import float_tensor, non_negative_int, positive_int, probability, token_ids
+from literate.checks import (
+    float_tensor,
+    ids_in_vocabulary,
+    non_negative_int,
+    positive_int,
+    probability,
+    token_ids,
+)
 from literate.positions import sinusoidal_table
 
 __all__ = [
@@ -53,12 +60,7 @@ def shift_right(targets: Tensor, bos_id: int) -> Tensor:
     (Vaswani et al. 2017, sec. 3.1: "the output embeddings are offset by one position").
     The last target is never an input; it is only predicted.
     """
-    if not isinstance(targets, Tensor):
-        raise TypeError(f"targets must be a torch.Tensor of token ids, got {type(targets).__name__}")
-    if targets.dtype != torch.long:
-        raise TypeError(f"targets must hold token ids as torch.long, got {targets.dtype}")
-    if targets.ndim != 2:
-        raise ValueError(f"targets must have shape [B, T], got {tuple(targets.shape)}")
+    targets = token_ids("targets", targets)
     bos_id = non_negative_int("bos_id", bos_id)
     bos = torch.full_like(targets[:, :1], bos_id)  # [B, 1]
     return torch.cat((bos, targets[:, :-1]), dim=1)  # [B, T]
@@ -93,28 +95,24 @@ def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float, ignore_in
     floating point), targets [...] (torch.long): every target is a class id in [0, V) or
     `ignore_index`, which may lie outside the vocabulary (PyTorch's default is -100).
     """
-    logits = float_tensor("logits", logits)
-    eps = probability("eps", eps)
+    logits, eps = float_tensor("logits", logits), probability("eps", eps)
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
-    if not isinstance(targets, Tensor):
-        raise TypeError(f"targets must be a torch.Tensor of class ids, got {type(targets).__name__}")
-    if targets.dtype != torch.long:
-        raise TypeError(f"targets must hold class ids as torch.long, got {targets.dtype}")
-    if targets.shape != logits.shape[:-1]:
-        raise ValueError(f"targets has shape {tuple(targets.shape)}, logits {tuple(logits.shape)}: "
-                         f"expected {tuple(logits.shape[:-1])}")
-    if targets.device != logits.device:
-        raise ValueError(f"targets is on {targets.device}, logits on {logits.device}")
+    if not isinstance(targets, Tensor) or targets.dtype != torch.long:
+        kind = targets.dtype if isinstance(targets, Tensor) else type(targets).__name__
+        raise TypeError(f"targets must hold class ids as torch.long, got {kind}")
+    if logits.ndim == 0 or targets.shape != logits.shape[:-1] or targets.device != logits.device:
+        raise ValueError(f"targets must be {tuple(logits.shape[:-1])} on {logits.device} like "
+                         f"logits [..., V], got {tuple(targets.shape)} on {targets.device}")
     vocab = logits.shape[-1]
     keep = targets != ignore_index  # [...]
     outside = keep & ((targets < 0) | (targets >= vocab))
-    if bool(outside.any()):
+    if outside.any() | ~keep.any():  # the one host sync
+        if not keep.any():
+            raise ValueError(f"targets holds nothing but ignore_index={ignore_index}")
         where = torch.nonzero(outside)[0].tolist()
-        raise ValueError(f"targets holds id {targets[tuple(where)].item()} at {where}, outside [0, {vocab}) "
-                         f"and not ignore_index={ignore_index}")
-    if not bool(keep.any()):
-        raise ValueError(f"targets holds nothing but ignore_index={ignore_index}")
+        raise ValueError(f"targets holds id {int(targets[tuple(where)])} at {where}, outside "
+                         f"[0, {vocab}) and not ignore_index={ignore_index}")
     log_p = torch.log_softmax(logits, dim=-1)  # [..., V]
     safe = torch.where(keep, targets, 0)  # [...]: ignored positions read id 0, then are dropped
     nll = -log_p.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
@@ -164,13 +162,15 @@ class EncoderDecoder(nn.Module):
         self.decoder = nn.ModuleList(
             [decoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout) for _ in range(n_layers)])
 
-    def check(self, name: str, tokens: object) -> Tensor:
-        """`checks.token_ids` with this model's vocabulary, PAD and length limit, on its device."""
-        tokens = token_ids(name, tokens, vocab_size=self.vocab_size, pad_id=self.pad_id,
-                                 max_length=self.max_length)
-        if tokens.device != self.embedding.weight.device:
-            raise ValueError(f"{name} is on {tokens.device}, the model on {self.embedding.weight.device}")
-        return tokens
+    def check(self, **tokens: object) -> list[Tensor]:
+        """Ids from outside (name -> [B, T]): metadata, then one host sync for the values
+        of all of them (in the vocabulary; no row of nothing but PAD)."""
+        checked = {name: token_ids(name, t, max_length=self.max_length) for name, t in tokens.items()}
+        for name, t in checked.items():
+            if t.device != self.embedding.weight.device:
+                raise ValueError(f"{name} is on {t.device}, the model on {self.embedding.weight.device}")
+        ids_in_vocabulary(checked, vocab_size=self.vocab_size, pad_id=self.pad_id)
+        return list(checked.values())
 
     def embed(self, tokens: Tensor) -> Tensor:
         """sqrt(d) * E[tokens] + PE[:T], then dropout: [B, T] -> [B, T, d]. The sinusoids
@@ -182,15 +182,16 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, x: Tensor, source_valid: Tensor) -> Tensor:
         """Embedded source [B, S, d] -> memory [B, S, d]; source_valid [B, S] hides PAD keys."""
-        for layer in self.encoder:
-            x = layer(x, key_valid=source_valid)
+        for layer in self.encoder:  # no row is empty: the ids were checked (no all-PAD row)
+            x = layer(x, key_valid=source_valid, empty_row="zero")
         return x
 
     def decode(self, y: Tensor, memory: Tensor, target_valid: Tensor, source_valid: Tensor) -> Tensor:
         """Embedded decoder input [B, T, d] -> decoder output [B, T, d]. Each layer is causal
         by construction; cross-attention reads memory [B, S, d] minus its PAD keys."""
-        for layer in self.decoder:
-            y = layer(y, memory, target_valid=target_valid, memory_valid=source_valid)
+        for layer in self.decoder:  # key 0 (BOS) is always real, so no row is empty
+            y = layer(y, memory, target_valid=target_valid, memory_valid=source_valid,
+                      empty_row="zero")
         return y
 
     def logits(self, hidden: Tensor) -> Tensor:
@@ -199,9 +200,13 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, source: Tensor, targets: Tensor) -> Tensor:
         """Teacher forcing: logits [B, T, V], where position i predicts targets[:, i]."""
-        source, targets = self.check("source", source), self.check("targets", targets)
+        source, targets = self.check(source=source, targets=targets)
         if source.shape[0] != targets.shape[0]:
-            raise ValueError(f"source has batch {source.shape[0]}, targets has batch {targets.shape[0]}")
+            raise ValueError(f"source has batch {source.shape[0]}, targets {targets.shape[0]}")
+        return self.run(source, targets)
+
+    def run(self, source: Tensor, targets: Tensor) -> Tensor:
+        """`forward` without the checks."""
         decoder_input = shift_right(targets, self.bos_id)  # [B, T]
         source_valid = source != self.pad_id  # [B, S]: True = a real token, may be attended to
         memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
@@ -222,7 +227,7 @@ class EncoderDecoder(nn.Module):
         chapter 3 would avoid that). Runs in eval mode (no dropout), restoring the previous
         mode after.
         """
-        source = self.check("source", source)
+        (source,) = self.check(source=source)
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
         if max_new_tokens > self.max_length:
             raise ValueError(f"max_new_tokens={max_new_tokens} > max_length={self.max_length}")
@@ -233,14 +238,14 @@ class EncoderDecoder(nn.Module):
             memory = self.encode(self.embed(source), source_valid)  # [B, S, d], computed once
             out = torch.full((source.shape[0], 1), self.bos_id, device=source.device)  # [B, 1]: BOS
             done = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)  # [B]
-            for _ in range(max_new_tokens):
+            for step in range(max_new_tokens):
                 hidden = self.decode(self.embed(out), memory, out != self.pad_id, source_valid)
                 logits = self.logits(hidden[:, -1])  # [B, V]: the last position predicts the next token
                 logits[:, [self.pad_id, self.bos_id]] = -math.inf
                 token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
                 out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
                 done |= token == self.eos_id
-                if bool(done.all()):
+                if step + 1 < max_new_tokens and done.all():  # one host sync per token
                     break
         finally:
             self.train(was_training)

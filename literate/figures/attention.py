@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,6 +11,7 @@ from matplotlib.figure import Figure
 
 from literate.attention import causal_allowed, padding_allowed
 from literate.figures.style import style, text
+from literate.studies import score_statistics
 
 SCALING_LABELS = {
     "en": {
@@ -52,24 +52,6 @@ MASK_LABELS = {
         "suptitle": "1 — можно смотреть, 0 — запрещено до softmax",
     },
 }
-
-
-def score_statistics(d_k: int, samples: int, *, seed: int = 18, keys: int = 16) -> dict[str, float]:
-    """Variance of q.k and of q.k/sqrt(d_k) for standard-normal q and k, and the mean
-    largest softmax weight of a row of `keys` such scores, unscaled and scaled."""
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(samples, d_k, generator=g, dtype=torch.float64)
-    k = torch.randn(samples, d_k, generator=g, dtype=torch.float64)
-    dots = (q * k).sum(-1)
-    rows = torch.randn(samples // keys, keys, d_k, generator=g, dtype=torch.float64)
-    row_q = torch.randn(samples // keys, 1, d_k, generator=g, dtype=torch.float64)
-    row_scores = (rows * row_q).sum(-1)  # [rows, keys]
-    return {
-        "var_raw": float(dots.var(unbiased=False)),
-        "var_scaled": float((dots / math.sqrt(d_k)).var(unbiased=False)),
-        "peak_raw": float(row_scores.softmax(-1).amax(-1).mean()),
-        "peak_scaled": float((row_scores / math.sqrt(d_k)).softmax(-1).amax(-1).mean()),
-    }
 
 
 def scaling_figure(*, language: str = "en", theme: str = "light", samples: int = 16_000) -> Figure:

@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
 from literate.figures.style import style, text
-from literate.sampling import next_token_distribution
-
-SCENARIO_LOGITS = (3.0, 2.0, 1.0, 0.0)
-POLICIES = {  # name -> keyword arguments of next_token_distribution
-    "temperature_1": {},
-    "temperature_2": {"temperature": 2.0},
-    "top_k_2": {"top_k": 2},
-    "top_p_09": {"top_p": 0.9},
-}
-
-# Ten logits, one strong favourite and a long tail: enough tokens for a nucleus to show.
-NUCLEUS_LOGITS = (3.7, 3.0, 2.8, 2.7, 1.7, 1.3, -0.1, -0.4, -0.9, -1.0)
-NUCLEUS_TOP_P = 0.9
-NUCLEUS_TEMPERATURES = (0.7, 1.5)
+from literate.studies import (
+    NUCLEUS_LOGITS,
+    NUCLEUS_TEMPERATURES,
+    NUCLEUS_TOP_P,
+    POLICIES,
+    SCENARIO_LOGITS,
+    nucleus_example,
+    sampling_scenario,
+)
 
 DISTRIBUTION_LABELS = {
     "en": {
@@ -63,16 +57,6 @@ NUCLEUS_LABELS = {
 }
 
 
-def sampling_scenario() -> dict[str, list[float]]:
-    """The source notebook's scenario: logits [3, 2, 1, 0] under T=1, T=2, top-k=2 and
-    top-p=0.9, each filter applied on its own, in float64."""
-    logits = torch.tensor(SCENARIO_LOGITS, dtype=torch.float64)
-    scenario = {"logits": list(SCENARIO_LOGITS)}
-    for name, settings in POLICIES.items():
-        scenario[name] = next_token_distribution(logits, **settings).tolist()
-    return scenario
-
-
 def distributions_figure(*, language: str = "en", theme: str = "light") -> Figure:
     """Grouped bars: the probability of each of the four tokens under each policy."""
     t = text(DISTRIBUTION_LABELS, language)
@@ -99,19 +83,6 @@ def distributions_figure(*, language: str = "en", theme: str = "light") -> Figur
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)
     return fig
-
-
-def nucleus_example(temperature: float) -> dict[str, list[float] | int]:
-    """Sorted probabilities at `temperature`, the cumulative mass, and how many tokens
-    top-p = NUCLEUS_TOP_P keeps (the logits are already sorted, largest first)."""
-    logits = torch.tensor(NUCLEUS_LOGITS, dtype=torch.float64)
-    probs = next_token_distribution(logits, temperature=temperature)
-    kept = next_token_distribution(logits, temperature=temperature, top_p=NUCLEUS_TOP_P) > 0
-    return {
-        "probs": probs.tolist(),
-        "cumulative": probs.cumsum(-1).tolist(),
-        "kept": int(kept.sum()),
-    }
 
 
 def nucleus_figure(*, language: str = "en", theme: str = "light") -> Figure:

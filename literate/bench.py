@@ -1,0 +1,319 @@
+"""How fast our layers run next to the production layers they are proven equal to.
+
+    python -m literate.bench            # every row, one intra-op thread
+    python -m literate.bench --quick    # fewer rounds, for a smoke run
+    python -m literate.bench --only gpt2 --threads 2
+
+Each row builds our layer and the production layer with the same weights, checks that they
+compute the same thing (the largest difference is printed), and then times them
+**interleaved** in one run: round after round, each contender runs `n` calls, the order
+alternating (A B, B A, ...), so that a noisy, shared machine slows both alike. A round's
+ratio is ours / theirs; the table gives the median ratio over the rounds and its spread
+(min-max). Below 1.0 ours is faster. Times are wall-clock medians per call.
+
+Speed is measured here, never asserted in tests: a timing test on a shared 2-core machine
+would fail at random. Float32 on the CPU throughout, inference rows under `torch.no_grad()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = ["Row", "ROWS", "measure", "main"]
+
+
+@dataclass
+class Row:
+    """One comparison: what it is, and a function that builds the two contenders."""
+
+    group: str  # a word to select rows with --only
+    name: str
+    reference: str
+    build: Callable[[], tuple[Callable[[], object], Callable[[], object], float]]
+    # build() -> (ours, theirs, max |difference| of their outputs)
+
+
+def _max_diff(a: object, b: object) -> float:
+    a = a[0] if isinstance(a, tuple) else a
+    b = b[0] if isinstance(b, tuple) else b
+    return (a.float() - b.float()).abs().max().item()
+
+
+def _fwd(module: nn.Module, *args, **kwargs) -> Callable[[], object]:
+    def run():
+        with torch.no_grad():
+            return module(*args, **kwargs)
+    return run
+
+
+def _fwd_bwd(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, **kwargs) -> Callable[[], object]:
+    def run():
+        out = module(x, **kwargs)
+        out = out[0] if isinstance(out, tuple) else out
+        out.backward(grad)
+        return out
+    return run
+
+
+# ---------------------------------------------------------------------------------------
+# The contenders
+
+
+def _gpt2_pair(d: int, heads: int):
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    from literate.blocks import gpt2_block
+    from literate.models import copy_hf_gpt2_block
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_embd=d, n_head=heads, n_positions=2048, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, attn_implementation="sdpa")
+    theirs = GPT2Block(config, layer_idx=0).eval()
+    ours = gpt2_block(d, heads, dropout=0.0).eval()
+    copy_hf_gpt2_block(ours, theirs)
+    return ours, theirs
+
+
+def gpt2_block_forward(batch: int, length: int, d: int = 768, heads: int = 12):
+    def build():
+        ours, theirs = _gpt2_pair(d, heads)
+        x = torch.randn(batch, length, d)
+        a, b = _fwd(ours, x), _fwd(theirs, x)
+        return a, b, _max_diff(a(), b())
+    return build
+
+
+def gpt2_block_backward(batch: int, length: int, d: int = 768, heads: int = 12):
+    def build():
+        ours, theirs = _gpt2_pair(d, heads)
+        x1 = torch.randn(batch, length, d, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_()
+        grad = torch.randn(batch, length, d)
+        a, b = _fwd_bwd(ours, x1, grad), _fwd_bwd(theirs, x2, grad)
+        x1.grad = x2.grad = None
+        a(), b()
+        return a, b, (x1.grad - x2.grad).abs().max().item()
+    return build
+
+
+def mha_forward(batch: int = 4, length: int = 128, d: int = 512, heads: int = 8):
+    def build():
+        from literate.heads import MultiHeadAttention, load_packed_qkv
+
+        torch.manual_seed(0)
+        theirs = nn.MultiheadAttention(d, heads, batch_first=True).eval()
+        ours = MultiHeadAttention(d, heads, bias=True).eval()
+        with torch.no_grad():
+            load_packed_qkv(ours, theirs.in_proj_weight, theirs.in_proj_bias)
+            ours.o_proj.weight.copy_(theirs.out_proj.weight)
+            ours.o_proj.bias.copy_(theirs.out_proj.bias)
+        x = torch.randn(batch, length, d)
+        a = _fwd(ours, x, causal=False)
+        b = _fwd(theirs, x, x, x, need_weights=False)
+        return a, b, _max_diff(a(), b())
+    return build
+
+
+def gqa_rope_forward(batch: int = 2, length: int = 256, d: int = 512, heads: int = 8, kv_heads: int = 2):
+    def build():
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+        from literate.heads import MultiHeadAttention
+
+        torch.manual_seed(0)
+        config = LlamaConfig(hidden_size=d, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                             max_position_embeddings=4096, attn_implementation="sdpa")
+        theirs = LlamaAttention(config, layer_idx=0).eval()
+        rotary = LlamaRotaryEmbedding(config)
+        ours = MultiHeadAttention(d, heads, kv_heads, rope=True, rope_base=config.rope_parameters["rope_theta"]).eval()
+        ours.load_state_dict(theirs.state_dict(), strict=False)
+        x = torch.randn(batch, length, d)
+        positions = torch.arange(length)[None].expand(batch, -1)
+
+        def hf():  # the rotary tables are part of the work: our layer makes (or reuses) its own
+            with torch.no_grad():
+                return theirs(x, position_embeddings=rotary(x, positions), attention_mask=None)[0]
+
+        a = _fwd(ours, x, causal=True)
+        return a, hf, _max_diff(a(), hf())
+    return build
+
+
+def gpt2_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: int = 4, layers: int = 4,
+                       vocab: int = 5000):
+    def build():
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        from literate.models import copy_hf_gpt2, gpt2_from_hf_config
+
+        torch.manual_seed(0)
+        config = GPT2Config(vocab_size=vocab, n_positions=length, n_embd=d, n_layer=layers, n_head=heads,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+                            attn_implementation="sdpa")
+        theirs = GPT2LMHeadModel(config).eval()
+        ours = gpt2_from_hf_config(config).eval()
+        copy_hf_gpt2(ours, theirs)
+        ids = torch.randint(0, vocab, (batch, length))
+        a = _fwd(ours, ids)
+
+        def hf():
+            with torch.no_grad():
+                return theirs(ids).logits
+
+        return a, hf, _max_diff(a(), hf())
+    return build
+
+
+def layer_norm_forward(shape=(4, 512, 768)):
+    def build():
+        from literate.norms import LayerNorm
+
+        theirs = nn.LayerNorm(shape[-1])
+        ours = LayerNorm(shape[-1])
+        with torch.no_grad():
+            theirs.weight.normal_(), theirs.bias.normal_()
+            ours.weight.copy_(theirs.weight), ours.bias.copy_(theirs.bias)
+        x = torch.randn(shape)
+        a, b = _fwd(ours, x), _fwd(theirs, x)
+        return a, b, _max_diff(a(), b())
+    return build
+
+
+def rms_norm_forward(shape=(4, 512, 768)):
+    def build():
+        from literate.norms import RMSNorm
+
+        theirs = nn.RMSNorm(shape[-1], eps=1e-6)
+        ours = RMSNorm(shape[-1], eps=1e-6)
+        with torch.no_grad():
+            theirs.weight.normal_()
+            ours.weight.copy_(theirs.weight)
+        x = torch.randn(shape)
+        a, b = _fwd(ours, x), _fwd(theirs, x)
+        return a, b, _max_diff(a(), b())
+    return build
+
+
+def sampling_filters(batch: int = 8, vocab: int = 50257, temperature: float | None = None,
+                     top_k: int | None = None, top_p: float | None = None):
+    def build():
+        from transformers.generation.logits_process import (
+            LogitsProcessorList,
+            TemperatureLogitsWarper,
+            TopKLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        from literate.sampling import filter_logits
+
+        torch.manual_seed(0)
+        logits = torch.randn(batch, vocab) * 3
+        warpers = LogitsProcessorList()
+        if temperature is not None:
+            warpers.append(TemperatureLogitsWarper(temperature))
+        if top_k is not None:
+            warpers.append(TopKLogitsWarper(top_k))
+        if top_p is not None:
+            warpers.append(TopPLogitsWarper(top_p))
+        ids = torch.zeros(batch, 1, dtype=torch.long)
+        settings = {"temperature": 1.0 if temperature is None else temperature, "top_k": top_k, "top_p": top_p}
+
+        def ours():
+            return filter_logits(logits, **settings)
+
+        def theirs():
+            return warpers(ids, logits)
+
+        a, b = ours(), theirs()
+        same = torch.equal(torch.isinf(a), torch.isinf(b))
+        diff = (a.masked_fill(torch.isinf(a), 0) - b.masked_fill(torch.isinf(b), 0)).abs().max().item()
+        return ours, theirs, diff if same else float("nan")
+    return build
+
+
+ROWS: list[Row] = [
+    Row("gpt2", "GPT-2 block fwd, B=1 T=128 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(1, 128)),
+    Row("gpt2", "GPT-2 block fwd, B=4 T=512 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(4, 512)),
+    Row("gpt2", "GPT-2 block fwd+bwd, B=1 T=128", "HF GPT2Block (sdpa)", gpt2_block_backward(1, 128)),
+    Row("gpt2", "GPT-2 block fwd+bwd, B=4 T=512", "HF GPT2Block (sdpa)", gpt2_block_backward(4, 512)),
+    Row("attention", "MHA fwd, B=4 T=128 d=512 H=8", "nn.MultiheadAttention", mha_forward()),
+    Row("attention", "GQA+RoPE fwd, B=2 T=256 d=512 H=8/2", "HF LlamaAttention (sdpa)", gqa_rope_forward()),
+    Row("model", "GPT-2 model fwd, 4 layers d=256 T=128 B=4", "HF GPT2LMHeadModel (sdpa)", gpt2_model_forward()),
+    Row("norm", "LayerNorm fwd [4, 512, 768]", "nn.LayerNorm", layer_norm_forward()),
+    Row("norm", "RMSNorm fwd [4, 512, 768]", "nn.RMSNorm", rms_norm_forward()),
+    Row("sampling", "top-k 50, [8, 50257]", "HF TopKLogitsWarper", sampling_filters(top_k=50)),
+    Row("sampling", "top-p 0.9, [8, 50257]", "HF TopPLogitsWarper", sampling_filters(top_p=0.9)),
+    Row("sampling", "T 0.7, top-k 50, top-p 0.9", "HF warpers, same order", sampling_filters(temperature=0.7, top_k=50, top_p=0.9)),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Timing
+
+
+def _time(fn: Callable[[], object], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - start) / n
+
+
+def measure(ours: Callable[[], object], theirs: Callable[[], object], *, rounds: int = 9,
+            target_s: float = 0.15) -> dict[str, float]:
+    """Interleaved timing: `rounds` rounds, each timing `n` calls of both, the order
+    alternating. Returns the median ratio ours/theirs, its min and max, and the median
+    seconds per call of each."""
+    for _ in range(2):  # warm-up: allocator, lazy init, caches
+        ours(), theirs()
+    once = max(_time(ours, 1), _time(theirs, 1), 1e-6)
+    n = max(1, int(target_s / once))
+    ratios, t_ours, t_theirs = [], [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            a, b = _time(ours, n), _time(theirs, n)
+        else:
+            b, a = _time(theirs, n), _time(ours, n)
+        ratios.append(a / b)
+        t_ours.append(a)
+        t_theirs.append(b)
+    return {"ratio": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "ours_s": statistics.median(t_ours), "theirs_s": statistics.median(t_theirs), "n": n}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m literate.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="3 rounds of ~50 ms: a smoke run")
+    parser.add_argument("--only", action="append", default=[],
+                        help=f"run the rows of one group: {sorted({r.group for r in ROWS})}")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rounds, target = (3, 0.05) if args.quick else (args.rounds, 0.15)
+    rows = [r for r in ROWS if not args.only or r.group in args.only]
+    print(f"torch {torch.__version__}, {args.threads} thread(s), float32, {rounds} interleaved rounds per row")
+    header = f"{'row':<44} {'reference':<27} {'ours ms':>8} {'theirs ms':>9} {'ratio':>6}  {'spread':<11} {'max |diff|':>10}"
+    print(header)
+    print("-" * len(header))
+    started = time.perf_counter()
+    for row in rows:
+        ours, theirs, diff = row.build()
+        m = measure(ours, theirs, rounds=rounds, target_s=target)
+        print(f"{row.name:<44} {row.reference:<27} {m['ours_s'] * 1e3:8.3f} {m['theirs_s'] * 1e3:9.3f} "
+              f"{m['ratio']:6.2f}  {m['min']:.2f}-{m['max']:.2f}{'':<2} {diff:10.1e}", flush=True)
+    print(f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

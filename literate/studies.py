@@ -1,0 +1,179 @@
+"""The measurements behind the chapters' figures and claims, from fixed seeds.
+
+A figure draws what one of these functions measures, and a claim on the page calls the
+same function, so the picture and the proof cannot drift apart. Plotting lives in
+`literate.figures`; nothing there computes what a claim proves.
+
+* `score_statistics` (chapter 1): why scores are divided by sqrt(d_k).
+* `init_study`, `gradient_study` (chapter 5): gradients at initialisation, pre-norm
+  against post-norm (Xiong et al. 2020, sec. 3), under two initialisations.
+* `sampling_scenario`, `nucleus_example` (chapter 6): one logit vector under four decoding
+  policies; the nucleus under two temperatures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from literate.blocks import PostNormBlock, gpt2_block
+from literate.checks import choice, positive_int
+from literate.norms import LayerNorm
+from literate.sampling import next_token_distribution
+
+__all__ = [
+    "score_statistics",
+    "NORM_POSITIONS",
+    "INITS",
+    "STUDY_LAYERS",
+    "STUDY_DEPTHS",
+    "InitStudy",
+    "init_study",
+    "gradient_study",
+    "SCENARIO_LOGITS",
+    "POLICIES",
+    "sampling_scenario",
+    "NUCLEUS_LOGITS",
+    "NUCLEUS_TOP_P",
+    "NUCLEUS_TEMPERATURES",
+    "nucleus_example",
+]
+
+
+# --8<-- [start:score_statistics]
+def score_statistics(d_k: int, samples: int, *, seed: int = 18, keys: int = 16) -> dict[str, float]:
+    """Variance of q.k and of q.k/sqrt(d_k) for standard-normal q and k of width d_k,
+    and the mean largest softmax weight of a row of `keys` such scores, unscaled and
+    scaled. float64, seeded."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(samples, d_k, generator=g, dtype=torch.float64)
+    k = torch.randn(samples, d_k, generator=g, dtype=torch.float64)
+    dots = (q * k).sum(-1)  # [samples]
+    rows = torch.randn(samples // keys, keys, d_k, generator=g, dtype=torch.float64)
+    row_q = torch.randn(samples // keys, 1, d_k, generator=g, dtype=torch.float64)
+    row_scores = (rows * row_q).sum(-1)  # [rows, keys]: one query against `keys` keys
+    return {
+        "var_raw": float(dots.var(unbiased=False)),
+        "var_scaled": float((dots / math.sqrt(d_k)).var(unbiased=False)),
+        "peak_raw": float(row_scores.softmax(-1).amax(-1).mean()),
+        "peak_scaled": float((row_scores / math.sqrt(d_k)).softmax(-1).amax(-1).mean()),
+    }
+# --8<-- [end:score_statistics]
+
+
+# --8<-- [start:init_study]
+NORM_POSITIONS = ("pre", "post")
+INITS = ("xavier", "gpt2")
+STUDY_LAYERS = 12
+STUDY_DEPTHS = (1, 2, 3, 6, 12, 24)
+
+
+@dataclass(frozen=True)
+class InitStudy:
+    """One stack at initialisation, bottom layer first."""
+
+    ffn_grad: list[float]  # ||dL/dW_2||_F of each layer's FFN output weight (down_proj)
+    stream_rms: list[float]  # RMS of the residual stream after each layer
+
+
+def init_study(norm_position: str, n_layers: int, *, init: str = "xavier", seed: int = 0,
+               d_model: int = 64, n_heads: int = 4, batch: int = 8, length: int = 16,
+               vocab: int = 64) -> InitStudy:
+    """Xiong et al. (2020, sec. 3)'s measurement: `n_layers` GPT-2 blocks at
+    initialisation, arranged pre-norm (with GPT-2's final LayerNorm) or post-norm (whose
+    output is already normalised), read unit-variance inputs; a fixed random readout and
+    cross-entropy against random targets give a loss. Records the gradient norm of every
+    FFN output weight and the residual stream's RMS after every layer.
+
+    init="xavier": Xavier-normal matrices (Glorot & Bengio 2010; the variance ~ 1/d of
+    Xiong et al.'s analysis); init="gpt2": GPT-2's own, N(0, 0.02^2) with the two
+    residual projections of each block at 0.02 / sqrt(2 L). Biases 0, norms gain 1.
+    Both arrangements get the same weights for a seed. float32, one thread.
+    """
+    norm_position = choice("norm_position", norm_position, NORM_POSITIONS)
+    init, n_layers = choice("init", init, INITS), positive_int("n_layers", n_layers)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same reduction order on every machine
+    try:
+        g = torch.Generator().manual_seed(seed)
+        blocks = [gpt2_block(d_model, n_heads, dropout=0.0) for _ in range(n_layers)]
+        with torch.no_grad():
+            for block in blocks:
+                for module in block.modules():
+                    if isinstance(module, nn.Linear):
+                        w = torch.randn(module.weight.shape, generator=g)
+                        residual = module in (block.attn.o_proj, block.ffn.down_proj)
+                        std = (math.sqrt(2.0 / sum(module.weight.shape)) if init == "xavier"
+                               else 0.02 / math.sqrt(2 * n_layers) if residual else 0.02)
+                        module.weight.copy_(w * std)
+                        module.bias.zero_()
+        readout = torch.randn(vocab, d_model, generator=g) * math.sqrt(2.0 / (vocab + d_model))
+        x = torch.randn(batch, length, d_model, generator=g)  # [B, T, d], unit variance
+        targets = torch.randint(0, vocab, (batch, length), generator=g)  # [B, T]
+        layers = blocks if norm_position == "pre" else [
+            PostNormBlock(b.attn, b.ffn, b.norm1, b.norm2) for b in blocks]  # same parts
+        rms = []
+        for layer in layers:
+            x = layer(x)
+            rms.append(float(x.detach().pow(2).mean().sqrt()))
+        if norm_position == "pre":
+            x = LayerNorm(d_model)(x)  # GPT-2's final norm (Radford et al. 2019, sec. 2.3)
+        logits = x @ readout.T  # [B, T, V]
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        grads = torch.autograd.grad(loss, [b.ffn.down_proj.weight for b in blocks])
+    finally:
+        torch.set_num_threads(threads)
+    return InitStudy(ffn_grad=[float(gr.norm()) for gr in grads], stream_rms=rms)
+
+
+@lru_cache(maxsize=2)
+def gradient_study(init: str = "xavier") -> dict[str, dict[int, InitStudy]]:
+    """`init_study` for both arrangements at every depth in STUDY_DEPTHS (seed 0),
+    cached: a figure is drawn twice per build (light and dark) from one measurement."""
+    return {pos: {depth: init_study(pos, depth, init=init) for depth in STUDY_DEPTHS}
+            for pos in NORM_POSITIONS}
+# --8<-- [end:init_study]
+
+
+# --8<-- [start:sampling_scenario]
+SCENARIO_LOGITS = (3.0, 2.0, 1.0, 0.0)
+POLICIES = {  # name -> keyword arguments of next_token_distribution
+    "temperature_1": {},
+    "temperature_2": {"temperature": 2.0},
+    "top_k_2": {"top_k": 2},
+    "top_p_09": {"top_p": 0.9},
+}
+
+
+def sampling_scenario() -> dict[str, list[float]]:
+    """Logits [3, 2, 1, 0] under T = 1, T = 2, top-k = 2 and top-p = 0.9, each filter
+    on its own, in float64."""
+    logits = torch.tensor(SCENARIO_LOGITS, dtype=torch.float64)
+    scenario = {"logits": list(SCENARIO_LOGITS)}
+    for name, settings in POLICIES.items():
+        scenario[name] = next_token_distribution(logits, **settings).tolist()
+    return scenario
+# --8<-- [end:sampling_scenario]
+
+
+# --8<-- [start:nucleus_example]
+# Ten logits, one strong favourite and a long tail: enough tokens for a nucleus to show.
+NUCLEUS_LOGITS = (3.7, 3.0, 2.8, 2.7, 1.7, 1.3, -0.1, -0.4, -0.9, -1.0)
+NUCLEUS_TOP_P = 0.9
+NUCLEUS_TEMPERATURES = (0.7, 1.5)
+
+
+def nucleus_example(temperature: float) -> dict[str, list[float] | int]:
+    """Sorted probabilities at `temperature`, the cumulative mass, and how many tokens
+    top-p = NUCLEUS_TOP_P keeps (the logits are already sorted, largest first)."""
+    logits = torch.tensor(NUCLEUS_LOGITS, dtype=torch.float64)
+    probs = next_token_distribution(logits, temperature=temperature)
+    kept = next_token_distribution(logits, temperature=temperature, top_p=NUCLEUS_TOP_P) > 0
+    return {"probs": probs.tolist(), "cumulative": probs.cumsum(-1).tolist(),
+            "kept": int(kept.sum())}
+# --8<-- [end:nucleus_example]
