@@ -1,13 +1,16 @@
 """Transformer blocks, era by era, each composed from parts passed in.
 
 A block never builds its attention, feed-forward or norm layers itself: the builder
-functions at the bottom do (`encoder_layer_2017`, `decoder_layer_2017`, `gpt2_block`), so
-a block class is only its residual topology, readable as the paper's equation:
+functions at the bottom do (`encoder_layer_2017`, `decoder_layer_2017`, `gpt2_block`),
+so a block class is only its residual topology, readable as the paper's equation:
 
-* `PostNormEncoderLayer`: x = N1(x + Attn(x)); x = N2(x + FFN(x))   (Vaswani et al. 2017, sec. 3.1)
-* `PostNormDecoderLayer`: the same with a causal self-attention, then cross-attention over
-  the encoder's output, then the FFN: three sublayers, each followed by add & norm.
-* `PreNormBlock`: x = x + Attn(N1(x)); x = x + FFN(N2(x))   (GPT-2, Radford et al. 2019, sec. 2.3)
+* `PostNormEncoderLayer`: x = N1(x + Attn(x)); x = N2(x + FFN(x))
+  (Vaswani et al. 2017, sec. 3.1)
+* `PostNormDecoderLayer`: the same with a causal self-attention, then cross-attention
+  over the encoder's output, then the FFN: three sublayers, each followed by add & norm.
+* `PreNormBlock`: x = x + Attn(N1(x)); x = x + FFN(N2(x))
+  (GPT-2, Radford et al. 2019, sec. 2.3)
+* `PostNormBlock`: the causal block with the 2017 placement, for comparison.
 
 Dropout is applied to each sublayer's output before it is added to the residual stream
 (Vaswani et al. 2017, sec. 5.4). Shapes: B batch, T target/sequence length, S source
@@ -47,12 +50,14 @@ def same_width(**parts: object) -> int:
     (which would otherwise fail, or silently broadcast, deep inside a forward)."""
     widths = {}
     for name, part in parts.items():
-        if not isinstance(part, nn.Module) or not isinstance(getattr(part, "d_model", None), int):
-            raise TypeError(f"{name} must be an nn.Module with an int d_model (its width), "
-                            f"got {type(part).__name__}")
-        widths[name] = part.d_model
+        width = getattr(part, "d_model", None)
+        if not isinstance(part, nn.Module) or not isinstance(width, int):
+            raise TypeError(f"{name} must be an nn.Module with an int d_model (its "
+                            f"width), got {type(part).__name__}")
+        widths[name] = width
     if len(set(widths.values())) != 1:
-        raise ValueError(f"the parts of a block must share one width d_model, got {widths}")
+        raise ValueError(f"the parts of a block must share one width d_model, "
+                         f"got {widths}")
     return next(iter(widths.values()))
 # --8<-- [end:same_width]
 
@@ -68,7 +73,8 @@ class PostNormEncoderLayer(nn.Module):
     def __init__(self, self_attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
                  norm2: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model = same_width(self_attn=self_attn, ffn=ffn, norm1=norm1, norm2=norm2)
+        self.d_model = same_width(self_attn=self_attn, ffn=ffn, norm1=norm1,
+                                  norm2=norm2)
         self.self_attn, self.ffn, self.norm1, self.norm2 = self_attn, ffn, norm1, norm2
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
@@ -82,10 +88,10 @@ class PostNormEncoderLayer(nn.Module):
 
 # --8<-- [start:post_norm_decoder_layer]
 class PostNormDecoderLayer(nn.Module):
-    """The 2017 decoder layer: masked self-attention, cross-attention, FFN, each followed
-    by add & norm. The self-attention is always causal (there is no way to forget the
-    mask); the cross-attention reads the encoder's output `memory [B, S, d]`, whose
-    length S need not equal T, and is not causal: the whole source is known.
+    """The 2017 decoder layer: masked self-attention, cross-attention, FFN, each
+    followed by add & norm. The self-attention is always causal (there is no way to
+    forget the mask); the cross-attention reads the encoder's output `memory [B, S, d]`,
+    whose length S need not equal T, and is not causal: the whole source is known.
     """
 
     def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention,
@@ -127,7 +133,8 @@ class PreNormBlock(nn.Module):
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
-                cache: KVCache | None = None, empty_row: EmptyRowPolicy = "error") -> Tensor:
+                cache: KVCache | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
                       empty_row=empty_row)
         x = x + self.dropout(a)
@@ -170,7 +177,7 @@ def encoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float 
 
 def decoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.1,
                        eps: float = 1e-5) -> PostNormDecoderLayer:
-    """Vaswani et al. 2017: masked self-attention, cross-attention, ReLU FFN, post-norm."""
+    """Vaswani et al. 2017: masked self- and cross-attention, ReLU FFN, post-norm."""
     return PostNormDecoderLayer(
         MultiHeadAttention(d_model, n_heads, bias=True),
         MultiHeadAttention(d_model, n_heads, bias=True),
@@ -184,10 +191,12 @@ def decoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float 
 
 
 # --8<-- [start:builder_gpt2]
-def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None, dropout: float = 0.1,
-               eps: float = 1e-5, activation: Callable[[Tensor], Tensor] = gelu_tanh) -> PreNormBlock:
-    """Radford et al. 2019: pre-norm LayerNorm, biases, GELU (tanh form) FFN of width 4d."""
-    d_ff = 4 * positive_int("d_model", d_model) if d_ff is None else positive_int("d_ff", d_ff)
+def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None,
+               dropout: float = 0.1, eps: float = 1e-5,
+               activation: Callable[[Tensor], Tensor] = gelu_tanh) -> PreNormBlock:
+    """Radford et al. 2019: pre-norm LayerNorm, biases, GELU (tanh form) FFN of 4d."""
+    d_model = positive_int("d_model", d_model)
+    d_ff = 4 * d_model if d_ff is None else positive_int("d_ff", d_ff)
     return PreNormBlock(
         MultiHeadAttention(d_model, n_heads, bias=True),
         DenseFFN(d_model, d_ff, activation, bias=True),

@@ -5,9 +5,9 @@ Two kinds, kept apart on purpose:
 * **Metadata** (a Python type, a bool passed as an int, a rank, a shape, a dtype, a
   device, an option string). These cost nothing, so they sit where an argument enters.
 * **Values** (`ids_in_vocabulary`: ids inside the vocabulary, rows that are not all
-  padding). Reading a tensor's values from Python waits for the device to finish (a host
-  sync) and cannot be captured by `torch.compile`, so a value check runs once, where data
-  enters a model from outside, never in the layers the model calls.
+  padding). Reading a tensor's values from Python waits for the device to finish (a
+  host sync) and cannot be captured by `torch.compile`, so a value check runs once,
+  where data enters a model from outside, never in the layers the model calls.
 
 Every check raises a `TypeError` (wrong kind of thing) or a `ValueError` (right kind,
 wrong value) that names the argument; none uses `assert`, which `python -O` removes.
@@ -78,7 +78,8 @@ def probability(name: str, value: object) -> float:
     """`value` as a float in [0, 1): a dropout rate or a smoothing weight (1 would
     remove everything). Bools refused."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number in [0, 1), got {type(value).__name__}")
+        raise TypeError(f"{name} must be a real number in [0, 1), "
+                        f"got {type(value).__name__}")
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
     return float(value)
@@ -98,7 +99,8 @@ def boolean(name: str, value: object) -> bool:
 def choice(name: str, value: object, options: tuple[str, ...]) -> str:
     """`value` if it is one of the allowed strings."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, one of {list(options)}, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a str, one of {list(options)}, "
+                        f"got {type(value).__name__}")
     if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
     return value
@@ -126,7 +128,7 @@ def float_tensor(name: str, value: object, *, ndim: int | None = None) -> Tensor
         kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
         raise TypeError(f"{name} must be a floating-point tensor, got {kind}")
     if ndim is not None and value.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} axes, got shape {tuple(value.shape)}")
+        raise ValueError(f"{name} must have {ndim} axes, got {tuple(value.shape)}")
     return value
 # --8<-- [end:float_tensor]
 
@@ -136,8 +138,8 @@ def bool_tensor(name: str, value: object) -> Tensor:
     """`value` if it is a boolean tensor (a mask: True = may attend)."""
     if not isinstance(value, Tensor) or value.dtype != torch.bool:
         kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
-        raise TypeError(f"{name} must be a bool tensor (True = may attend), got {kind}; "
-                        "convert a 0/1 mask with `mask == 1`")
+        raise TypeError(f"{name} must be a bool tensor (True = may attend), "
+                        f"got {kind}; convert a 0/1 mask with `mask == 1`")
     return value
 # --8<-- [end:bool_tensor]
 
@@ -149,7 +151,8 @@ def features(name: str, value: object, *, width: int, like: Tensor) -> Tensor:
     the argument instead of surfacing from inside a matrix product."""
     value = float_tensor(name, value)
     if value.ndim == 0 or value.shape[-1] != width:
-        raise ValueError(f"{name} must have last axis {width}, got {tuple(value.shape)}")
+        raise ValueError(f"{name} must have last axis {width}, "
+                         f"got {tuple(value.shape)}")
     if value.dtype != like.dtype:
         raise TypeError(f"{name} is {value.dtype}, the layer's parameters {like.dtype}")
     if value.device != like.device:
@@ -168,9 +171,11 @@ def token_ids(name: str, value: object, *, max_length: int | None = None) -> Ten
         kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
         raise TypeError(f"{name} must hold token ids as torch.long, got {kind}")
     if value.ndim != 2 or value.numel() == 0:
-        raise ValueError(f"{name} must have shape [B, T], B, T >= 1, got {tuple(value.shape)}")
+        raise ValueError(f"{name} must have shape [B, T], B, T >= 1, "
+                         f"got {tuple(value.shape)}")
     if max_length is not None and value.shape[1] > max_length:
-        raise ValueError(f"{name} has {value.shape[1]} tokens > max_length={max_length}")
+        raise ValueError(f"{name} has {value.shape[1]} tokens > "
+                         f"max_length={max_length}")
     return value
 # --8<-- [end:token_ids]
 
@@ -189,13 +194,14 @@ def ids_in_vocabulary(ids: Mapping[str, Tensor], *, vocab_size: int,
     for name, t in ids.items():
         bad[name] = (t < 0) | (t >= vocab_size)  # [B, T]
         if pad_id is not None:
-            bad[name] |= (t == pad_id).all(dim=1, keepdim=True)  # a row of nothing but PAD
+            bad[name] |= (t == pad_id).all(dim=1, keepdim=True)  # a row of only PAD
     if not torch.stack([b.any() for b in bad.values()]).any():  # the one host sync
         return
-    name = next(n for n, b in bad.items() if b.any())  # failing: the details may cost more
+    name = next(n for n, b in bad.items() if b.any())  # failing: details may cost
     row, col = torch.nonzero(bad[name])[0].tolist()
     token = int(ids[name][row, col])
     if 0 <= token < vocab_size:
         raise ValueError(f"{name} row {row} is nothing but PAD={pad_id}")
-    raise ValueError(f"{name}[{row}, {col}] = {token} is outside the vocabulary [0, {vocab_size})")
+    raise ValueError(f"{name}[{row}, {col}] = {token} is outside the vocabulary "
+                     f"[0, {vocab_size})")
 # --8<-- [end:ids_in_vocabulary]

@@ -180,7 +180,7 @@ def head_counts(d_model: int, n_heads: int, n_kv_heads: int | None) -> tuple[int
     return d_model, n_heads, n_kv_heads
 
 
-def check_call(layer: MultiHeadAttention, x: object, memory: object, *, causal: object,
+def check_call(layer: "MultiHeadAttention", x: object, memory: object, *, causal: object,
                key_valid: object, cache: object, start_pos: object, empty_row: object,
                return_weights: object) -> tuple[int, int]:
     """Everything `MultiHeadAttention.forward` refuses, from metadata alone, before

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +33,6 @@ from torch import Tensor, nn
 
 from literate.blocks import PreNormBlock, gpt2_block, same_width
 from literate.checks import (
-    boolean,
     ids_in_vocabulary,
     non_negative_int,
     positive_float,
@@ -45,10 +43,9 @@ from literate.checks import (
 from literate.ffn import DenseFFN, gelu_tanh
 from literate.norms import LayerNorm
 from literate.positions import LearnedPositions
-from literate.sampling import checked_top_k, checked_top_p, filter_logits
 
 __all__ = [
-    "next_token_chooser",
+    "greedy",
     "GPTLanguageModel",
     "gpt2_model",
     "gpt2_init_",
@@ -66,33 +63,12 @@ __all__ = [
     "train_period_lm",
 ]
 
-# --8<-- [start:next_token_chooser]
-def next_token_chooser(vocab_size: int, *, do_sample: bool = False,
-                       temperature: float | None = None, top_k: int | None = None,
-                       top_p: float | None = None,
-                       generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
-    """A function logits [B, V] -> token ids [B]: greedy, or a draw after temperature,
-    top-k and top-p (chapter 6, in that order). Settings are checked here, before any
-    token is generated; a sampling setting without `do_sample=True` is an error, not
-    silently ignored. The logits it gets are the model's own, so it reads no values."""
-    if not boolean("do_sample", do_sample):
-        given = [n for n, v in (("temperature", temperature), ("top_k", top_k),
-                                ("top_p", top_p), ("generator", generator)) if v is not None]
-        if given:
-            raise ValueError(f"{', '.join(given)}: used only when sampling; pass do_sample=True")
-        return partial(torch.argmax, dim=-1)  # ties: the lowest id
-    settings = {"temperature": 1.0 if temperature is None else positive_float("temperature", temperature),
-                "top_k": None if top_k is None else checked_top_k(top_k, vocab_size),
-                "top_p": None if top_p is None else checked_top_p(top_p)}
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-
-    def draw(logits: Tensor) -> Tensor:
-        probs = torch.softmax(filter_logits(logits, **settings), dim=-1)  # [B, V]
-        return torch.multinomial(probs, 1, generator=generator)[:, 0]  # [B]
-
-    return draw
-# --8<-- [end:next_token_chooser]
+# --8<-- [start:greedy]
+def greedy(logits: Tensor) -> Tensor:
+    """The most likely token of each row, logits [B, V] -> ids [B]; ties go to the lowest
+    id. `generate`'s default choice; chapter 6's `sampler` makes the others."""
+    return logits.argmax(dim=-1)
+# --8<-- [end:greedy]
 
 
 # --8<-- [start:gpt_language_model]
@@ -161,24 +137,22 @@ class GPTLanguageModel(nn.Module):
 
     @torch.no_grad()
     def generate(self, ids: Tensor, max_new_tokens: int, *, eos_id: int | None = None,
-                 do_sample: bool = False, temperature: float | None = None,
-                 top_k: int | None = None, top_p: float | None = None,
-                 generator: torch.Generator | None = None) -> Tensor:
+                 choose: Callable[[Tensor], Tensor] = greedy) -> Tensor:
         """Append up to `max_new_tokens` tokens to every row of `ids` [B, T0]; returns
-        [B, T0 + n] with the prompt first. Greedy by default; `do_sample=True` draws with
-        the chapter-6 filters. Stops when every row has produced `eos_id` (kept; a row
-        that finished repeats it while the others go on) or after `max_new_tokens`. Each
-        step reads the last `context` tokens only, so a prompt may be longer than the
-        context. Rows share one length: no padding. Runs in eval mode (no dropout),
-        restoring the previous mode after. Host syncs: one for the prompt's ids, one per
-        token for the EOS test (none without `eos_id`).
+        [B, T0 + n], the prompt first. `choose` turns the last position's logits [B, V]
+        into ids [B]: `greedy` by default, or a sampler (chapter 6). Stops when every
+        row has produced `eos_id` (kept; a finished row repeats it while the others go
+        on) or after `max_new_tokens`. Each step reads the last `context` tokens only,
+        so a prompt may be longer than the context. Rows share one length: no padding.
+        Runs in eval mode, restoring the previous mode after. Host syncs: one for the
+        prompt's ids, one per token for the EOS test (none without `eos_id`).
         """
         ids = self.check(ids, max_length=None)  # any length: cropped below
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
         if eos_id is not None and non_negative_int("eos_id", eos_id) >= self.vocab_size:
             raise ValueError(f"eos_id must be < vocabulary size {self.vocab_size}, got {eos_id}")
-        choose = next_token_chooser(self.vocab_size, do_sample=do_sample, top_k=top_k,
-                                    temperature=temperature, top_p=top_p, generator=generator)
+        if not callable(choose):
+            raise TypeError(f"choose must be a function logits -> ids, got {type(choose).__name__}")
         finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # [B]
         was_training = self.training
         self.eval()
@@ -187,7 +161,7 @@ class GPTLanguageModel(nn.Module):
                 logits = self.run(ids[:, -self.context:])[:, -1]  # [B, V]: the last position
                 next_id = choose(logits)  # [B]
                 if eos_id is not None:
-                    next_id = next_id.masked_fill(finished, eos_id)  # finished rows repeat EOS
+                    next_id = next_id.masked_fill(finished, eos_id)  # finished rows repeat it
                     finished |= next_id == eos_id
                 ids = torch.cat((ids, next_id[:, None]), dim=1)  # [B, T + 1]
                 if eos_id is not None and step + 1 < max_new_tokens and finished.all():

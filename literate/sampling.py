@@ -39,6 +39,7 @@ __all__ = [
     "next_token_distribution",
     "greedy_step",
     "sample_step",
+    "sampler",
     "as_step_function",
     "decode_trace",
 ]
@@ -181,6 +182,27 @@ def sample_step(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
     ids = torch.multinomial(rows, num_samples=1, generator=generator)  # [N, 1]
     return ids.reshape(probs.shape[:-1])  # [...]
 # --8<-- [end:sample_step]
+
+
+# --8<-- [start:sampler]
+def sampler(*, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+            generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
+    """A `choose` function for a model's `generate`: logits [B, V] -> ids [B], drawn after
+    temperature, top-k and top-p. The settings are checked now, once; the logits it will
+    get are the model's own, so it reads no values (no host sync per token)."""
+    positive_float("temperature", temperature)
+    top_p = None if top_p is None else checked_top_p(top_p)
+    if top_k is not None:
+        positive_int("top_k", top_k)  # checked against the vocabulary at the first call
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+
+    def draw(logits: Tensor) -> Tensor:
+        filtered = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+        return torch.multinomial(filtered.softmax(dim=-1), 1, generator=generator)[:, 0]
+
+    return draw
+# --8<-- [end:sampler]
 
 
 # ---------------------------------------------------------------------------------------

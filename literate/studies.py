@@ -7,8 +7,8 @@ same function, so the picture and the proof cannot drift apart. Plotting lives i
 * `score_statistics` (chapter 1): why scores are divided by sqrt(d_k).
 * `init_study`, `gradient_study` (chapter 5): gradients at initialisation, pre-norm
   against post-norm (Xiong et al. 2020, sec. 3), under two initialisations.
-* `sampling_scenario`, `nucleus_example` (chapter 6): one logit vector under four decoding
-  policies; the nucleus under two temperatures.
+* `sampling_scenario`, `nucleus_example` (chapter 6): one logit vector under four
+  decoding policies; the nucleus under two temperatures.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ __all__ = [
 
 
 # --8<-- [start:score_statistics]
-def score_statistics(d_k: int, samples: int, *, seed: int = 18, keys: int = 16) -> dict[str, float]:
+def score_statistics(d_k: int, samples: int, *, seed: int = 18,
+                     keys: int = 16) -> dict[str, float]:
     """Variance of q.k and of q.k/sqrt(d_k) for standard-normal q and k of width d_k,
     and the mean largest softmax weight of a row of `keys` such scores, unscaled and
     scaled. float64, seeded."""
@@ -81,9 +82,9 @@ class InitStudy:
     stream_rms: list[float]  # RMS of the residual stream after each layer
 
 
-def init_study(norm_position: str, n_layers: int, *, init: str = "xavier", seed: int = 0,
-               d_model: int = 64, n_heads: int = 4, batch: int = 8, length: int = 16,
-               vocab: int = 64) -> InitStudy:
+def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
+               seed: int = 0, d_model: int = 64, n_heads: int = 4, batch: int = 8,
+               length: int = 16, vocab: int = 64) -> InitStudy:
     """Xiong et al. (2020, sec. 3)'s measurement: `n_layers` GPT-2 blocks at
     initialisation, arranged pre-norm (with GPT-2's final LayerNorm) or post-norm (whose
     output is already normalised), read unit-variance inputs; a fixed random readout and
@@ -108,21 +109,23 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier", seed:
                     if isinstance(module, nn.Linear):
                         w = torch.randn(module.weight.shape, generator=g)
                         residual = module in (block.attn.o_proj, block.ffn.down_proj)
-                        std = (math.sqrt(2.0 / sum(module.weight.shape)) if init == "xavier"
-                               else 0.02 / math.sqrt(2 * n_layers) if residual else 0.02)
+                        xavier = math.sqrt(2.0 / sum(module.weight.shape))
+                        gpt2 = 0.02 / math.sqrt(2 * n_layers) if residual else 0.02
+                        std = xavier if init == "xavier" else gpt2
                         module.weight.copy_(w * std)
                         module.bias.zero_()
-        readout = torch.randn(vocab, d_model, generator=g) * math.sqrt(2.0 / (vocab + d_model))
+        readout = torch.randn(vocab, d_model, generator=g)
+        readout *= math.sqrt(2.0 / (vocab + d_model))  # Xavier: [V, d]
         x = torch.randn(batch, length, d_model, generator=g)  # [B, T, d], unit variance
         targets = torch.randint(0, vocab, (batch, length), generator=g)  # [B, T]
         layers = blocks if norm_position == "pre" else [
-            PostNormBlock(b.attn, b.ffn, b.norm1, b.norm2) for b in blocks]  # same parts
+            PostNormBlock(b.attn, b.ffn, b.norm1, b.norm2) for b in blocks]  # the same
         rms = []
         for layer in layers:
             x = layer(x)
             rms.append(float(x.detach().pow(2).mean().sqrt()))
         if norm_position == "pre":
-            x = LayerNorm(d_model)(x)  # GPT-2's final norm (Radford et al. 2019, sec. 2.3)
+            x = LayerNorm(d_model)(x)  # GPT-2's final norm (Radford et al. 2019)
         logits = x @ readout.T  # [B, T, V]
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         grads = torch.autograd.grad(loss, [b.ffn.down_proj.weight for b in blocks])
@@ -173,7 +176,8 @@ def nucleus_example(temperature: float) -> dict[str, list[float] | int]:
     top-p = NUCLEUS_TOP_P keeps (the logits are already sorted, largest first)."""
     logits = torch.tensor(NUCLEUS_LOGITS, dtype=torch.float64)
     probs = next_token_distribution(logits, temperature=temperature)
-    kept = next_token_distribution(logits, temperature=temperature, top_p=NUCLEUS_TOP_P) > 0
+    kept = next_token_distribution(logits, temperature=temperature,
+                                   top_p=NUCLEUS_TOP_P) > 0
     return {"probs": probs.tolist(), "cumulative": probs.cumsum(-1).tolist(),
             "kept": int(kept.sum())}
 # --8<-- [end:nucleus_example]
