@@ -200,8 +200,10 @@ def test_sections_are_whole_top_level_definitions(path):
         tree = ast.parse(source)  # fails if the section cuts a definition in half
         assert tree.body, f"{path}:{name} is empty"
         for node in tree.body:
-            assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)), (
-                f"{path}:{name}: a section holds whole functions or classes, found {type(node).__name__}"
+            whole = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+            assert isinstance(node, whole), (
+                f"{path}:{name}: a section holds whole functions, classes or assignments, "
+                f"found {type(node).__name__}"
             )
 
 
@@ -241,6 +243,15 @@ def test_every_claim_on_the_site_is_proved_and_ids_are_unique():
 def test_claim_problems_are_reported(text, problem):
     problems = claim_problems(text)
     assert len(problems) == 1 and problem in problems[0]
+
+
+def test_a_claim_may_fold_its_proof():
+    text = '!!! claim "a.b"\n    A sentence.\n\n??? proof "Proof"\n    ```python\n    assert 1 + 1 == 2\n    ```\n'
+    (claim,) = iter_claims(text)
+    assert claim_problems(text) == []
+    assert claim.proof.source.strip() == "assert 1 + 1 == 2"
+    other = text.replace('??? proof "Proof"', '??? note "Not a proof"')
+    assert "followed directly" in claim_problems(other)[0]
 
 
 def test_a_good_claim_passes():

@@ -14,7 +14,8 @@ Conventions, all checked:
 * A block whose body holds a ``--8<--`` include is expanded by pymdownx.snippets' own
   preprocessor, configured exactly as in `mkdocs.yml`, before it runs.
 * A claim is the admonition ``!!! claim "some-id"`` followed, after its indented sentence, by
-  a Python block that proves it (it must contain an ``assert``).
+  a Python block that proves it (it must contain an ``assert``), either directly or folded
+  in a collapsed ``??? proof "Proof"`` block (indented under it).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ FENCE = re.compile(r"^(?P<prefix>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$
 PYTHON_INFO = re.compile(r"^(?:python|py)(?:\s|$)")
 CLAIM = re.compile(r'^!!! claim "(?P<id>[^"]*)"[ \t]*\n(?P<body>(?:(?:[ \t]{4}.*)?\n)*)', re.M)
 CLAIM_ID = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
+# A claim's proof may sit in a collapsed block right under it: `??? proof "Proof"`.
+PROOF_FOLD = re.compile(r'^\s*\?\?\?\+? proof(?: "[^"\n]*")?[ \t]*\n\s*$')
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,8 @@ def iter_claims(text: str, *, where: str = "<page>") -> list[Claim]:
         line = text.count("\n", 0, match.start()) + 1
         proof = next((b for b in blocks if b.start >= match.end()), None)
         between = text[match.end() : proof.start] if proof else ""
-        if proof is not None and (between.strip() or not proof.is_python):
+        folded = bool(PROOF_FOLD.match(between))
+        if proof is not None and ((between.strip() and not folded) or not proof.is_python):
             proof = None
         claims.append(Claim(id=match.group("id"), text=body, line=line, proof=proof))
     return claims
