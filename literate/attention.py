@@ -18,7 +18,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from literate.checks import bool_tensor, choice, float_tensor, non_negative_int, positive_int
+from literate.checks import (bool_tensor, choice, float_tensor, non_negative_int,
+                             positive_int)
 
 __all__ = [
     "AttentionResult",
@@ -92,7 +93,7 @@ class AttentionResult:
 
     output      [..., T_q, d_v]  weighted average of the value rows
     weights     [..., T_q, T_k]  softmax over allowed keys; blocked entries exactly 0
-    scores      [..., T_q, T_k]  q k^T / sqrt(d_k), -inf where blocked (float32 or wider)
+    scores      [..., T_q, T_k]  q k^T / sqrt(d_k), -inf if blocked (float32 or wider)
     empty_rows  [..., T_q]       True where a query had no key it may attend to
     """
 
@@ -115,8 +116,9 @@ def check_qkv(q: object, k: object, v: object, allowed: object) -> None:
         raise TypeError(f"q, k, v must share a dtype and a device, got "
                         f"{[(t.dtype, str(t.device)) for t in (q, k, v)]}")
     if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"need q [..., T_q, d_k], k [..., T_k, d_k], v [..., T_k, d_v], "
-                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(f"need q [..., T_q, d_k], k [..., T_k, d_k], "
+                         f"v [..., T_k, d_v], got {tuple(q.shape)}, {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}")
     try:
         lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
@@ -140,16 +142,16 @@ def refuse_empty_rows(name: str, empty: Tensor) -> None:
     values (one host sync), so it runs only where a mask comes in from outside."""
     if empty.any():
         rows = torch.nonzero(empty)[:8].tolist()
-        raise ValueError(f"{name} leaves {int(empty.sum())} query row(s) with no key to "
-                         f"attend to, at index [..., query] {rows}; fix the mask, or pass "
-                         "empty_row='zero' to give those rows a zero output")
+        raise ValueError(f"{name} leaves {int(empty.sum())} query row(s) with no key "
+                         f"to attend to, at index [..., query] {rows}; fix the mask, "
+                         "or pass empty_row='zero' to give those rows a zero output")
 # --8<-- [end:refuse_empty_rows]
 
 
 # --8<-- [start:scaled_dot_product_attention]
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor,
-                                 allowed: Tensor | None = None, *,
-                                 empty_row: EmptyRowPolicy = "error") -> AttentionResult:
+def scaled_dot_product_attention(
+        q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None, *,
+        empty_row: EmptyRowPolicy = "error") -> AttentionResult:
     """softmax(q k^T / sqrt(d_k)) v over the allowed keys (`check_qkv` has the shapes).
 
     allowed: bool, broadcastable to [..., T_q, T_k], True = may attend; None = all.

@@ -34,7 +34,12 @@ from literate.site.docblocks import CLAIM, ROOT, Claim, claim_problems, iter_cla
 log = logging.getLogger("mkdocs.hooks.literate")
 
 FIGURE_CACHE = ROOT / ".cache" / "figures"
+DOWNLOADS = ROOT / ".cache" / "downloads"
 LEDGER_MARKER = "<!-- claim-ledger -->"
+VERSIONS_MARKER = "<!-- tested-versions -->"
+# What the site was built and tested with, read from the installed packages at build time.
+TESTED_PACKAGES = ("torch", "transformers", "numpy", "matplotlib", "mkdocs", "mkdocs-material",
+                   "pymdown-extensions", "mkdocs-jupyter", "pytest", "sybil", "playwright")
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,6 +199,52 @@ def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# Downloads and versions
+
+
+def write_downloads(out_dir: Path = DOWNLOADS) -> dict[str, Path]:
+    """Every era of `literate.export` as one file: served uri -> file. Rewritten only when
+    its text changed, so an unchanged build leaves the files (and their times) alone."""
+    from literate.export import ERAS, assemble
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name in ERAS:
+        path = out_dir / f"{name}.py"
+        text = assemble(name)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+        paths[f"downloads/{name}.py"] = path
+    return paths
+
+
+def versions_markdown() -> str:
+    """A table of the Python and package versions installed for this build, and the
+    floors `pyproject.toml` declares."""
+    import platform
+    import tomllib
+    from importlib import metadata
+
+    declared: dict[str, str] = {}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements += extra
+    for requirement in requirements:
+        name = re.split(r"[<>=!~ \[;]", requirement, maxsplit=1)[0].lower()
+        declared[name] = requirement[len(name):].strip() or "any"
+    rows = ["| package | built and tested with | `pyproject.toml` accepts |", "|---|---|---|",
+            f"| Python | {platform.python_version()} | {project['requires-python']} |"]
+    for package in TESTED_PACKAGES:
+        try:
+            version = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            version = "not installed"
+        rows.append(f"| {package} | {version} | {declared.get(package, '(not a direct dependency)')} |")
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------------------
 # Offline guard
 
 _ASSET_TAG = re.compile(
@@ -279,6 +330,8 @@ def on_files(files: Files, config: Any) -> Files:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="figures")
         _drawing = executor.submit(draw_figures, report.jobs, language=language)
         executor.shutdown(wait=False)
+    for uri, path in write_downloads().items():
+        files.append(File.generated(config, uri, abs_src_path=str(path)))
     _site_claims = _collect_claims(files, nav_order(config.get("nav")))
     return files
 
@@ -296,6 +349,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
     markdown = render_claims(markdown)
     if LEDGER_MARKER in markdown:
         markdown = markdown.replace(LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri))
+    if VERSIONS_MARKER in markdown:
+        markdown = markdown.replace(VERSIONS_MARKER, versions_markdown())
     return markdown
 
 

@@ -1,0 +1,194 @@
+"""One verified file per era, assembled from the sections the pages show.
+
+    python -m literate.export --list
+    python -m literate.export gpt2               # to standard output
+    python -m literate.export gpt2 -o gpt2.py    # to a file
+
+An era is a list of snippet sections (`# --8<-- [start:name]` in a `literate/` module),
+in dependency order: the very code the chapter pages include, so what a reader downloads
+is what the site shows and tests. The file imports only the standard library and torch
+(the imports are taken from the source modules, kept if the assembled code uses them),
+and ends with a self-check (`literate/selfcheck.py`) that runs under
+`if __name__ == "__main__":`. tests/test_export.py runs every file in a fresh interpreter
+from an empty directory and compares it with its production reference; the site build
+writes them to `downloads/` for each chapter to link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from literate.site.copyable import check_module_source, library
+
+ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = ["Era", "ERAS", "section_source", "assemble", "main"]
+
+
+@dataclass(frozen=True)
+class Era:
+    title: str
+    chapters: str  # which pages show these sections
+    sections: tuple[tuple[str, str], ...]  # (module under literate/, section name)
+    self_check: str  # a function of literate/selfcheck.py
+
+
+CHECKS = tuple(("checks", s) for s in (
+    "positive_int", "non_negative_int", "positive_float", "probability", "boolean", "choice",
+    "float_dtype", "float_tensor", "bool_tensor", "features"))
+ATTENTION = (
+    ("attention", "empty_row_policies"), ("attention", "causal_allowed"),
+    ("attention", "padding_allowed"), ("attention", "masked_softmax"),
+    ("attention", "attention_result"), ("attention", "check_qkv"),
+    ("attention", "refuse_empty_rows"), ("attention", "scaled_dot_product_attention"),
+    ("positions", "checks"), ("positions", "sinusoidal_table"),
+    ("positions", "learned_positions"), ("positions", "rope_cache"),
+    ("positions", "rotate_half"), ("positions", "check_rope"), ("positions", "apply_rope"),
+    ("cache", "kv_cache"),
+    ("heads", "split_heads"), ("heads", "merge_heads"), ("heads", "grouped_attention"),
+    ("heads", "fused_attention"), ("heads", "attention_allowed"), ("heads", "checks"),
+    ("heads", "multi_head_attention"), ("heads", "packed_qkv"),
+)
+MODELS = (("checks", "token_ids"), ("checks", "ids_in_vocabulary"),
+          ("norms", "layer_norm"), ("norms", "layer_norm_module"),
+          ("ffn", "check_activation"), ("ffn", "dense_ffn"), ("blocks", "same_width"))
+
+ERAS: dict[str, Era] = {
+    "attention": Era(
+        "Attention: scaled dot-product attention, positions, multi-head, grouped-query and "
+        "multi-query attention, the KV cache", "chapters 1-3",
+        CHECKS + ATTENTION + (("positions", "sinusoidal_shift"),
+                              ("positions", "apply_rope_interleaved"),
+                              ("positions", "interleaved_to_half_permutation")),
+        "check_attention"),
+    "transformer2017": Era(
+        "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers, the model, its "
+        "learning-rate schedule, label smoothing and greedy decoding", "chapters 1-4",
+        CHECKS + ATTENTION + MODELS + (
+            ("blocks", "post_norm_encoder_layer"), ("blocks", "post_norm_decoder_layer"),
+            ("blocks", "builders_2017"), ("seq2seq", "shift_right"),
+            ("seq2seq", "transformer_lr"), ("seq2seq", "label_smoothed_nll"),
+            ("seq2seq", "encoder_decoder"), ("seq2seq", "cross_attention_weights"),
+            ("torch_twins", "torch_twins")),
+        "check_transformer2017"),
+    "gpt2": Era(
+        "GPT-2 (Radford et al. 2019): the pre-norm block, the language model, generate, "
+        "sampling, and loading Hugging Face GPT-2 weights by name", "chapters 1-6",
+        CHECKS + ATTENTION + MODELS + (
+            ("ffn", "gelu_tanh"), ("blocks", "pre_norm_block"), ("blocks", "builder_gpt2"),
+            ("models", "greedy"), ("models", "gpt_language_model"), ("models", "gpt2_init"),
+            ("models", "gpt2_model"), ("models", "hf_activation"),
+            ("models", "gpt2_from_hf_config"), ("models", "check_gpt2_config"),
+            ("models", "load_hf_gpt2"), ("models", "next_token_loss"),
+            ("sampling", "checks"), ("sampling", "top_k_filter"), ("sampling", "top_p_filter"),
+            ("sampling", "filter_logits"), ("sampling", "next_token_distribution"),
+            ("sampling", "greedy_step"), ("sampling", "sample_step"), ("sampling", "sampler")),
+        "check_gpt2"),
+}
+
+MARKER = "# --8<-- [{kind}:{name}]"
+
+
+def section_source(module: str, name: str) -> str:
+    """The lines of one snippet section of literate/<module>.py, markers excluded."""
+    lines = (ROOT / "literate" / f"{module}.py").read_text(encoding="utf-8").splitlines()
+    try:
+        start = lines.index(MARKER.format(kind="start", name=name))
+        end = lines.index(MARKER.format(kind="end", name=name))
+    except ValueError:
+        raise KeyError(f"literate/{module}.py has no section {name!r}") from None
+    return "\n".join(lines[start + 1:end]).strip("\n")
+
+
+def _library_imports(module: str) -> list[ast.stmt]:
+    tree = ast.parse((ROOT / "literate" / f"{module}.py").read_text(encoding="utf-8"))
+    found = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and library(stmt.module):
+            found.append(stmt)
+        elif isinstance(stmt, ast.Import) and all(library(a.name) for a in stmt.names):
+            found.append(stmt)
+    return found
+
+
+def _imports(modules: list[str], code: str) -> list[str]:
+    """The standard-library and torch imports of the source modules that `code` uses,
+    merged per module, `from __future__` first, then the standard library, then torch."""
+    used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
+    plain: set[str] = set()
+    froms: dict[str, set[str]] = {}
+    for module in modules:
+        for stmt in _library_imports(module):
+            if isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    if bound in used:
+                        plain.add(f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
+            elif stmt.module != "__future__":
+                for alias in stmt.names:
+                    if (alias.asname or alias.name) in used:
+                        entry = alias.name + (f" as {alias.asname}" if alias.asname else "")
+                        froms.setdefault(stmt.module, set()).add(entry)
+    lines = [f"import {m}" if False else s for s in sorted(plain)]
+    lines += [f"from {m} import {', '.join(sorted(names))}" for m, names in sorted(froms.items())]
+    stdlib = sorted(s for s in lines if not s.split()[1].startswith("torch"))
+    torch_ = sorted(s for s in lines if s.split()[1].startswith("torch"))
+    return ["from __future__ import annotations", ""] + stdlib + [""] + torch_
+
+
+def assemble(name: str) -> str:
+    """The standalone file of era `name`, as text."""
+    if name not in ERAS:
+        raise KeyError(f"no era {name!r}; eras: {sorted(ERAS)}")
+    era = ERAS[name]
+    parts, modules = [], []
+    for module, section in era.sections + (("selfcheck", era.self_check),):
+        parts.append(section_source(module, section))
+        modules.append(module)
+    body = "\n\n\n".join(parts)
+    header = (f'"""{era.title}.\n\n'
+              f"The code of {era.chapters} of Transformer Blocks, literate, as one file: the\n"
+              "very sections the pages show and test, in dependency order, written by\n"
+              f"`python -m literate.export {name}`. It needs only Python >= 3.11 and torch.\n"
+              f"`python {name}.py` runs its self-check ({era.self_check}).\n"
+              '"""')
+    main = (f'\n\n\nif __name__ == "__main__":\n    {era.self_check}()\n'
+            f'    print("{name}.py: self-check passed")\n')
+    text = "\n".join([header, ""] + _imports(list(dict.fromkeys(modules)), body)) + "\n\n\n" + body + main
+    problems = check_module_source(text, where=f"{name}.py")
+    if problems:
+        raise ValueError("the era does not stand alone:\n  " + "\n  ".join(map(str, problems)))
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m literate.export", description=__doc__.splitlines()[0])
+    parser.add_argument("name", nargs="?", help=f"one of {sorted(ERAS)}")
+    parser.add_argument("-o", "--output", type=Path, help="write here instead of standard output")
+    parser.add_argument("--list", action="store_true", help="list the eras and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, era in ERAS.items():
+            print(f"{name:16} {era.chapters:13} {len(era.sections):3} sections  {era.title}")
+        return 0
+    if args.name is None:
+        parser.error("name an era, or pass --list")
+    try:
+        text = assemble(args.name)
+    except KeyError as error:
+        parser.error(str(error.args[0]))
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} ({len(text.splitlines())} lines)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""No host syncs in a forward, and whole-graph capture by torch.compile.
+
+A Python branch on a tensor's value (`if mask.any():`, `.item()`, `int(t)`) makes the host
+wait for the device (a sync per call on a GPU) and stops `torch.compile(fullgraph=True)`
+from capturing the graph. The layers read no values; the value checks run once where data
+enters (ids at a model's forward, one per generated token for the EOS test). Counted with
+a `TorchFunctionMode` that sees every `__bool__`, `item`, `tolist`, `__int__`,
+`__float__` and `__index__` on a tensor.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from literate.blocks import decoder_layer_2017, encoder_layer_2017, gpt2_block
+from literate.heads import MultiHeadAttention
+from literate.models import gpt2_model
+from literate.sampling import filter_logits, sampler
+from literate.seq2seq import EncoderDecoder
+
+SYNCS = {"__bool__", "item", "tolist", "__int__", "__float__", "__index__"}
+
+
+class CountSyncs(TorchFunctionMode):
+    """Counts the calls that read a tensor's value into Python."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in SYNCS:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def syncs(fn, *args, **kwargs) -> int:
+    with CountSyncs() as counter:
+        fn(*args, **kwargs)
+    return len(counter.calls)
+
+
+def test_the_counter_sees_a_branch_on_a_value():
+    t = torch.ones(3)
+    assert syncs(lambda: bool(t.any())) == 1
+    assert syncs(lambda: t.sum().item()) == 1
+    assert syncs(lambda: t * 2) == 0
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return {
+        "gpt2": gpt2_model(50, 16, 32, 4, 2, dropout=0.0).eval(),
+        "encdec": EncoderDecoder(13, 16, 2, 32, 1, dropout=0.0, max_length=16).eval(),
+        "ids": torch.randint(0, 50, (2, 12)),
+        "source": torch.tensor([[3, 4, 2, 0, 0], [5, 6, 7, 2, 0]]),
+        "targets": torch.tensor([[4, 3, 2, 0], [7, 6, 5, 2]]),
+    }
+
+
+@pytest.mark.parametrize("n_kv_heads, rope", [(4, False), (2, True), (1, True)])
+def test_attention_and_blocks_read_no_values_without_padding(n_kv_heads, rope):
+    x = torch.randn(2, 6, 32)
+    attn = MultiHeadAttention(32, 4, n_kv_heads, rope=rope)
+    assert syncs(attn, x, causal=True) == 0
+    assert syncs(attn, x, causal=False) == 0
+    with torch.no_grad():
+        cache = attn.new_cache(2, 8)
+        assert syncs(attn, x[:, :5], causal=True, cache=cache) == 0
+        assert syncs(attn, x[:, 5:], causal=True, cache=cache) == 0
+    assert syncs(gpt2_block(32, 4, dropout=0.0), x) == 0
+    assert syncs(encoder_layer_2017(32, 4, 64, dropout=0.0), x) == 0
+    assert syncs(decoder_layer_2017(32, 4, 64, dropout=0.0), x, x[:, :3]) == 0
+
+
+def test_a_padding_mask_costs_one_sync_unless_empty_rows_are_zeroed():
+    x = torch.randn(2, 6, 32)
+    valid = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    attn = MultiHeadAttention(32, 4)
+    assert syncs(attn, x, causal=True, key_valid=valid) == 1
+    assert syncs(attn, x, causal=True, key_valid=valid, empty_row="zero") == 0
+
+
+def test_models_check_their_ids_once(tiny):
+    assert syncs(tiny["gpt2"], tiny["ids"]) == 1
+    assert syncs(tiny["gpt2"].run, tiny["ids"]) == 0
+    assert syncs(tiny["encdec"], tiny["source"], tiny["targets"]) == 1
+
+
+@pytest.mark.parametrize("eos_id", [None, 7])
+def test_generate_makes_at_most_one_sync_per_token(tiny, eos_id):
+    n = 6
+    count = syncs(tiny["gpt2"].generate, tiny["ids"][:, :4], n, eos_id=eos_id)
+    assert count == (1 if eos_id is None else n)  # the prompt's ids, then EOS tests but the last
+    sampled = syncs(tiny["gpt2"].generate, tiny["ids"][:, :4], n,
+                    choose=sampler(top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(0)))
+    assert sampled == 1
+    assert syncs(tiny["encdec"].greedy_decode, tiny["source"], n) <= n
+
+
+def test_the_sampling_filters_read_no_values():
+    logits = torch.randn(3, 40)
+    assert syncs(filter_logits, logits, temperature=0.7, top_k=5, top_p=0.9) == 0
+
+
+def _compiled_equals_eager(module, *args):
+    compiled = torch.compile(module, fullgraph=True, backend="aot_eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*args), module(*args), atol=0, rtol=0)
+
+
+def test_fullgraph_compile_of_the_gpt2_block_and_model(tiny):
+    torch._dynamo.reset()
+    block = gpt2_block(32, 4, dropout=0.0).eval()
+    _compiled_equals_eager(block, torch.randn(2, 6, 32))
+    _compiled_equals_eager(tiny["gpt2"], tiny["ids"])
+
+
+def test_fullgraph_compile_of_the_encoder_decoder_and_a_rope_gqa_layer(tiny):
+    torch._dynamo.reset()
+    _compiled_equals_eager(tiny["encdec"], tiny["source"], tiny["targets"])
+    attn = MultiHeadAttention(32, 4, 2, rope=True).eval()
+    compiled = torch.compile(attn, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad():  # the RoPE tables are made inside the compiled call
+        torch.testing.assert_close(compiled(x, causal=True), attn(x, causal=True), atol=0, rtol=0)
