@@ -26,6 +26,7 @@ __all__ = [
     "EMPTY_ROW_POLICIES",
     "causal_allowed",
     "padding_allowed",
+    "check_mask",
     "masked_softmax",
     "check_qkv",
     "refuse_empty_rows",
@@ -68,6 +69,20 @@ def padding_allowed(valid: Tensor) -> Tensor:
 # --8<-- [end:padding_allowed]
 
 
+# --8<-- [start:check_mask]
+def check_mask(name: str, mask: object, shape: tuple[int, ...], device: torch.device) -> Tensor:
+    """`mask` if it is a bool tensor on `device` that broadcasts to `shape`: the
+    metadata of a mask, checked where it enters."""
+    if bool_tensor(name, mask).device != device:
+        raise ValueError(f"{name} is on {mask.device}, the scores on {device}")
+    try:
+        return mask.expand(shape)  # a view: nothing is copied
+    except RuntimeError:
+        raise ValueError(f"{name} {tuple(mask.shape)} must broadcast to the scores "
+                         f"{tuple(shape)}") from None
+# --8<-- [end:check_mask]
+
+
 # --8<-- [start:masked_softmax]
 def masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     """Softmax over the last axis, taken over the allowed entries only.
@@ -75,14 +90,16 @@ def masked_softmax(scores: Tensor, allowed: Tensor) -> Tensor:
     Blocked entries get weight exactly 0. Stable: each row's largest allowed score
     is subtracted before `exp`, so `exp` never sees a positive argument and cannot
     overflow (softmax(z) = softmax(z - c) for any constant c). A row with no
-    allowed entry comes out as all zeros, never NaN.
+    allowed entry comes out as all zeros, not NaN (NaN in the scores stays NaN).
     """
-    masked = scores.masked_fill(~bool_tensor("allowed", allowed), -math.inf)
-    row_max = masked.amax(dim=-1, keepdim=True)  # [..., 1]; -inf if nothing is allowed
-    row_max = row_max.masked_fill(row_max == -math.inf, 0.0)  # then exps are all 0
+    allowed = check_mask("allowed", allowed, float_tensor("scores", scores).shape,
+                         scores.device)
+    empty = ~allowed.any(dim=-1, keepdim=True)  # [..., 1]: no allowed key in the row
+    masked = scores.masked_fill(~allowed, -math.inf)
+    row_max = masked.amax(dim=-1, keepdim=True).masked_fill(empty, 0.0)  # [..., 1]
     exps = torch.exp(masked - row_max)  # exp(-inf) = 0 exactly; each term <= 1
     total = exps.sum(dim=-1, keepdim=True)  # >= 1 on a row with an allowed entry
-    return exps / total.masked_fill(total == 0, 1.0)
+    return exps / total.masked_fill(empty, 1.0)
 # --8<-- [end:masked_softmax]
 
 
@@ -112,9 +129,13 @@ def check_qkv(q: object, k: object, v: object, allowed: object) -> None:
     q, k, v = (float_tensor(n, t) for n, t in (("q", q), ("k", k), ("v", v)))
     if min(q.ndim, k.ndim, v.ndim) < 2:
         raise ValueError("q, k and v need at least 2 axes: [..., T, width]")
-    if not (q.dtype == k.dtype == v.dtype and q.device == k.device == v.device):
-        raise TypeError(f"q, k, v must share a dtype and a device, got "
-                        f"{[(t.dtype, str(t.device)) for t in (q, k, v)]}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k, v must share a device, got {q.device}, {k.device}, "
+                         f"{v.device}")
+    if k.shape[-2] == 0:
+        raise ValueError(f"k has no key to attend to: {tuple(k.shape)}")
     if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
         raise ValueError(f"need q [..., T_q, d_k], k [..., T_k, d_k], "
                          f"v [..., T_k, d_v], got {tuple(q.shape)}, {tuple(k.shape)}, "
@@ -125,14 +146,7 @@ def check_qkv(q: object, k: object, v: object, allowed: object) -> None:
         raise ValueError(f"the leading axes of q {tuple(q.shape)}, k {tuple(k.shape)} "
                          f"and v {tuple(v.shape)} do not broadcast") from None
     if allowed is not None:
-        if bool_tensor("allowed", allowed).device != q.device:
-            raise ValueError(f"allowed is on {allowed.device}, q on {q.device}")
-        scores = (*lead, q.shape[-2], k.shape[-2])
-        try:
-            allowed.expand(scores)  # a view: nothing is copied
-        except RuntimeError:
-            raise ValueError(f"allowed {tuple(allowed.shape)} must broadcast to the "
-                             f"scores [..., T_q, T_k] = {scores}") from None
+        check_mask("allowed", allowed, (*lead, q.shape[-2], k.shape[-2]), q.device)
 # --8<-- [end:check_qkv]
 
 

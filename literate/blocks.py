@@ -51,13 +51,16 @@ def same_width(**parts: object) -> int:
     widths = {}
     for name, part in parts.items():
         width = getattr(part, "d_model", None)
-        if not isinstance(part, nn.Module) or not isinstance(width, int):
+        if not isinstance(part, nn.Module) or isinstance(width, bool) \
+                or not isinstance(width, int):
+            kind = type(part).__qualname__  # torch's LayerNorm is not ours: say whose
+            if type(part).__module__ != "builtins":
+                kind = f"{type(part).__module__}.{kind}"
             raise TypeError(f"{name} must be an nn.Module with an int d_model (its "
-                            f"width), got {type(part).__name__}")
+                            f"width), got {kind}")
         widths[name] = width
     if len(set(widths.values())) != 1:
-        raise ValueError(f"the parts of a block must share one width d_model, "
-                         f"got {widths}")
+        raise ValueError(f"the parts must share one width d_model, got {widths}")
     return next(iter(widths.values()))
 # --8<-- [end:same_width]
 
@@ -122,7 +125,9 @@ class PreNormBlock(nn.Module):
 
     The residual stream x itself is never normalised, only what each sublayer reads, so
     the identity path from the first block to the last is untouched. Causal
-    self-attention only: no cross-attention, no encoder.
+    self-attention only: no cross-attention, no encoder, and no argument that turns the
+    causal mask off. `key_valid` (padding), `cache` (a KVCache) and `empty_row` are
+    passed on to the attention, as chapter 3 defines them.
     """
 
     def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,

@@ -4,9 +4,10 @@ When a decoder generates token t, the keys and values of tokens 0..t-1 have not 
 since they were computed: only the new token's key and value are new. The cache keeps
 them, so each step projects one token instead of the whole prefix.
 
-This cache is **preallocated**: two buffers `[B, n_kv_heads, capacity, d_head]` are made
-once and each step writes the new rows in place, so a whole decode copies each key once
-(a cache that grows by `torch.cat` copies the whole prefix at every step, O(T^2) in all).
+This cache is **preallocated**: two buffers `[B, n_kv_heads, capacity, d_head]` are
+made once and each step writes the new rows in place, so a whole decode copies each key
+once (a cache that grows by `torch.cat` copies the whole prefix at every step, O(T^2) in
+all).
 It stores `n_kv_heads` heads, never `n_heads`: grouped-query and multi-query attention
 share each stored head between several query heads at read time, and that sharing is
 where their memory saving comes from.
@@ -31,7 +32,7 @@ __all__ = ["KVCache"]
 
 # --8<-- [start:kv_cache]
 class KVCache:
-    """Preallocated keys and values of one attention layer, `[B, H_kv, capacity, d_head]`.
+    """Preallocated keys and values of one attention layer, [B, H_kv, capacity, d_head].
 
     `append(k_new, v_new)` writes `[B, H_kv, T, d_head]` at positions
     `next_pos .. next_pos + T - 1` and returns views of everything filled so far. Keys
@@ -46,7 +47,7 @@ class KVCache:
         shape = (positive_int("batch", batch), positive_int("n_kv_heads", n_kv_heads),
                  positive_int("capacity", capacity), positive_int("d_head", d_head))
         dtype = float_dtype("dtype", dtype)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, capacity, d]
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, cap., d]
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.batch, self.n_kv_heads, self.capacity, self.d_head = shape
         self.dtype, self.device = dtype, self.k.device
@@ -63,45 +64,49 @@ class KVCache:
         """Refuse `new` tokens of another layout, or more than the capacity left."""
         layout = (self.batch, self.n_kv_heads, self.d_head, self.dtype, self.device)
         if (batch, n_kv_heads, d_head, dtype, torch.device(device)) != layout:
-            raise ValueError(f"the cache holds [batch, n_kv_heads, d_head, dtype, device] = "
-                             f"{list(layout)}, this call has "
-                             f"{[batch, n_kv_heads, d_head, dtype, device]}; make a cache "
-                             "for this layer and batch (layer.new_cache)")
+            raise ValueError(f"the cache holds [batch, n_kv_heads, d_head, dtype, "
+                             f"device] = {list(layout)}, this call has "
+                             f"{[batch, n_kv_heads, d_head, dtype, device]}; make a "
+                             "cache for this layer and batch (layer.new_cache)")
         if self.next_pos + new > self.capacity:
-            raise ValueError(f"appending {new} token(s) at next_pos={self.next_pos} needs "
-                             f"capacity >= {self.next_pos + new}, the cache has "
+            raise ValueError(f"appending {new} token(s) at next_pos={self.next_pos} "
+                             f"needs capacity >= {self.next_pos + new}, the cache has "
                              f"capacity={self.capacity}")
 
     def append(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Store keys and values `[B, H_kv, T, d_head]`; return the filled
         `[B, H_kv, next_pos, d_head]` views (no copy) after advancing `next_pos`."""
         for name, new in (("k_new", k_new), ("v_new", v_new)):
-            if float_tensor(name, new, ndim=4).requires_grad and torch.is_grad_enabled():
+            grad = float_tensor(name, new, ndim=4).requires_grad
+            if grad and torch.is_grad_enabled():
                 raise ValueError(f"{name} requires grad: decode under torch.no_grad()")
         if k_new.shape != v_new.shape:
-            raise ValueError(f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} "
-                             "must have one shape")
+            raise ValueError(f"k_new {tuple(k_new.shape)} and "
+                             f"v_new {tuple(v_new.shape)} must have one shape")
         b, h, t, d = k_new.shape
         self.check(b, h, t, d, k_new.dtype, k_new.device)
         start, end = self.next_pos, self.next_pos + t
-        self.k[:, :, start:end] = k_new  # in place: no reallocation, no copy of the prefix
+        self.k[:, :, start:end] = k_new  # in place: no new buffer, no prefix copied
         self.v[:, :, start:end] = v_new
         self.next_pos = end
         return self.k[:, :, :end], self.v[:, :, :end]  # views
 
     def bind(self, layer: object) -> None:
         """Tie the cache to the layer that fills it. A cache holds one layer's keys: a
-        second layer appending to it would attend to the first one's, without an error."""
+        second layer appending to it would attend to the first one's, without an
+        error."""
         if self.owner is None:
             self.owner = id(layer)
         elif self.owner != id(layer):
-            raise ValueError("the cache holds another layer's keys and values; give each "
-                             "layer its own cache (layer.new_cache), or reset() this one")
+            raise ValueError("the cache holds another layer's keys and values; give "
+                             "each layer its own cache (layer.new_cache), or reset() "
+                             "this one")
 
     def truncate(self, length: int) -> None:
         """Forget every position from `length` on: `next_pos` goes back to `length`."""
         if non_negative_int("length", length) > self.next_pos:
-            raise ValueError(f"length must be <= next_pos={self.next_pos}, got {length}")
+            raise ValueError(f"length must be <= next_pos={self.next_pos}, "
+                             f"got {length}")
         self.k[:, :, length:self.next_pos] = 0
         self.v[:, :, length:self.next_pos] = 0
         self.next_pos = length

@@ -66,7 +66,10 @@ def positive_float(name: str, value: object) -> float:
     """`value` as a float if it is a finite real number > 0 (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    result = float(value) if abs(value) < 1e308 else math.inf  # 10**400 is not finite
+    try:
+        result = float(value)
+    except OverflowError:  # an int too large for a float, e.g. 10**400
+        result = math.inf
     if not math.isfinite(result) or result <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value}")
     return result
@@ -188,7 +191,7 @@ def ids_in_vocabulary(ids: Mapping[str, Tensor], *, vocab_size: int,
     but PAD. One host sync for all of them; skipped inside `torch.compile`, which cannot
     raise on a value (there `nn.Embedding` still refuses an id out of range on the CPU).
     """
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or not ids:
         return
     bad = {}
     for name, t in ids.items():

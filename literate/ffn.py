@@ -1,4 +1,5 @@
-"""Position-wise feed-forward networks: the half of every block that works on one token at a time.
+"""Position-wise feed-forward networks: the half of a block that works on one token at a
+time.
 
 * `DenseFFN`: down(act(up(x))), two matrices (Vaswani et al. 2017, sec. 3.3: ReLU,
   d_ff = 4 d_model; GPT-2: GELU).
@@ -42,7 +43,8 @@ def check_activation(activation: object) -> Callable[[Tensor], Tensor]:
 class DenseFFN(nn.Module):
     """down(act(up(x))): d_model -> d_ff -> d_model, applied to every position alike."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: Callable[[Tensor], Tensor], *, bias: bool = True) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: Callable[[Tensor], Tensor],
+                 *, bias: bool = True) -> None:
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)
@@ -62,7 +64,8 @@ class GatedFFN(nn.Module):
     """down(act(gate(x)) * up(x)): the gate decides, per hidden unit, how much of up(x)
     passes. SwiGLU with `activation=F.silu` (Shazeer 2020, eq. 6)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: Callable[[Tensor], Tensor], *, bias: bool = False) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: Callable[[Tensor], Tensor],
+                 *, bias: bool = False) -> None:
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.d_ff = positive_int("d_ff", d_ff)

@@ -1,20 +1,22 @@
 """Multi-head attention with any number of key/value heads: MHA, GQA and MQA.
 
 * Multi-head attention (Vaswani et al. 2017, sec. 3.2.2): H heads, each attending in its
-  own d_head = d_model / H wide subspace; their outputs are concatenated and mixed by W_o.
-* Multi-query attention (Shazeer 2019, sec. 3): every query head reads one shared key and
-  value head, so the KV cache is H times smaller.
+  own d_head = d_model / H wide subspace; their outputs are concatenated and mixed by
+  W_o.
+* Multi-query attention (Shazeer 2019, sec. 3): every query head reads one shared key
+  and value head, so the KV cache is H times smaller.
 * Grouped-query attention (Ainslie et al. 2023, sec. 2.2): H_kv key/value heads, each
-  shared by a group of G = H / H_kv consecutive query heads. MHA is H_kv = H, MQA H_kv = 1.
+  shared by a group of G = H / H_kv consecutive query heads. MHA is H_kv = H, MQA
+  H_kv = 1.
 
 One class covers the three, for self-attention (optionally causal, with RoPE, with a KV
 cache) and for cross-attention (keys and values from a `memory`). Causal structure and
-padding are separate arguments (`causal: bool`, `key_valid: [B, T_k] bool`, True = a real
-key), combined on explicit axes, never guessed from one mask's shape.
+padding are separate arguments (`causal: bool`, `key_valid: [B, T_k] bool`, True = a
+real key), combined on explicit axes, never guessed from one mask's shape.
 
 One path, two speeds: asked for its weights, the layer runs the transparent attention of
-chapter 1 (`grouped_attention`); otherwise PyTorch's fused kernel (`fused_attention`), which
-never materialises the [T_q, T_k] weights. The two are proven equal.
+chapter 1 (`grouped_attention`); otherwise PyTorch's fused kernel (`fused_attention`),
+which never materialises the [T_q, T_k] weights. The two are proven equal.
 
 Shapes: B batch, T_q queries, T_k keys (S for a cross-attention memory), d = d_model,
 H query heads, H_kv key/value heads, G = H / H_kv, d_head = d / H.
@@ -79,19 +81,19 @@ def split_heads(x: Tensor, n_heads: int) -> Tensor:
 
 # --8<-- [start:merge_heads]
 def merge_heads(x: Tensor) -> Tensor:
-    """[B, H, T, d_head] -> [B, T, H * d_head]: the heads side by side again, the inverse
-    of `split_heads` (the Concat of Vaswani et al. 2017, sec. 3.2.2)."""
+    """[B, H, T, d_head] -> [B, T, H * d_head]: the heads side by side again, the
+    inverse of `split_heads` (the Concat of Vaswani et al. 2017, sec. 3.2.2)."""
     b, h, t, d_head = float_tensor("x", x, ndim=4).shape
     return x.transpose(1, 2).reshape(b, t, h * d_head)  # [B, T, H * d_head]
 # --8<-- [end:merge_heads]
 
 
 # --8<-- [start:grouped_attention]
-def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None, *,
-                      empty_row: EmptyRowPolicy = "error") -> AttentionResult:
+def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
+                      *, empty_row: EmptyRowPolicy = "error") -> AttentionResult:
     """Chapter 1's attention where H query heads share H_kv key/value heads (GQA).
 
-    q [B, H, T_q, d_head]; k [B, H_kv, T_k, d_head]; v [B, H_kv, T_k, d_v]; H = G * H_kv.
+    q [B, H, T_q, d_head]; k [B, H_kv, T_k, d_head]; v [B, H_kv, T_k, d_v]; H = G H_kv.
     Query head h reads key/value head h // G: heads 0..G-1 share the first, the next G
     the second (the order of Llama's `repeat_kv` and of PyTorch's `enable_gqa`).
     allowed: bool, broadcastable to [B, H, T_q, T_k], True = may attend.
@@ -104,9 +106,9 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
     q, k, v = (float_tensor(n, t, ndim=4) for n, t in (("q", q), ("k", k), ("v", v)))
     (b, h, t_q, d_head), (h_kv, t_k) = q.shape, k.shape[1:3]
     if k.shape[0] != b or v.shape[:3] != k.shape[:3] or h % h_kv:
-        raise ValueError(f"need q [B, H, T_q, d], k [B, H_kv, T_k, d], v [B, H_kv, T_k, "
-                         f"d_v] with H % H_kv == 0, got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(f"need q [B, H, T_q, d], k [B, H_kv, T_k, d], "
+                         f"v [B, H_kv, T_k, d_v] with H % H_kv == 0, "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     g = h // h_kv
     if allowed is not None:  # [B, H, T_q, T_k] -> [B, H_kv, G * T_q, T_k], like q
         allowed = bool_tensor("allowed", allowed).expand(b, h, t_q, t_k)
@@ -123,8 +125,8 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
 
 
 # --8<-- [start:fused_attention]
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None, *,
-                    is_causal: bool = False) -> Tensor:
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
+                    *, is_causal: bool = False) -> Tensor:
     """The output of `grouped_attention` (shapes as there), from PyTorch's fused kernel:
     one call that never stores the [T_q, T_k] weights. `is_causal=True` (no `allowed`)
     asks the kernel for the square causal mask itself. A query row that `allowed`
@@ -133,9 +135,13 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = No
     """
     gqa = q.shape[1] != k.shape[1]  # H query heads read H_kv < H key/value heads
     if allowed is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=gqa)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal,
+                                              enable_gqa=gqa)
     empty = ~allowed.any(dim=-1, keepdim=True)  # [..., T_q, 1]: a row with no key
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | empty, enable_gqa=gqa)
+    # An empty row may read every key (so the kernel has something to average), and
+    # its output is then zeroed.
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | empty,
+                                         enable_gqa=gqa)
     return out.masked_fill(empty, 0.0)  # [B, H, T_q, d_v]
 # --8<-- [end:fused_attention]
 
@@ -153,7 +159,8 @@ def attention_allowed(t_q: int, t_k: int, *, causal: bool, query_offset: int = 0
     equal T_q or a head count cannot be read as another axis.
     """
     if key_valid is not None and bool_tensor("key_valid", key_valid).shape[-1] != t_k:
-        raise ValueError(f"key_valid must be [B, T_k={t_k}], got {tuple(key_valid.shape)}")
+        raise ValueError(f"key_valid must be [B, T_k={t_k}], "
+                         f"got {tuple(key_valid.shape)}")
     allowed = None
     if boolean("causal", causal):
         allowed = causal_allowed(t_q, t_k, query_offset=query_offset, device=device)
@@ -166,56 +173,64 @@ def attention_allowed(t_q: int, t_k: int, *, causal: bool, query_offset: int = 0
 
 
 # --8<-- [start:checks]
-def head_counts(d_model: int, n_heads: int, n_kv_heads: int | None) -> tuple[int, int, int]:
+def head_counts(d_model: int, n_heads: int,
+                n_kv_heads: int | None) -> tuple[int, int, int]:
     """Validated (d_model, n_heads, n_kv_heads); n_kv_heads=None means n_heads (MHA)."""
-    d_model, n_heads = positive_int("d_model", d_model), positive_int("n_heads", n_heads)
-    n_kv_heads = n_heads if n_kv_heads is None else positive_int("n_kv_heads", n_kv_heads)
+    d_model = positive_int("d_model", d_model)
+    n_heads = positive_int("n_heads", n_heads)
+    n_kv_heads = (n_heads if n_kv_heads is None
+                  else positive_int("n_kv_heads", n_kv_heads))
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}: a "
-                         f"floored d_head would attend in {n_heads * (d_model // n_heads)} "
-                         f"of {d_model} dims without any error")
+                         f"floored d_head would attend in "
+                         f"{n_heads * (d_model // n_heads)} of {d_model} dims without "
+                         "any error")
     if n_heads % n_kv_heads:
-        raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}: "
-                         "every key/value head serves the same number of query heads")
+        raise ValueError(f"n_heads={n_heads} must be divisible by "
+                         f"n_kv_heads={n_kv_heads}: every key/value head serves the "
+                         "same number of query heads")
     return d_model, n_heads, n_kv_heads
 
 
-def check_call(layer: "MultiHeadAttention", x: object, memory: object, *, causal: object,
-               key_valid: object, cache: object, start_pos: object, empty_row: object,
-               return_weights: object) -> tuple[int, int]:
+def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
+               causal: object, key_valid: object, cache: object, start_pos: object,
+               empty_row: object, return_weights: object) -> tuple[int, int]:
     """Everything `MultiHeadAttention.forward` refuses, from metadata alone, before
     anything is projected or cached. Returns (start, T_k): the absolute position of
     x[:, 0] and the number of keys the queries see."""
     x = features("x", x, width=layer.d_model, like=layer.q_proj.weight)
     if x.ndim != 3:
-        raise ValueError(f"x must be [B, T, d_model={layer.d_model}], got {tuple(x.shape)}")
+        raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "
+                         f"got {tuple(x.shape)}")
     boolean("causal", causal), boolean("return_weights", return_weights)
     choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
     b, t_q = x.shape[:2]
     if memory is not None:
-        memory = features("memory", memory, width=layer.d_model, like=layer.q_proj.weight)
+        memory = features("memory", memory, width=layer.d_model,
+                          like=layer.q_proj.weight)
         if memory.ndim != 3 or memory.shape[0] != b:
             raise ValueError(f"memory must be [B={b}, S, d], got {tuple(memory.shape)}")
         if layer.rope or causal or cache is not None or start_pos is not None:
-            raise ValueError("cross-attention (memory given) takes no rope, causal=True, "
-                             "cache or start_pos: the whole source is read, unrotated")
+            raise ValueError("cross-attention (memory given) takes no rope, "
+                             "causal=True, cache or start_pos: the whole source is "
+                             "read, unrotated")
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
     start = 0 if start_pos is None else non_negative_int("start_pos", start_pos)
     if cache is not None:
         if start_pos is not None and start != cache.next_pos:
             raise ValueError(f"start_pos={start} disagrees with cache.next_pos="
-                             f"{cache.next_pos}: omit it to continue the cached sequence, "
-                             "or reset() the cache to start a new one")
+                             f"{cache.next_pos}: omit it to continue the cached "
+                             "sequence, or reset() the cache to start a new one")
         start = cache.next_pos
         cache.check(b, layer.n_kv_heads, t_q, layer.d_head, x.dtype, x.device)
-    t_k = t_q if cache is None else start + t_q  # with a cache: the cached and new tokens
+    t_k = t_q if cache is None else start + t_q  # with a cache: cached and new tokens
     t_k = memory.shape[1] if memory is not None else t_k
     if key_valid is not None:
         if bool_tensor("key_valid", key_valid).shape != (b, t_k):
-            raise ValueError(f"key_valid must be [B={b}, T_k={t_k}] (one flag per key the "
-                             "queries see: the memory's S, or the cached plus new tokens), "
-                             f"got {tuple(key_valid.shape)}")
+            raise ValueError(f"key_valid must be [B={b}, T_k={t_k}] (one flag per key "
+                             "the queries see: the memory's S, or the cached plus new "
+                             f"tokens), got {tuple(key_valid.shape)}")
         if key_valid.device != x.device:
             raise ValueError(f"key_valid is on {key_valid.device}, x on {x.device}")
     return start, t_k
@@ -225,8 +240,8 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *, causal
 # --8<-- [start:multi_head_attention]
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with `n_kv_heads` key/value heads: MHA when n_kv_heads =
-    n_heads (the default; Vaswani et al. 2017, sec. 3.2.2), GQA in between (Ainslie et al.
-    2023), MQA when n_kv_heads = 1 (Shazeer 2019).
+    n_heads (the default; Vaswani et al. 2017, sec. 3.2.2), GQA in between (Ainslie et
+    al. 2023), MQA when n_kv_heads = 1 (Shazeer 2019).
 
     Self-attention: `attn(x, causal=...)`; cross-attention: `attn(x, memory,
     causal=False)`, queries from x [B, T, d], keys and values from memory [B, S, d].
@@ -235,14 +250,17 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *,
-                 bias: bool = False, rope: bool = False, rope_base: float = 10_000.0) -> None:
+                 bias: bool = False, rope: bool = False,
+                 rope_base: float = 10_000.0) -> None:
         super().__init__()
         d_model, n_heads, n_kv_heads = head_counts(d_model, n_heads, n_kv_heads)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_model // n_heads
-        self.rope, self.rope_base = boolean("rope", rope), base_above_one("rope_base", rope_base)
+        self.rope = boolean("rope", rope)
+        self.rope_base = base_above_one("rope_base", rope_base)
         if rope and self.d_head % 2:
-            raise ValueError(f"rope=True needs an even d_head (pairs rotate), got {self.d_head}")
+            raise ValueError(f"rope=True needs an even d_head (pairs rotate), "
+                             f"got {self.d_head}")
         bias, d_kv = boolean("bias", bias), n_kv_heads * self.d_head
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_q: H heads of d_head
         self.k_proj = nn.Linear(d_model, d_kv, bias=bias)  # W_k: only H_kv heads
@@ -264,7 +282,8 @@ class MultiHeadAttention(nn.Module):
         if length > self.rope_cos.shape[0]:
             n = max(length, 2 * self.rope_cos.shape[0])
             cos, sin = rope_cache(n, self.d_head, base=self.rope_base,
-                                  dtype=self.rope_cos.dtype, device=self.rope_cos.device)
+                                  dtype=self.rope_cos.dtype,
+                                  device=self.rope_cos.device)
             self.rope_cos, self.rope_sin = cos, sin
         return self.rope_cos, self.rope_sin
 
@@ -290,9 +309,9 @@ class MultiHeadAttention(nn.Module):
             refuse_empty_rows("causal and key_valid", ~allowed.any(dim=-1)[:, 0])
         source = x if memory is None else memory  # where keys and values come from
         q = split_heads(self.q_proj(x), self.n_heads)  # [B, H, T_q, d_head]
-        k = split_heads(self.k_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_head]
-        v = split_heads(self.v_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_head]
-        if self.rope:  # positions start .. start + T_q - 1, for q and the new k; never v
+        k = split_heads(self.k_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_h]
+        v = split_heads(self.v_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_h]
+        if self.rope:  # positions start .. start + T_q - 1, for q and new k; never v
             cos, sin = self.rope_tables(start + t_q)
             q = apply_rope(q, cos, sin, offset=start)
             k = apply_rope(k, cos, sin, offset=start)  # rotated before it is cached
@@ -300,7 +319,8 @@ class MultiHeadAttention(nn.Module):
             cache.bind(self)  # one cache, one layer
             k, v = cache.append(k, v)  # [B, H_kv, T_k, d_head]: every key so far
         if return_weights:  # the transparent path of chapter 1
-            result = grouped_attention(q, k, v, allowed, empty_row="zero")  # checked above
+            # empty rows were refused above, or are wanted: "zero"
+            result = grouped_attention(q, k, v, allowed, empty_row="zero")
             out, weights = result.output, result.weights
         elif causal and key_valid is None and t_q == t_k:  # the kernel builds the mask
             out = fused_attention(q, k, v, is_causal=True)
@@ -323,26 +343,29 @@ def pack_qkv(attn: MultiHeadAttention) -> nn.Linear:
         raise TypeError(f"attn must be a MultiHeadAttention, got {type(attn).__name__}")
     parts, w = (attn.q_proj, attn.k_proj, attn.v_proj), attn.q_proj.weight
     packed = nn.Linear(attn.d_model, sum(p.out_features for p in parts),
-                       bias=attn.q_proj.bias is not None, dtype=w.dtype, device=w.device)
-    with torch.no_grad():
-        packed.weight.copy_(torch.cat([p.weight for p in parts]))  # [(H + 2 H_kv) d_head, d]
+                       bias=attn.q_proj.bias is not None, dtype=w.dtype,
+                       device=w.device)
+    with torch.no_grad():  # weight [(H + 2 H_kv) d_head, d]: q; k; v rows
+        packed.weight.copy_(torch.cat([p.weight for p in parts]))
         if packed.bias is not None:
             packed.bias.copy_(torch.cat([p.bias for p in parts]))
     return packed
 
 
-def load_packed_qkv(attn: MultiHeadAttention, weight: Tensor, bias: Tensor | None = None) -> None:
-    """The reverse: copy a packed q; k; v weight [(H + 2 H_kv) d_head, d] (and bias) into
-    q_proj, k_proj and v_proj, e.g. from nn.MultiheadAttention's in_proj_weight."""
+def load_packed_qkv(attn: MultiHeadAttention, weight: Tensor,
+                    bias: Tensor | None = None) -> None:
+    """The reverse: copy a packed q; k; v weight [(H + 2 H_kv) d_head, d] (and bias)
+    into q_proj, k_proj and v_proj, e.g. from nn.MultiheadAttention's in_proj_weight."""
     if not isinstance(attn, MultiHeadAttention):
         raise TypeError(f"attn must be a MultiHeadAttention, got {type(attn).__name__}")
     parts = (attn.q_proj, attn.k_proj, attn.v_proj)
     sizes = [p.out_features for p in parts]
     if float_tensor("weight", weight).shape != (sum(sizes), attn.d_model):
-        raise ValueError(f"weight must be [{sum(sizes)}, {attn.d_model}] (q; k; v rows), "
-                         f"got {tuple(weight.shape)}")
+        raise ValueError(f"weight must be [{sum(sizes)}, {attn.d_model}] "
+                         f"(q; k; v rows), got {tuple(weight.shape)}")
     if (bias is None) != (attn.q_proj.bias is None):
-        raise ValueError("bias must be given exactly when the layer was built with bias=True")
+        raise ValueError("bias must be given exactly when the layer was built with "
+                         "bias=True")
     if bias is not None and float_tensor("bias", bias).shape != (sum(sizes),):
         raise ValueError(f"bias must be [{sum(sizes)}], got {tuple(bias.shape)}")
     with torch.no_grad():

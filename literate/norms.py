@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.checks import features, positive_float, positive_int
+from literate.checks import features, float_tensor, positive_float, positive_int
 
 __all__ = ["LayerNorm", "RMSNorm", "layer_norm", "rms_norm"]
 
@@ -31,7 +31,10 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     `torch.nn.functional.layer_norm`. Half-precision input is normalised in float32, as
     PyTorch does (its squares would overflow float16 from |x| ~ 256), and cast back.
     """
-    x = features("x", x, width=weight.shape[-1], like=weight)
+    d = float_tensor("weight", weight, ndim=1).shape[0]
+    x = features("x", x, width=d, like=weight)
+    if features("bias", bias, width=d, like=weight).shape != weight.shape:
+        raise ValueError(f"bias must be [{d}] like weight, got {tuple(bias.shape)}")
     eps = positive_float("eps", eps)
     h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     mean = h.mean(dim=-1, keepdim=True)  # [..., 1]
@@ -45,7 +48,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight, over the last axis. No mean is subtracted
     and there is no bias (Zhang & Sennrich 2019, eq. 4). Half precision is normalised
     in float32 and cast back, as in PyTorch."""
-    x = features("x", x, width=weight.shape[-1], like=weight)
+    d = float_tensor("weight", weight, ndim=1).shape[0]
+    x = features("x", x, width=d, like=weight)
     eps = positive_float("eps", eps)
     h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     ms = (h * h).mean(dim=-1, keepdim=True)  # [..., 1]

@@ -23,7 +23,8 @@ __all__ = [
 
 
 # --8<-- [start:attention_params]
-def attention_params(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = False) -> int:
+def attention_params(d_model: int, n_heads: int, n_kv_heads: int,
+                     bias: bool = False) -> int:
     """Parameters of multi-head attention with `n_kv_heads` key/value heads.
 
     W_q and W_o are d x d each; W_k and W_v are d x (n_kv_heads * d_head) each, which is
@@ -39,7 +40,8 @@ def attention_params(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = F
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     if n_heads % n_kv_heads:
-        raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}")
+        raise ValueError(f"n_heads={n_heads} must be divisible by "
+                         f"n_kv_heads={n_kv_heads}")
     d_kv = n_kv_heads * (d_model // n_heads)  # width of K (and of V)
     weights = 2 * d_model * d_model + 2 * d_model * d_kv  # W_q, W_o; W_k, W_v
     biases = 2 * d_model + 2 * d_kv if bias else 0
@@ -48,7 +50,8 @@ def attention_params(d_model: int, n_heads: int, n_kv_heads: int, bias: bool = F
 
 
 # --8<-- [start:kv_cache_bytes_per_token]
-def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int, bytes_per_value: int) -> int:
+def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int,
+                             bytes_per_value: int) -> int:
     """Bytes one token adds to a model's KV cache: 2 (K and V) x layers x n_kv_heads x
     d_head x bytes per value (2 for fp16/bf16). Query heads do not appear: only the
     key/value heads are stored."""
@@ -60,6 +63,7 @@ def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int, bytes_
 # --8<-- [end:kv_cache_bytes_per_token]
 
 
+# --8<-- [start:published_attention]
 @dataclass(frozen=True)
 class PublishedAttention:
     """The attention shape of a published model (numbers only)."""
@@ -78,15 +82,18 @@ PUBLISHED_ATTENTION: tuple[PublishedAttention, ...] = (
                        "Radford et al. 2019, table 2 (12 layers, d_model 768); "
                        "openai-community/gpt2 config (n_head 12)"),
     PublishedAttention("Llama-2-7B", 32, 32, 32, 128,
-                       "Touvron et al. 2023 (Llama 2; layer and head counts from Llama 1's table 2, which it "
-                       "inherits); meta-llama/Llama-2-7b-hf config (hidden 4096, 32 heads)"),
+                       "Touvron et al. 2023b (Llama 2; the layer and head counts of "
+                       "Llama 1's table 2, Touvron et al. 2023a, which it inherits); "
+                       "meta-llama/Llama-2-7b-hf config (hidden 4096, 32 heads)"),
     PublishedAttention("Llama-2-70B", 80, 64, 8, 128,
-                       "Touvron et al. 2023, sec. 2.2 (GQA for 34B and 70B); meta-llama/Llama-2-70b-hf config "
-                       "(hidden 8192, 64 heads, 8 key/value heads)"),
+                       "Touvron et al. 2023b, table 1 and sec. 2.2 (GQA for 34B and "
+                       "70B); meta-llama/Llama-2-70b-hf config (hidden 8192, 64 heads, "
+                       "8 key/value heads)"),
     PublishedAttention("Falcon-7B", 32, 71, 1, 64,
-                       "Almazrouei et al. 2023 (multi-query); tiiuae/falcon-7b config (hidden 4544, 71 heads, "
-                       "multi_query: one key/value head)"),
+                       "Almazrouei et al. 2023 (multi-query); tiiuae/falcon-7b config "
+                       "(hidden 4544, 71 heads, multi_query: one key/value head)"),
 )
+# --8<-- [end:published_attention]
 
 
 # --8<-- [start:gpt2_params]
@@ -103,18 +110,23 @@ class GPT2ParamCount:
 
     @property
     def total(self) -> int:
-        return self.token_embedding + self.positions + self.blocks + self.final_norm + self.head
+        return (self.token_embedding + self.positions + self.blocks + self.final_norm
+                + self.head)
 
 
-def gpt2_params(vocab_size: int, context: int, d_model: int, n_heads: int, n_layers: int, *,
-                d_ff: int | None = None, tied: bool = True) -> GPT2ParamCount:
+def gpt2_params(vocab_size: int, context: int, d_model: int, n_heads: int,
+                n_layers: int, *, d_ff: int | None = None,
+                tied: bool = True) -> GPT2ParamCount:
     """Count GPT-2's parameters from its shape. Per block, with d_ff = 4d by default:
-    LayerNorms 2 x 2d; attention 4d^2 + 4d (`attention_params` with biases: W_q, W_k, W_v,
-    W_o and their biases); FFN 2 d d_ff + d_ff + d (up and down, with biases). So 12d^2 + 13d
-    per block for d_ff = 4d. GPT-2 small (50257, 1024, 768, 12 heads, 12 layers): 124,439,808.
+    LayerNorms 2 x 2d; attention 4d^2 + 4d (`attention_params` with biases: W_q, W_k,
+    W_v, W_o and their biases); FFN 2 d d_ff + d_ff + d (up and down, with biases). So
+    12d^2 + 13d per block for d_ff = 4d. GPT-2 small (50257, 1024, 768, 12 heads, 12
+    layers): 124,439,808.
     """
-    vocab_size, context = positive_int("vocab_size", vocab_size), positive_int("context", context)
-    d_model, n_layers = positive_int("d_model", d_model), positive_int("n_layers", n_layers)
+    vocab_size = positive_int("vocab_size", vocab_size)
+    context = positive_int("context", context)
+    d_model = positive_int("d_model", d_model)
+    n_layers = positive_int("n_layers", n_layers)
     d_ff = 4 * d_model if d_ff is None else positive_int("d_ff", d_ff)
     if not isinstance(tied, bool):
         raise TypeError(f"tied must be a bool, got {type(tied).__name__}")
@@ -153,8 +165,8 @@ class ParameterFloor:
 
 def transformer_parameter_floor(d_model: int, d_ff: int) -> ParameterFloor:
     """Bias- and norm-free parameter counts of the 2017 layers (Vaswani et al. 2017,
-    sec. 3.2.2 and 3.3). With d_ff = 4d an encoder layer is 12 d^2, two thirds of it FFN;
-    a decoder layer adds a second attention: 16 d^2."""
+    sec. 3.2.2 and 3.3). With d_ff = 4d an encoder layer is 12 d^2, two thirds of it
+    FFN; a decoder layer adds a second attention: 16 d^2."""
     d_model = positive_int("d_model", d_model)
     d_ff = positive_int("d_ff", d_ff)
     mha = 4 * d_model * d_model
@@ -172,24 +184,25 @@ def transformer_parameter_floor(d_model: int, d_ff: int) -> ParameterFloor:
 # --8<-- [start:encoder_decoder_params]
 @dataclass(frozen=True)
 class EncoderDecoderCount:
-    """Every parameter of `literate.seq2seq.EncoderDecoder`, biases and LayerNorms included."""
+    """Every parameter of `EncoderDecoder`, biases and LayerNorms included."""
 
     embedding: int  # V d, counted once: source, target and output projection share it
-    encoder_layer: int  # attention 4d^2 + 4d, FFN 2 d d_ff + d_ff + d, two LayerNorms 2 x 2d
+    encoder_layer: int  # attention 4d^2 + 4d, FFN 2 d d_ff + d_ff + d, 2 LayerNorms 2d
     decoder_layer: int  # two attentions, the FFN, three LayerNorms
     n_layers: int
 
     @property
     def total(self) -> int:
-        return self.embedding + self.n_layers * (self.encoder_layer + self.decoder_layer)
+        layers = self.encoder_layer + self.decoder_layer
+        return self.embedding + self.n_layers * layers
 
 
 def encoder_decoder_params(vocab_size: int, d_model: int, n_heads: int, d_ff: int,
                            n_layers: int) -> EncoderDecoderCount:
-    """Count the encoder-decoder's parameters from its shape. The sinusoidal positions are
-    a fixed table, not parameters. The base model of Vaswani et al. 2017 (table 3: d 512,
-    8 heads, d_ff 2048, N 6) with a shared vocabulary of 37,000 tokens (sec. 5.1, EN-DE):
-    63,082,496."""
+    """Count the encoder-decoder's parameters from its shape. The sinusoidal positions
+    are a fixed table, not parameters. The base model of Vaswani et al. 2017 (table 3:
+    d 512, 8 heads, d_ff 2048, N 6) with a shared vocabulary of 37,000 tokens (sec. 5.1,
+    EN-DE): 63,082,496."""
     vocab_size = positive_int("vocab_size", vocab_size)
     d_model, d_ff = positive_int("d_model", d_model), positive_int("d_ff", d_ff)
     n_layers = positive_int("n_layers", n_layers)

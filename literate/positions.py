@@ -46,15 +46,9 @@ __all__ = [
     "interleaved_to_half_permutation",
 ]
 
-# Why sinusoidal_table refuses an odd width, in its error message and on the page.
-ODD_WIDTH_REASON = (
-    "for an odd width the last sine has no cosine partner, so PE[pos + k] would not be "
-    "a rotation of PE[pos] in that coordinate"
-)
-
-
 # --8<-- [start:checks]
-def even_int(name: str, value: object, *, why: str = "coordinates rotate in pairs") -> int:
+def even_int(name: str, value: object, *,
+             why: str = "coordinates rotate in pairs") -> int:
     """`value` if it is a positive even int (bools refused); `why` goes in the error."""
     if positive_int(name, value) % 2:
         raise ValueError(f"{name} must be even: {why}; got {value}")
@@ -72,13 +66,18 @@ def base_above_one(name: str, value: object) -> float:
     """`value` if it is a finite real > 1, so that the frequencies base^(-2i/d)
     decrease from one pair to the next."""
     if positive_float(name, value) <= 1.0:
-        raise ValueError(f"{name} must be > 1 (frequencies base^(-2i/d) must decrease), "
-                         f"got {value}")
+        raise ValueError(f"{name} must be > 1 (frequencies base^(-2i/d) must "
+                         f"decrease), got {value}")
     return float(value)
 # --8<-- [end:checks]
 
 
 # --8<-- [start:sinusoidal_table]
+# Why an odd width is refused, in the error message and on the page.
+ODD_WIDTH_REASON = ("for an odd width the last sine has no cosine partner, so "
+                    "PE[pos + k] would not be a rotation of PE[pos] in that coordinate")
+
+
 def sinusoidal_table(
     length: int,
     d_model: int,
@@ -89,9 +88,9 @@ def sinusoidal_table(
 ) -> Tensor:
     """The fixed positional table `[length, d_model]` of Vaswani et al. 2017, sec. 3.5.
 
-    PE[pos, 2i] = sin(pos / base^(2i/d_model)), PE[pos, 2i+1] = cos(same angle): sines in
-    the even coordinates, cosines in the odd ones, one frequency per pair (the paper's
-    layout). `d_model` must be even (see ODD_WIDTH_REASON). Computed in float64,
+    PE[pos, 2i] = sin(pos / base^(2i/d_model)), PE[pos, 2i+1] = cos(same angle): sines
+    in the even coordinates, cosines in the odd ones, one frequency per pair (the
+    paper's layout). `d_model` must be even (see ODD_WIDTH_REASON). Computed in float64,
     returned in `dtype`.
     """
     length = positive_int("length", length)
@@ -99,7 +98,8 @@ def sinusoidal_table(
     base = base_above_one("base", base)
     dtype = float_dtype("dtype", dtype)
     pos = torch.arange(length, dtype=torch.float64, device=device)[:, None]  # [T, 1]
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)  # [d_model/2]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64,
+                         device=device)  # [d_model/2]
     angle = pos / base ** (two_i / d_model)  # [T, d_model/2]
     table = torch.empty(length, d_model, dtype=torch.float64, device=device)
     table[:, 0::2] = torch.sin(angle)
@@ -110,7 +110,7 @@ def sinusoidal_table(
 
 # --8<-- [start:sinusoidal_shift]
 def sinusoidal_shift(k: int, d_model: int, *, base: float = 10_000.0) -> Tensor:
-    """The fixed matrix R_k `[d_model, d_model]` with PE[pos + k] = R_k @ PE[pos] for every pos.
+    """The fixed matrix R_k `[d_model, d_model]` with PE[pos + k] = R_k @ PE[pos].
 
     Pair i holds (sin a, cos a) with a = pos * w_i. Moving k positions adds b = k * w_i,
     and sin(a + b) = cos b sin a + sin b cos a, cos(a + b) = -sin b sin a + cos b cos a:
@@ -134,11 +134,11 @@ def sinusoidal_shift(k: int, d_model: int, *, base: float = 10_000.0) -> Tensor:
 class LearnedPositions(nn.Module):
     """One trained vector per position, added to the token embeddings.
 
-    GPT-1 replaced the sinusoidal table with learned position embeddings (Radford et al.
-    2018, sec. 4.1) and GPT-2 kept them, for 1024 positions (Radford et al. 2019,
-    sec. 2.3); this is Hugging Face `GPT2Model.wpe`. Unlike the table, there is no formula
-    for a position that has no row: input that needs one is refused. `offset` is the
-    position of the first token (the number of cached tokens when decoding).
+    GPT-1 replaced the sinusoidal table with learned position embeddings (Radford et
+    al. 2018, sec. 4.1) and GPT-2 kept them, for 1024 positions (Radford et al. 2019,
+    sec. 2.3); this is Hugging Face `GPT2Model.wpe`. Unlike the table, there is no
+    formula for a position that has no row: input that needs one is refused. `offset`
+    is the position of the first token (the number of cached tokens when decoding).
     """
 
     def __init__(
@@ -155,7 +155,8 @@ class LearnedPositions(nn.Module):
         self.d_model = positive_int("d_model", d_model)
         init_std = positive_float("init_std", init_std)
         dtype = float_dtype("dtype", dtype)
-        self.embedding = nn.Embedding(self.max_length, self.d_model, dtype=dtype, device=device)
+        self.embedding = nn.Embedding(self.max_length, self.d_model, dtype=dtype,
+                                      device=device)
         nn.init.normal_(self.embedding.weight, mean=0.0, std=init_std)
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
@@ -164,8 +165,8 @@ class LearnedPositions(nn.Module):
         t = x.shape[-2] if x.ndim == 3 else 0
         if x.ndim != 3 or non_negative_int("offset", offset) + t > self.max_length:
             raise ValueError(f"x [B, T, d] must have offset + T <= max_length="
-                             f"{self.max_length} (no vector for a position never trained), "
-                             f"got offset={offset} and x {tuple(x.shape)}")
+                             f"{self.max_length} (no vector for a position never "
+                             f"trained), got offset={offset} and x {tuple(x.shape)}")
         positions = torch.arange(offset, offset + t, device=x.device)  # [T]
         return x + self.embedding(positions)  # [B, T, d_model] + [T, d_model]
 # --8<-- [end:learned_positions]
@@ -183,8 +184,9 @@ def rope_cache(
     """cos and sin tables `[length, d_head]` for RoPE, rotate-half layout.
 
     Pair i (coordinates i and i + d_head/2) turns by angle pos * theta_i with
-    theta_i = base^(-2i/d_head) (Su et al. 2021, sec. 3.2.2). Each half of a row holds the
-    same d_head/2 angles, so `x * cos + rotate_half(x) * sin` rotates every pair at once.
+    theta_i = base^(-2i/d_head) (Su et al. 2021, sec. 3.2.2). Each half of a row holds
+    the same d_head/2 angles, so `x * cos + rotate_half(x) * sin` rotates every pair at
+    once.
     The angles are computed in float32, as Hugging Face's `LlamaRotaryEmbedding` does
     (so the tables match it exactly), then cast to `dtype`.
     """
@@ -192,11 +194,12 @@ def rope_cache(
     d_head = even_int("d_head", d_head)
     base = base_above_one("base", base)
     dtype = float_dtype("dtype", dtype)
-    exponent = torch.arange(0, d_head, 2, dtype=torch.int64, device=device).float() / d_head
+    pair = torch.arange(0, d_head, 2, dtype=torch.int64, device=device)  # 2i
+    exponent = pair.float() / d_head
     inv_freq = 1.0 / (base**exponent)  # [d_head/2], float32
     pos = torch.arange(length, dtype=torch.int64, device=device).float()  # [T]
     angles = torch.outer(pos, inv_freq)  # [T, d_head/2]
-    angles = torch.cat((angles, angles), dim=-1)  # [T, d_head]: both halves of each pair
+    angles = torch.cat((angles, angles), dim=-1)  # [T, d_head]: both halves of a pair
     return angles.cos().to(dtype), angles.sin().to(dtype)
 # --8<-- [end:rope_cache]
 
@@ -217,12 +220,13 @@ def check_rope(x: object, cos: object, sin: object, offset: object) -> int:
     """What `apply_rope` refuses: x [..., T, d_head] with an even d_head, cos and sin
     [length, d_head] alike, an int offset >= 0 with offset + T <= length."""
     if float_tensor("x", x).ndim < 2 or x.shape[-1] % 2:
-        raise ValueError(f"x must be [..., T, d_head], d_head even, got {tuple(x.shape)}")
+        raise ValueError(f"x must be [..., T, d_head], d_head even, "
+                         f"got {tuple(x.shape)}")
     t, d, offset = x.shape[-2], x.shape[-1], non_negative_int("offset", offset)
     if float_tensor("cos", cos, ndim=2).shape != float_tensor("sin", sin).shape \
             or cos.shape[1] != d or offset + t > cos.shape[0]:
-        raise ValueError(f"positions {offset}..{offset + t - 1} of width {d} need cos and "
-                         f"sin [>= {offset + t}, {d}], got {tuple(cos.shape)}, "
+        raise ValueError(f"positions {offset}..{offset + t - 1} of width {d} need cos "
+                         f"and sin [>= {offset + t}, {d}], got {tuple(cos.shape)}, "
                          f"{tuple(sin.shape)}")
     return offset
 # --8<-- [end:check_rope]
@@ -232,11 +236,12 @@ def check_rope(x: object, cos: object, sin: object, offset: object) -> int:
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tensor:
     """Rotate queries or keys `x [..., T, d_head]` to positions offset .. offset+T-1.
 
-    Rotate-half layout (GPT-NeoX, Hugging Face Llama). Apply it to q and k only, never to v: the
-    rotation is there to make q.k depend on the positions' difference, and values do not
-    enter the score. `offset` is the absolute position of the first row (the number of
-    cached tokens when decoding). The tables are cast to x's dtype and device, so a
-    float32 cache serves float64 inputs in float64 and bfloat16 inputs in bfloat16.
+    Rotate-half layout (GPT-NeoX, Hugging Face Llama). Apply it to q and k only, never
+    to v: the rotation is there to make q.k depend on the positions' difference, and
+    values do not enter the score. `offset` is the absolute position of the first row
+    (the number of cached tokens when decoding). The tables are cast to x's dtype and
+    device, so a float32 cache serves float64 inputs in float64 and bfloat16 inputs in
+    bfloat16.
     """
     offset, t = check_rope(x, cos, sin, offset), x.shape[-2]
     cos = cos[offset : offset + t].to(dtype=x.dtype, device=x.device)  # [T, d_head]
@@ -246,9 +251,11 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tenso
 
 
 # --8<-- [start:apply_rope_interleaved]
-def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tensor:
-    """The same rotation in the interleaved layout (RoFormer paper, Meta's original code):
-    coordinates (2i, 2i+1) form pair i. Takes the rotate-half tables of `rope_cache`."""
+def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *,
+                           offset: int = 0) -> Tensor:
+    """The same rotation in the interleaved layout (RoFormer paper, Meta's original
+    code): coordinates (2i, 2i+1) form pair i. Takes the rotate-half tables of
+    `rope_cache`."""
     offset, t, half = check_rope(x, cos, sin, offset), x.shape[-2], x.shape[-1] // 2
     cos = cos[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)  # [T, d/2]
     sin = sin[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)

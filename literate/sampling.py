@@ -12,6 +12,11 @@ Ties: `greedy_step` returns the first maximal id; top-p ranks equal logits by id
 first, before cutting; top-k keeps every token tied with the k-th largest, as Hugging
 Face's `TopKLogitsWarper` and nanoGPT do.
 
+Checks at the boundary: the filters read no values. The public entry points
+(`next_token_distribution`, `greedy_step`, `sample_step`) check logits that come from
+outside with `check_logits` (one host sync); `sampler`, which a model's `generate`
+calls on the model's own logits, checks its settings once and no values.
+
 Half-precision logits are upcast to float32 first (what Hugging Face's `generate`
 does with the last position's logits), so results are float32 or float64.
 """
@@ -44,9 +49,6 @@ __all__ = [
     "decode_trace",
 ]
 
-StopReason = Literal["eos", "length_limit"]
-StepLogits = Union[Callable[[tuple[int, ...]], Tensor], Iterable[Union[Tensor, Sequence[float]]]]
-
 
 # --8<-- [start:checks]
 def checked_top_k(top_k: object, vocab: int) -> int:
@@ -63,24 +65,34 @@ def checked_top_p(top_p: object) -> float:
     return float(top_p)
 
 
+def logit_rows(name: str, logits: object) -> Tensor:
+    """`logits` if it is a floating-point tensor `[..., V]` with V >= 1 (metadata)."""
+    if float_tensor(name, logits).ndim == 0 or logits.shape[-1] == 0:
+        raise ValueError(f"{name} must be [..., V] with V >= 1, "
+                         f"got {tuple(logits.shape)}")
+    return logits
+
+
 def check_logits(name: str, logits: object, *, temperature: float = 1.0) -> Tensor:
     """Logits `[..., V]` that come into the sampler from outside, checked by value (one
-    host sync): no NaN, no +inf, and every row keeps a finite entry, also after dividing
-    by `temperature` (a tiny one overflows: softmax would be NaN). -inf is allowed: it
-    is how a token is removed. The filters below do not look at values; the public
-    entry points `next_token_distribution`, `greedy_step` and `sample_step` call this.
+    host sync): no NaN, no +inf, and every row keeps a finite entry, also after
+    dividing by `temperature` (a tiny one overflows: softmax would be NaN). -inf is
+    allowed: it is how a token is removed. The filters below do not look at values;
+    the public entry points `next_token_distribution`, `greedy_step` and `sample_step`
+    call this.
     """
-    if float_tensor(name, logits).ndim == 0 or logits.shape[-1] == 0:
-        raise ValueError(f"{name} must be [..., V] with V >= 1, got {tuple(logits.shape)}")
-    scaled = logits / positive_float("temperature", temperature)
-    bad = torch.isnan(scaled) | (scaled == math.inf)
-    if not (bad.any() | ~torch.isfinite(scaled).any(dim=-1).any()):  # the one host sync
+    scaled = logit_rows(name, logits) / positive_float("temperature", temperature)
+    bad = torch.isnan(scaled) | (scaled == math.inf)  # [..., V]
+    no_finite = ~torch.isfinite(scaled).any(dim=-1)  # [...]: a row with nothing left
+    if not (bad.any() | no_finite.any()):  # the one host sync
         return logits
-    if not torch.isfinite(logits).any(dim=-1).all() or (torch.isnan(logits) | (logits == math.inf)).any():
-        raise ValueError(f"{name} holds NaN or +inf, or a row where every token is -inf")
-    raise ValueError(f"temperature {temperature:g} is too small for these {logits.dtype} "
-                     "logits: logits / temperature overflows; for the T -> 0 limit use "
-                     "greedy_step")
+    no_finite = ~torch.isfinite(logits).any(dim=-1)  # [...]: a row of -inf only
+    if no_finite.any() or (torch.isnan(logits) | (logits == math.inf)).any():
+        raise ValueError(f"{name} holds NaN or +inf, "
+                         "or a row where every token is -inf")
+    raise ValueError(f"temperature {temperature:g} is too small for these "
+                     f"{logits.dtype} logits: logits / temperature overflows; for the "
+                     "T -> 0 limit use greedy_step")
 # --8<-- [end:checks]
 
 
@@ -94,7 +106,7 @@ def top_k_filter(logits: Tensor, top_k: int) -> Tensor:
     kept, so ties at the k-th place keep more than k tokens. `logits [..., V]` may
     already hold -inf (tokens an earlier filter removed).
     """
-    top_k = checked_top_k(top_k, float_tensor("logits", logits).shape[-1])
+    top_k = checked_top_k(top_k, logit_rows("logits", logits).shape[-1])
     kth = logits.topk(top_k, dim=-1).values[..., -1:]  # [..., 1]: the k-th largest
     return logits.masked_fill(logits < kth, -math.inf)
 # --8<-- [end:top_k_filter]
@@ -109,12 +121,12 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     *before* it is still below `top_p`. The most likely token is always kept; top_p = 1
     keeps everything. `logits [..., V]` may hold -inf.
     """
-    top_p = checked_top_p(top_p)
-    if float_tensor("logits", logits).ndim == 0 or top_p == 1.0:
+    logits, top_p = logit_rows("logits", logits), checked_top_p(top_p)
+    if top_p == 1.0:
         return logits
-    values, ids = logits.sort(dim=-1, descending=True, stable=True)  # ties: lower id first
+    values, ids = logits.sort(dim=-1, descending=True, stable=True)  # ties: lower id
     cumulative = values.softmax(dim=-1).cumsum(dim=-1)  # mass of ranks 0..r
-    first = torch.ones_like(cumulative[..., :1], dtype=torch.bool)  # rank 0: always kept
+    first = torch.ones_like(cumulative[..., :1], dtype=torch.bool)  # rank 0: kept
     keep = torch.cat((first, cumulative[..., :-1] < top_p), dim=-1)  # mass before r < p
     kept = keep.scatter(-1, ids, keep)  # back from ranks to token ids
     return logits.masked_fill(~kept, -math.inf)
@@ -128,18 +140,20 @@ def filter_logits(logits: Tensor, *, temperature: float = 1.0, top_k: int | None
     a token was removed. Softmax of the result is the distribution to sample.
 
     The order matters: top-p measures mass on the temperature-scaled distribution that
-    remains after top-k, renormalised (as Hugging Face's `generate` does). Half precision
-    is upcast to float32. Values are not checked here (NaN stays NaN): this is what a
-    model's `generate` calls on its own logits; `check_logits` guards the entry points.
+    remains after top-k, renormalised (as Hugging Face's `generate` does). Half
+    precision is upcast to float32. Values are not checked here (NaN stays NaN): the
+    entry points below check logits from outside, and `sampler` calls this on a
+    model's own logits.
     """
-    scores = float_tensor("logits", logits).to(torch.promote_types(logits.dtype, torch.float32))
+    scores = logit_rows("logits", logits)
+    scores = scores.to(torch.promote_types(logits.dtype, torch.float32))
     temperature = positive_float("temperature", temperature)
     top_k = None if top_k is None else checked_top_k(top_k, scores.shape[-1])
     top_p = None if top_p is None else checked_top_p(top_p)
     if temperature != 1.0:
         scores = scores / temperature  # 1. sharpen (T < 1) or flatten (T > 1)
     if top_k is not None:
-        scores = top_k_filter(scores, top_k)  # 2. at most k candidates
+        scores = top_k_filter(scores, top_k)  # 2. at most k candidates, and their ties
     if top_p is not None:
         scores = top_p_filter(scores, top_p)  # 3. the nucleus of what is left
     return scores
@@ -148,7 +162,8 @@ def filter_logits(logits: Tensor, *, temperature: float = 1.0, top_k: int | None
 
 # --8<-- [start:next_token_distribution]
 def next_token_distribution(logits: Tensor, *, temperature: float = 1.0,
-                            top_k: int | None = None, top_p: float | None = None) -> Tensor:
+                            top_k: int | None = None,
+                            top_p: float | None = None) -> Tensor:
     """Probabilities `[..., V]` after the filters; removed tokens get exactly 0."""
     check_logits("logits", logits, temperature=temperature)
     filtered = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
@@ -169,15 +184,18 @@ def greedy_step(logits: Tensor) -> Tensor:
 
 # --8<-- [start:sample_step]
 def sample_step(logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None, generator: torch.Generator | None = None) -> Tensor:
+                top_p: float | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
     """Draw one token id per row from `next_token_distribution`: `[..., V]` -> `[...]`.
 
     One `torch.multinomial` call for the whole batch (what Hugging Face's `generate`
     calls). Pass a seeded `torch.Generator` to make the draw reproducible.
     """
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    probs = next_token_distribution(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+        raise TypeError(f"generator must be a torch.Generator, "
+                        f"got {type(generator).__name__}")
+    probs = next_token_distribution(logits, temperature=temperature, top_k=top_k,
+                                    top_p=top_p)
     rows = probs.reshape(-1, probs.shape[-1])  # [N, V], N = product of the leading axes
     ids = torch.multinomial(rows, num_samples=1, generator=generator)  # [N, 1]
     return ids.reshape(probs.shape[:-1])  # [...]
@@ -185,30 +203,36 @@ def sample_step(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
 
 
 # --8<-- [start:sampler]
-def sampler(*, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+def sampler(*, temperature: float = 1.0, top_k: int | None = None,
+            top_p: float | None = None,
             generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
-    """A `choose` function for a model's `generate`: logits [B, V] -> ids [B], drawn after
-    temperature, top-k and top-p. The settings are checked now, once; the logits it will
-    get are the model's own, so it reads no values (no host sync per token)."""
+    """A `choose` function for a model's `generate`: logits [B, V] -> ids [B], drawn
+    after temperature, top-k and top-p. The settings are checked now, once; the logits
+    it will get are the model's own, so it reads no values (no host sync per token)."""
     positive_float("temperature", temperature)
     top_p = None if top_p is None else checked_top_p(top_p)
     if top_k is not None:
         positive_int("top_k", top_k)  # checked against the vocabulary at the first call
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        raise TypeError(f"generator must be a torch.Generator, "
+                        f"got {type(generator).__name__}")
 
-    def draw(logits: Tensor) -> Tensor:
-        filtered = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
-        return torch.multinomial(filtered.softmax(dim=-1), 1, generator=generator)[:, 0]
+    def draw(logits: Tensor) -> Tensor:  # [..., V] -> [...]
+        filtered = filter_logits(logits, temperature=temperature, top_k=top_k,
+                                 top_p=top_p)
+        rows = filtered.softmax(dim=-1).reshape(-1, filtered.shape[-1])  # [N, V]
+        ids = torch.multinomial(rows, 1, generator=generator)  # [N, 1]
+        return ids.reshape(filtered.shape[:-1])
 
     return draw
 # --8<-- [end:sampler]
 
 
-# ---------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------
 # When to stop
 
 
+# --8<-- [start:as_step_function]
 def as_step_function(steps: object) -> Callable[[tuple[int, ...]], Tensor]:
     """`steps` as a callable: tokens generated so far -> next logits `[V]`.
 
@@ -231,23 +255,31 @@ def as_step_function(steps: object) -> Callable[[tuple[int, ...]], Tensor]:
                 return next(iterator)
             except StopIteration:
                 raise ValueError(
-                    f"steps ran out after {len(generated)} logit vectors, before EOS or the length limit"
+                    f"steps ran out after {len(generated)} logit vectors, "
+                    "before EOS or the length limit"
                 ) from None
 
     def step_function(generated: tuple[int, ...]) -> Tensor:
         logits = source(generated)
         if not isinstance(logits, Tensor):
-            logits = torch.as_tensor(logits, dtype=torch.float64)  # a plain list of numbers
+            logits = torch.as_tensor(logits, dtype=torch.float64)  # a list of numbers
         if logits.ndim != 1:
             raise ValueError(
-                f"steps gave logits of shape {tuple(logits.shape)} after {len(generated)} tokens, expected [V]"
+                f"steps gave logits of shape {tuple(logits.shape)} after "
+                f"{len(generated)} tokens, expected [V]"
             )
         return logits
 
     return step_function
+# --8<-- [end:as_step_function]
 
 
 # --8<-- [start:decode_trace]
+StopReason = Literal["eos", "length_limit"]
+StepLogits = Union[Callable[[tuple[int, ...]], Tensor],  # tokens so far -> logits [V]
+                   Iterable[Union[Tensor, Sequence[float]]]]  # or prepared logits
+
+
 def decode_trace(
     steps: StepLogits,
     eos_id: int | None,
@@ -261,19 +293,21 @@ def decode_trace(
     next logits `[V]` (a model, in chapter 5), or a prepared sequence of logit
     vectors. The EOS token is kept in the output, and EOS wins when it arrives
     exactly at the limit. `eos_id=None` stops at the length limit only.
-    `choose` picks a token from logits; the default is greedy.
+    `choose` picks a token from logits `[V]`; the default is greedy.
     """
     max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
     if eos_id is not None:
         eos_id = non_negative_int("eos_id", eos_id)
     if not callable(choose):
-        raise TypeError(f"choose must be callable (logits [V] -> token id), got {type(choose).__name__}")
+        raise TypeError(f"choose must be callable (logits [V] -> token id), "
+                        f"got {type(choose).__name__}")
     next_logits = as_step_function(steps)
     generated: list[int] = []
     while len(generated) < max_new_tokens:
         logits = next_logits(tuple(generated))  # [V]
         if eos_id is not None and eos_id >= logits.shape[-1]:
-            raise ValueError(f"eos_id must be < vocabulary size {logits.shape[-1]}, got {eos_id}")
+            raise ValueError(f"eos_id must be < vocabulary size {logits.shape[-1]}, "
+                             f"got {eos_id}")
         token = int(choose(logits))
         generated.append(token)
         if token == eos_id:

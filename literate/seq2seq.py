@@ -10,9 +10,12 @@
   never target i.
 * `transformer_lr`: the learning-rate schedule of sec. 5.3.
 * `label_smoothed_nll`: cross-entropy against the smoothed target (sec. 5.4).
-* `torch_encoder_layer` / `torch_decoder_layer`: PyTorch's own layers holding our weights,
-  the references every equivalence test compares against.
-* `smoke`: the seed's numerical evidence, printed by `python -m literate.seq2seq --smoke`.
+* `cross_attention_weights`: what each decoder layer's cross-attention reads.
+* `smoke`: a seeded forward, backward and Adam step of a tiny model, as JSON evidence
+  (`python -m literate.seq2seq --smoke`).
+
+PyTorch's own layers holding our weights, the references the layers are proven equal
+to, are in `literate.torch_twins`.
 
 Token ids: PAD = 0 (never attended to, never a target), BOS = 1 (starts every decoder
 input), EOS = 2 (ends every target) by default. Masks: True = may attend.
@@ -40,13 +43,16 @@ from literate.checks import (
     probability,
     token_ids,
 )
+from literate.heads import head_counts
 from literate.positions import sinusoidal_table
 
 __all__ = [
     "EncoderDecoder",
     "shift_right",
     "transformer_lr",
+    "smoothing_targets",
     "label_smoothed_nll",
+    "cross_attention_weights",
     "smoke",
 ]
 
@@ -72,10 +78,11 @@ def transformer_lr(step: int, d_model: int, warmup_steps: int = 4000) -> float:
     """lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
     (Vaswani et al. 2017, sec. 5.3, eq. 3).
 
-    Linear warm-up for `warmup_steps` steps, then decay as 1 / sqrt(step); the two branches
-    meet at step = warmup_steps, where the rate peaks at (d_model * warmup_steps)^-0.5.
-    Steps count from 1 (step 0 would divide by zero). With `torch.optim.lr_scheduler.LambdaLR`,
-    which counts from 0, use `lambda s: transformer_lr(s + 1, d_model, warmup_steps)` and lr=1.
+    Linear warm-up for `warmup_steps` steps, then decay as 1 / sqrt(step); the two
+    branches meet at step = warmup_steps, where the rate peaks at
+    (d_model * warmup_steps)^-0.5. Steps count from 1 (step 0 would divide by zero).
+    With `torch.optim.lr_scheduler.LambdaLR`, which counts from 0, use lr=1 and
+    `lambda s: transformer_lr(s + 1, d_model, warmup_steps)`.
     """
     step = positive_int("step", step)
     d_model = positive_int("d_model", d_model)
@@ -84,26 +91,23 @@ def transformer_lr(step: int, d_model: int, warmup_steps: int = 4000) -> float:
 # --8<-- [end:transformer_lr]
 
 
-# --8<-- [start:label_smoothed_nll]
-def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float, ignore_index: int) -> Tensor:
-    """Mean cross-entropy between softmax(logits) and the smoothed target
-    q = (1 - eps) * one_hot(target) + eps / V, over the positions whose target is not
-    `ignore_index` (Szegedy et al. 2016, sec. 7; Vaswani et al. 2017, sec. 5.4, eps = 0.1).
-
-    -sum_k q_k log p_k splits into (1 - eps) * (-log p_target) + eps * mean_k(-log p_k):
-    the usual NLL, plus a pull towards the uniform distribution. logits [..., V] (finite,
-    floating point), targets [...] (torch.long): every target is a class id in [0, V) or
-    `ignore_index`, which may lie outside the vocabulary (PyTorch's default is -100).
-    """
-    logits, eps = float_tensor("logits", logits), probability("eps", eps)
+# --8<-- [start:smoothing_targets]
+def smoothing_targets(logits: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
+    """The positions `label_smoothed_nll` averages over (targets != ignore_index), once
+    logits [..., V] and targets [...] (torch.long) are checked: metadata first, then, in
+    one host sync, that every kept target is a class id in [0, V) and one is kept."""
+    logits = float_tensor("logits", logits)
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
-        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+        raise TypeError(f"ignore_index must be an int, "
+                        f"got {type(ignore_index).__name__}")
     if not isinstance(targets, Tensor) or targets.dtype != torch.long:
         kind = targets.dtype if isinstance(targets, Tensor) else type(targets).__name__
         raise TypeError(f"targets must hold class ids as torch.long, got {kind}")
-    if logits.ndim == 0 or targets.shape != logits.shape[:-1] or targets.device != logits.device:
-        raise ValueError(f"targets must be {tuple(logits.shape[:-1])} on {logits.device} like "
-                         f"logits [..., V], got {tuple(targets.shape)} on {targets.device}")
+    if (logits.ndim == 0 or targets.shape != logits.shape[:-1]
+            or targets.device != logits.device):
+        raise ValueError(f"targets must be {tuple(logits.shape[:-1])} on "
+                         f"{logits.device} like logits [..., V], got "
+                         f"{tuple(targets.shape)} on {targets.device}")
     vocab = logits.shape[-1]
     keep = targets != ignore_index  # [...]
     outside = keep & ((targets < 0) | (targets >= vocab))
@@ -111,12 +115,30 @@ def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float, ignore_in
         if not keep.any():
             raise ValueError(f"targets holds nothing but ignore_index={ignore_index}")
         where = torch.nonzero(outside)[0].tolist()
-        raise ValueError(f"targets holds id {int(targets[tuple(where)])} at {where}, outside "
-                         f"[0, {vocab}) and not ignore_index={ignore_index}")
+        raise ValueError(f"targets holds id {int(targets[tuple(where)])} at {where}, "
+                         f"outside [0, {vocab}) and not ignore_index={ignore_index}")
+    return keep
+# --8<-- [end:smoothing_targets]
+
+
+# --8<-- [start:label_smoothed_nll]
+def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float,
+                       ignore_index: int) -> Tensor:
+    """Mean cross-entropy between softmax(logits) and the smoothed target
+    q = (1 - eps) * one_hot(target) + eps / V, over the positions whose target is not
+    `ignore_index` (Szegedy et al. 2016, sec. 7; Vaswani et al. 2017, sec. 5.4: 0.1).
+
+    -sum_k q_k log p_k = (1 - eps) * (-log p_target) + eps * mean_k(-log p_k): the usual
+    NLL, plus a pull towards the uniform distribution. logits [..., V], targets [...]:
+    class ids in [0, V) or `ignore_index`, which may lie outside the vocabulary
+    (PyTorch's default is -100).
+    """
+    eps = probability("eps", eps)
+    keep = smoothing_targets(logits, targets, ignore_index)  # [...]
     log_p = torch.log_softmax(logits, dim=-1)  # [..., V]
-    safe = torch.where(keep, targets, 0)  # [...]: ignored positions read id 0, then are dropped
+    safe = torch.where(keep, targets, 0)  # [...]: ignored positions read id 0, dropped
     nll = -log_p.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
-    uniform = -log_p.mean(dim=-1)  # [...]: cross-entropy against the uniform distribution
+    uniform = -log_p.mean(dim=-1)  # [...]: cross-entropy against the uniform target
     per_token = (1.0 - eps) * nll + eps * uniform  # [...]
     return per_token[keep].mean()
 # --8<-- [end:label_smoothed_nll]
@@ -125,127 +147,152 @@ def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float, ignore_in
 # --8<-- [start:encoder_decoder]
 class EncoderDecoder(nn.Module):
     """The 2017 Transformer (Vaswani et al. 2017, sec. 3.1, fig. 1): N post-norm encoder
-    layers read the source; N post-norm decoder layers read the shifted target and, through
-    cross-attention, the encoder's output. One embedding matrix E [V, d] embeds source and
-    target tokens and, transposed, turns the decoder's output into logits (sec. 3.4).
+    layers read the source; N post-norm decoder layers read the shifted target and,
+    through cross-attention, the encoder's output. One embedding matrix E [V, d] embeds
+    source and target tokens and, transposed, turns the decoder's output into logits
+    (sec. 3.4).
 
     No final LayerNorm after either stack: every post-norm layer already ends with one.
     (`nn.Transformer` adds one after each stack anyway; compare against its stacks,
     `nn.TransformerEncoder` / `nn.TransformerDecoder`, which add none by default.)
+
+    Token ids are checked once, where they enter (`forward`, `greedy_decode`): one host
+    sync. The layers read no values; they are called with empty_row="zero", since
+    checked ids leave no query without a key.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int, *,
-                 dropout: float, max_length: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2) -> None:
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int,
+                 n_layers: int, *, dropout: float, max_length: int, pad_id: int = 0,
+                 bos_id: int = 1, eos_id: int = 2) -> None:
         super().__init__()
         self.vocab_size = positive_int("vocab_size", vocab_size)
         if self.vocab_size < 4:
-            raise ValueError(f"vocab_size must be >= 4 (PAD, BOS, EOS and one real token), got {vocab_size}")
+            raise ValueError(f"vocab_size must be >= 4 (PAD, BOS, EOS and one real "
+                             f"token), got {vocab_size}")
         ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}
         for name, value in ids.items():
             if non_negative_int(name, value) >= self.vocab_size:
-                raise ValueError(f"{name}={value} is outside the vocabulary [0, {self.vocab_size})")
+                raise ValueError(f"{name}={value} is outside the vocabulary "
+                                 f"[0, {self.vocab_size})")
         if len(set(ids.values())) != 3:
             raise ValueError(f"pad_id, bos_id and eos_id must differ, got {ids}")
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.d_model = positive_int("d_model", d_model)
         if self.d_model % 2:
-            raise ValueError(f"d_model must be even (each sine of the positions has its cosine), got {d_model}")
+            raise ValueError(f"d_model must be even (each sine of the positions has "
+                             f"its cosine), got {d_model}")
+        head_counts(self.d_model, n_heads, None)  # before any weight is allocated
+        d_ff = positive_int("d_ff", d_ff)
         self.max_length = positive_int("max_length", max_length)
         n_layers = positive_int("n_layers", n_layers)
         dropout = probability("dropout", dropout)
 
-        self.embedding = nn.Embedding(self.vocab_size, self.d_model)  # E, used three times
-        nn.init.normal_(self.embedding.weight, std=self.d_model**-0.5)  # sqrt(d) * E[t] has unit scale
+        self.embedding = nn.Embedding(self.vocab_size, self.d_model)  # E, used 3 times
+        nn.init.normal_(self.embedding.weight, std=self.d_model**-0.5)  # sqrt(d) E: ~1
         self.dropout = nn.Dropout(dropout)  # on embeddings + positions, sec. 5.4
         self.encoder = nn.ModuleList(
-            [encoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout) for _ in range(n_layers)])
+            [encoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout)
+             for _ in range(n_layers)])
         self.decoder = nn.ModuleList(
-            [decoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout) for _ in range(n_layers)])
+            [decoder_layer_2017(self.d_model, n_heads, d_ff, dropout=dropout)
+             for _ in range(n_layers)])
 
     def check(self, **tokens: object) -> list[Tensor]:
-        """Ids from outside (name -> [B, T]): metadata, then one host sync for the values
-        of all of them (in the vocabulary; no row of nothing but PAD)."""
-        checked = {name: token_ids(name, t, max_length=self.max_length) for name, t in tokens.items()}
+        """Ids from outside (name -> [B, T]): metadata, then one host sync for the
+        values of all of them (in the vocabulary; no row of nothing but PAD)."""
+        checked = {name: token_ids(name, t, max_length=self.max_length)
+                   for name, t in tokens.items()}
+        device = self.embedding.weight.device
         for name, t in checked.items():
-            if t.device != self.embedding.weight.device:
-                raise ValueError(f"{name} is on {t.device}, the model on {self.embedding.weight.device}")
+            if t.device != device:
+                raise ValueError(f"{name} is on {t.device}, the model on {device}")
         ids_in_vocabulary(checked, vocab_size=self.vocab_size, pad_id=self.pad_id)
         return list(checked.values())
 
     def embed(self, tokens: Tensor) -> Tensor:
-        """sqrt(d) * E[tokens] + PE[:T], then dropout: [B, T] -> [B, T, d]. The sinusoids
-        (sec. 3.5) are a fixed function of the position, not parameters: computed here in
-        float64 and cast, so a float64 model gets them exact."""
+        """sqrt(d) * E[tokens] + PE[:T], then dropout: [B, T] -> [B, T, d]. The
+        sinusoids (sec. 3.5) are a fixed function of the position, not parameters."""
         x = self.embedding(tokens) * math.sqrt(self.d_model)  # [B, T, d]
-        positions = sinusoidal_table(tokens.shape[1], self.d_model, dtype=x.dtype, device=x.device)  # [T, d]
+        positions = sinusoidal_table(tokens.shape[1], self.d_model, dtype=x.dtype,
+                                     device=x.device)  # [T, d]
         return self.dropout(x + positions)
 
     def encode(self, x: Tensor, source_valid: Tensor) -> Tensor:
-        """Embedded source [B, S, d] -> memory [B, S, d]; source_valid [B, S] hides PAD keys."""
-        for layer in self.encoder:  # no row is empty: the ids were checked (no all-PAD row)
+        """Embedded source [B, S, d] -> memory [B, S, d]; source_valid [B, S] hides PAD
+        keys."""
+        for layer in self.encoder:  # no row is empty: checked ids have no all-PAD row
             x = layer(x, key_valid=source_valid, empty_row="zero")
         return x
 
-    def decode(self, y: Tensor, memory: Tensor, target_valid: Tensor, source_valid: Tensor) -> Tensor:
-        """Embedded decoder input [B, T, d] -> decoder output [B, T, d]. Each layer is causal
-        by construction; cross-attention reads memory [B, S, d] minus its PAD keys."""
+    def decode(self, y: Tensor, memory: Tensor, target_valid: Tensor,
+               source_valid: Tensor) -> Tensor:
+        """Embedded decoder input [B, T, d] -> decoder output [B, T, d]. Each layer is
+        causal by construction; cross-attention reads memory [B, S, d] minus its PAD
+        keys."""
         for layer in self.decoder:  # key 0 (BOS) is always real, so no row is empty
             y = layer(y, memory, target_valid=target_valid, memory_valid=source_valid,
                       empty_row="zero")
         return y
 
     def logits(self, hidden: Tensor) -> Tensor:
-        """Decoder output [..., d] -> logits [..., V], with the embedding matrix itself."""
+        """Decoder output [..., d] -> logits [..., V], with the embedding matrix."""
         return hidden @ self.embedding.weight.T  # [..., V]
 
     def forward(self, source: Tensor, targets: Tensor) -> Tensor:
-        """Teacher forcing: logits [B, T, V], where position i predicts targets[:, i]."""
+        """Teacher forcing: logits [B, T, V]; position i predicts targets[:, i]."""
         source, targets = self.check(source=source, targets=targets)
         if source.shape[0] != targets.shape[0]:
-            raise ValueError(f"source has batch {source.shape[0]}, targets {targets.shape[0]}")
+            raise ValueError(f"source has batch {source.shape[0]}, "
+                             f"targets {targets.shape[0]}")
         return self.run(source, targets)
 
     def run(self, source: Tensor, targets: Tensor) -> Tensor:
         """`forward` without the checks."""
         decoder_input = shift_right(targets, self.bos_id)  # [B, T]
-        source_valid = source != self.pad_id  # [B, S]: True = a real token, may be attended to
+        source_valid = source != self.pad_id  # [B, S]: True = a real token
         memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
-        hidden = self.decode(self.embed(decoder_input), memory, decoder_input != self.pad_id, source_valid)
+        hidden = self.decode(self.embed(decoder_input), memory,
+                             decoder_input != self.pad_id, source_valid)  # [B, T, d]
         return self.logits(hidden)  # [B, T, V]
 
-    def loss(self, source: Tensor, targets: Tensor, *, label_smoothing: float = 0.1) -> Tensor:
-        """Label-smoothed cross-entropy (sec. 5.4), averaged over the non-PAD targets."""
-        return label_smoothed_nll(self(source, targets), targets, eps=label_smoothing, ignore_index=self.pad_id)
+    def loss(self, source: Tensor, targets: Tensor, *,
+             label_smoothing: float = 0.1) -> Tensor:
+        """Label-smoothed cross-entropy (sec. 5.4), the mean over non-PAD targets."""
+        return label_smoothed_nll(self(source, targets), targets, eps=label_smoothing,
+                                  ignore_index=self.pad_id)
 
     @torch.no_grad()
     def greedy_decode(self, source: Tensor, max_new_tokens: int) -> Tensor:
-        """The most likely next token, one at a time: [B, S] -> [B, L], L <= max_new_tokens.
+        """The most likely next token, one at a time: [B, S] -> [B, L], L <=
+        max_new_tokens.
 
         A row stops at its first EOS (kept) and is PAD after it; all rows stop after
-        max_new_tokens. PAD and BOS are never produced: they are not targets. There is no
-        KV cache, so the decoder reruns on the whole prefix at each step (the KV cache of
-        chapter 3 would avoid that). Runs in eval mode (no dropout), restoring the previous
-        mode after.
+        max_new_tokens. PAD and BOS are never produced: they are not targets. There is
+        no KV cache, so the decoder reruns on the whole prefix at each step. Runs in
+        eval mode (no dropout), restoring the previous mode after.
         """
         (source,) = self.check(source=source)
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
         if max_new_tokens > self.max_length:
-            raise ValueError(f"max_new_tokens={max_new_tokens} > max_length={self.max_length}")
+            raise ValueError(f"max_new_tokens={max_new_tokens} > "
+                             f"max_length={self.max_length}")
         was_training = self.training
         self.eval()
         try:
+            b, device = source.shape[0], source.device
             source_valid = source != self.pad_id  # [B, S]
-            memory = self.encode(self.embed(source), source_valid)  # [B, S, d], computed once
-            out = torch.full((source.shape[0], 1), self.bos_id, device=source.device)  # [B, 1]: BOS
-            done = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)  # [B]
+            memory = self.encode(self.embed(source), source_valid)  # [B, S, d], once
+            out = torch.full((b, 1), self.bos_id, device=device)  # [B, 1]: BOS
+            done = torch.zeros(b, dtype=torch.bool, device=device)  # [B]
             for step in range(max_new_tokens):
-                hidden = self.decode(self.embed(out), memory, out != self.pad_id, source_valid)
-                logits = self.logits(hidden[:, -1])  # [B, V]: the last position predicts the next token
+                hidden = self.decode(self.embed(out), memory, out != self.pad_id,
+                                     source_valid)  # [B, t, d]
+                logits = self.logits(hidden[:, -1])  # [B, V]: the next token's
                 logits[:, [self.pad_id, self.bos_id]] = -math.inf
                 token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
                 out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
                 done |= token == self.eos_id
-                if step + 1 < max_new_tokens and done.all():  # one host sync per token
+                if step + 1 < max_new_tokens and done.all():  # one host sync a token
                     break
         finally:
             self.train(was_training)
@@ -254,10 +301,12 @@ class EncoderDecoder(nn.Module):
 
 
 # --8<-- [start:cross_attention_weights]
-def cross_attention_weights(model: EncoderDecoder, source: Tensor, targets: Tensor) -> Tensor:
-    """The cross-attention weights of every decoder layer during `model(source, targets)`:
-    [n_layers, B, H, T, S]. Forward hooks ask each cross-attention for its weights and
-    hand the layer its usual output, so the forward pass itself is the ordinary one."""
+def cross_attention_weights(model: EncoderDecoder, source: Tensor,
+                            targets: Tensor) -> Tensor:
+    """The cross-attention weights of every decoder layer during `model(source,
+    targets)`: [n_layers, B, H, T, S]. Forward hooks ask each cross-attention for its
+    weights and hand the layer its usual output, so the forward pass is the ordinary
+    one."""
     recorded: list[Tensor] = []
 
     def ask(module, args, kwargs):
@@ -270,8 +319,9 @@ def cross_attention_weights(model: EncoderDecoder, source: Tensor, targets: Tens
 
     handles = []
     for layer in model.decoder:
-        handles.append(layer.cross_attn.register_forward_pre_hook(ask, with_kwargs=True))
-        handles.append(layer.cross_attn.register_forward_hook(keep, with_kwargs=True))
+        attn = layer.cross_attn
+        handles.append(attn.register_forward_pre_hook(ask, with_kwargs=True))
+        handles.append(attn.register_forward_hook(keep, with_kwargs=True))
     try:
         with torch.no_grad():
             model(source, targets)
@@ -283,7 +333,7 @@ def cross_attention_weights(model: EncoderDecoder, source: Tensor, targets: Tens
 
 
 # ---------------------------------------------------------------------------------------
-# The seed's evidence: `python -m literate.seq2seq --smoke`
+# Seeded evidence: `python -m literate.seq2seq --smoke`
 
 SMOKE_SOURCE = [[3, 4, 2, 0, 0], [5, 6, 7, 2, 0]]  # two sentences and EOS, right-padded with PAD
 SMOKE_TARGETS = [[4, 3, 2, 0], [7, 6, 5, 2]]  # each source reversed, then EOS

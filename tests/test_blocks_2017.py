@@ -1,5 +1,7 @@
 """The 2017 post-norm layers equal PyTorch's own, forward and backward, and keep the seed's
-contracts (D01, D02, D12, D14).
+contracts (D01, D02, D12, D14); every block checks its parts (`same_width`) and reads no
+tensor values in a forward unless a padding mask may leave a query row empty;
+`PostNormBlock` is the 2017 placement, x = N(x + F(x)), of a causal block.
 
 References: `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer` (norm_first=False,
 activation="relu", batch_first=True, dropout=0) and the stacks `nn.TransformerEncoder` /
@@ -18,17 +20,24 @@ import inspect
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from literate.attention import causal_allowed
 from literate.blocks import (
+    PostNormBlock,
     PostNormDecoderLayer,
     PostNormEncoderLayer,
+    PreNormBlock,
     decoder_layer_2017,
     encoder_layer_2017,
     gpt2_block,
+    same_width,
 )
+from literate.ffn import DenseFFN
 from literate.heads import MultiHeadAttention
+from literate.norms import LayerNorm, RMSNorm
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 TOL = {"atol": 1e-12, "rtol": 0.0}
@@ -38,6 +47,29 @@ D, H, D_FF = 16, 4, 32
 def rand(*shape, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
+              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += func in HOST_SYNCS
+        return func(*args, **(kwargs or {}))
+
+
+def count_syncs(call):
+    """(what `call()` returned, how many host syncs it made)."""
+    with HostSyncs() as syncs:
+        result = call()
+    return result, syncs.count
 
 
 def randomise(module: nn.Module, seed: int) -> nn.Module:
@@ -254,14 +286,19 @@ def test_d02_post_norm_with_both_sublayers_zeroed_is_exactly_the_norms():
 
 def test_d12_cross_attention_refuses_rope_and_a_cache():
     memory, x = rand(1, 3, D, seed=19), rand(1, 4, D, seed=20)
+    refused = r"^cross-attention \(memory given\) takes no rope, causal=True, cache or start_pos: the whole source is read, unrotated$"
     roped = MultiHeadAttention(D, H, rope=True).double()
-    with pytest.raises(ValueError, match="rope"):
+    with pytest.raises(ValueError, match=refused):
         roped(x, memory, causal=False)
     plain = MultiHeadAttention(D, H, bias=True).double()
-    with pytest.raises(ValueError, match="cache"):
-        plain(x, memory, causal=False, cache=plain.new_cache(1, 8))
-    with pytest.raises(ValueError, match="causal"):
+    cache = plain.new_cache(1, 8)
+    with pytest.raises(ValueError, match=refused):
+        plain(x, memory, causal=False, cache=cache)
+    assert cache.next_pos == 0  # refused before anything was cached
+    with pytest.raises(ValueError, match=refused):
         plain(x, memory, causal=True)
+    with pytest.raises(ValueError, match=refused):
+        plain(x, memory, causal=False, start_pos=2)
     assert plain(x, memory, causal=False).shape == (1, 4, D)  # plain cross-attention works
     dec = decoder(seed=34)
     assert dec.cross_attn.rope is False
@@ -288,27 +325,36 @@ def test_d14_the_decoder_layer_is_causal_by_construction():
 
 
 def test_layers_refuse_bad_inputs_with_the_argument_named():
+    """The blocks check nothing themselves: the first sublayer to read an argument does,
+    under its own name (the padding flags are the attention's `key_valid`; its message
+    tells the target's T from the memory's S)."""
     enc, dec = encoder(), decoder()
     x = rand(2, 3, D, seed=24)
-    with pytest.raises(ValueError, match="^x must have at least 3 dims"):
+    with pytest.raises(ValueError, match=r"^x must be \[B, T, d_model=16\], got \(3, 16\)$"):
         enc(x[0])
-    with pytest.raises(ValueError, match="^memory must have at least 3 dims"):
+    with pytest.raises(ValueError, match=r"^memory must be \[B=2, S, d\], got \(3, 16\)$"):
         dec(x, x[0])
-    with pytest.raises(TypeError, match="x must have a floating-point dtype"):
+    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
         enc(torch.ones(2, 3, D, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"^key_valid must be \[B=2, 3\]"):
+    with pytest.raises(TypeError, match=r"^x is torch\.float32, the layer's parameters torch\.float64$"):
+        enc(x.float())
+    with pytest.raises(ValueError, match=r"^x must have last axis 16, got \(2, 3, 17\)$"):
+        enc(rand(2, 3, D + 1, seed=1))
+    with pytest.raises(ValueError, match=r"^key_valid must be \[B=2, T_k=3\] \(one flag per key the queries see: "
+                                         r"the memory's S, or the cached plus new tokens\), got \(2, 4\)$"):
         enc(x, key_valid=torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(TypeError, match="^memory_valid must be a bool tensor"):
+    with pytest.raises(TypeError, match=r"^key_valid must be a bool tensor \(True = may attend\), got torch\.float32; "
+                                        r"convert a 0/1 mask with `mask == 1`$"):
         dec(x, x, memory_valid=torch.ones(2, 3))
-    with pytest.raises(ValueError, match=r"^target_valid must be \[B=2, 3\]"):
+    with pytest.raises(ValueError, match=r"^key_valid must be \[B=2, T_k=3\] "):  # target_valid: the target's T
         dec(x, x, target_valid=torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"^memory_valid must be \[B=2, 5\]"):
+    with pytest.raises(ValueError, match=r"^key_valid must be \[B=2, T_k=5\] "):  # memory_valid: the memory's S
         dec(x, rand(2, 5, D, seed=25), memory_valid=torch.ones(2, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match=r"^dropout must be in \[0, 1\), got 1\.0$"):
         encoder_layer_2017(D, H, D_FF, dropout=1.0)
-    with pytest.raises(TypeError, match="ours must be a PostNormEncoderLayer"):
+    with pytest.raises(TypeError, match=r"^ours must be a PostNormEncoderLayer, got PostNormDecoderLayer$"):
         torch_encoder_layer(dec)
-    with pytest.raises(TypeError, match="ours must be a PostNormDecoderLayer"):
+    with pytest.raises(TypeError, match=r"^ours must be a PostNormDecoderLayer, got PostNormEncoderLayer$"):
         torch_decoder_layer(enc)
 
 
@@ -319,8 +365,140 @@ def test_left_padded_targets_need_and_accept_the_zero_policy():
     dec = decoder()
     x, memory = rand(1, 4, D, seed=26), rand(1, 3, D, seed=27)
     left = torch.tensor([[False, False, True, True]])
-    with pytest.raises(ValueError, match="no key"):
+    with pytest.raises(ValueError, match=r"^causal and key_valid leaves 2 query row\(s\) with no key to attend to, "
+                                         r"at index \[\.\.\., query\] \[\[0, 0\], \[0, 1\]\]; fix the mask, "
+                                         r"or pass empty_row='zero' to give those rows a zero output$"):
         dec(x, memory, target_valid=left)
     padded = dec(x, memory, target_valid=left, empty_row="zero")
     alone = dec(x[:, 2:], memory)
     torch.testing.assert_close(padded[:, 2:], alone, atol=1e-12, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------
+# Blocks check their parts
+
+
+BLOCKS = {  # block class -> its parts, by keyword, in the order of the constructor
+    "PostNormEncoderLayer": (PostNormEncoderLayer, ["self_attn", "ffn", "norm1", "norm2"]),
+    "PostNormDecoderLayer": (PostNormDecoderLayer, ["self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"]),
+    "PreNormBlock": (PreNormBlock, ["attn", "ffn", "norm1", "norm2"]),
+    "PostNormBlock": (PostNormBlock, ["attn", "ffn", "norm1", "norm2"]),
+}
+
+
+def block_parts(names, width=D):
+    made = {"attn": lambda: MultiHeadAttention(width, H), "ffn": lambda: DenseFFN(width, D_FF, F.relu),
+            "norm": lambda: LayerNorm(width)}
+    return {n: made["attn" if "attn" in n else "ffn" if n == "ffn" else "norm"]() for n in names}
+
+
+@pytest.mark.parametrize("kind", sorted(BLOCKS))
+def test_every_block_knows_its_width_and_refuses_wrong_parts_by_name(kind):
+    cls, names = BLOCKS[kind]
+    assert cls(**block_parts(names)).d_model == D
+    last = names[-1]
+    not_a_module = block_parts(names) | {last: lambda x: x}
+    with pytest.raises(TypeError, match=rf"^{last} must be an nn\.Module with an int d_model \(its width\), "
+                                        r"got function$"):
+        cls(**not_a_module)
+    no_width = block_parts(names) | {names[0]: nn.Identity()}
+    with pytest.raises(TypeError, match=rf"^{names[0]} must be an nn\.Module with an int d_model \(its width\), "
+                                        r"got torch\.nn\.modules\.linear\.Identity$"):
+        cls(**no_width)
+    torch_norm = block_parts(names) | {"norm1": nn.LayerNorm(D)}  # normalized_shape, no d_model
+    with pytest.raises(TypeError, match=r"^norm1 must be an nn\.Module with an int d_model \(its width\), "
+                                        r"got LayerNorm$"):
+        cls(**torch_norm)
+    widths = block_parts(names) | {"ffn": DenseFFN(2 * D, D_FF, F.relu)}
+    expected = ", ".join(f"'{n}': {2 * D if n == 'ffn' else D}" for n in names)
+    with pytest.raises(ValueError, match=rf"^the parts must share one width d_model, got \{{{expected}\}}$"):
+        cls(**widths)
+    with pytest.raises(ValueError, match=r"^dropout must be in \[0, 1\), got 1\.0$"):
+        cls(**block_parts(names), dropout=1.0)
+
+
+def test_same_width_returns_the_shared_width_and_names_the_part():
+    assert same_width(attn=MultiHeadAttention(D, H), norm=RMSNorm(D)) == D
+    odd = nn.Identity()
+    odd.d_model = "16"  # not an int
+    with pytest.raises(TypeError, match=r"^ffn must be an nn\.Module with an int d_model \(its width\), got torch\.nn\.modules\.linear\.Identity$"):
+        same_width(attn=MultiHeadAttention(D, H), ffn=odd)
+    with pytest.raises(TypeError, match=r"^norm must be an nn\.Module with an int d_model \(its width\), got str$"):
+        same_width(norm="LayerNorm")
+    with pytest.raises(ValueError, match=r"^the parts must share one width d_model, "
+                                         r"got \{'attn': 16, 'norm': 8\}$"):
+        same_width(attn=MultiHeadAttention(D, H), norm=LayerNorm(8))
+
+
+# ---------------------------------------------------------------------------------------
+# PostNormBlock: the 2017 placement of a causal block
+
+
+def test_post_norm_block_is_the_2017_placement_built_by_hand():
+    """x = N1(x + Attn(x)); x = N2(x + FFN(x)), causal, from the very parts of a GPT-2
+    block: equal to the formula written here, and not equal to the pre-norm block."""
+    torch.manual_seed(40)
+    pre = randomise(gpt2_block(D, H, d_ff=D_FF, dropout=0.0).double(), 40)
+    post = PostNormBlock(pre.attn, pre.ffn, pre.norm1, pre.norm2)
+    assert post.d_model == D and post.attn is pre.attn and post.norm2 is pre.norm2
+    x = rand(2, 6, D, seed=41).requires_grad_()
+    by_hand = pre.norm1(x + pre.attn(x, causal=True))
+    by_hand = pre.norm2(by_hand + pre.ffn(by_hand))
+    ours = post(x)
+    assert torch.equal(ours, by_hand)
+    probe = rand(2, 6, D, seed=42)
+    params = [x, *post.parameters()]
+    for a, b in zip(torch.autograd.grad((ours * probe).sum(), params),
+                    torch.autograd.grad((by_hand * probe).sum(), params)):
+        assert torch.equal(a, b)
+    with torch.no_grad():
+        assert (post(x) - pre(x)).abs().amax() > 1e-2  # the placement matters
+        bare = PostNormBlock(pre.attn, pre.ffn, LayerNorm(D).double(), LayerNorm(D).double())
+        out = bare(x * 10)  # unit gains, zero biases: every position leaves normalised
+    torch.testing.assert_close(out.mean(-1), torch.zeros(2, 6, dtype=torch.float64), atol=1e-12, rtol=0)
+    assert inspect.signature(PostNormBlock.forward).parameters.keys() == {"self", "x"}
+
+
+def test_post_norm_block_is_causal_and_matches_torch_encoder_layer_with_a_causal_mask():
+    """The 2017 encoder layer with a causal mask is PostNormBlock (same parts)."""
+    layer = encoder(seed=43)
+    post = PostNormBlock(layer.self_attn, layer.ffn, layer.norm1, layer.norm2)
+    theirs = torch_encoder_layer(layer)
+    x = rand(2, 5, D, seed=44)
+    with torch.no_grad():
+        a = post(x)
+        b = theirs(x, src_mask=~causal_allowed(5, 5), is_causal=True)
+        changed = x.clone()
+        changed[:, 3:] = rand(2, 2, D, seed=45)
+        c = post(changed)
+    torch.testing.assert_close(a, b, **TOL)
+    assert torch.equal(a[:, :3], c[:, :3])  # nothing flows back in time
+
+
+# ---------------------------------------------------------------------------------------
+# Host syncs: a block reads no values unless padding may empty a row
+
+
+def test_blocks_read_no_tensor_values_without_a_padding_mask():
+    enc, dec = encoder(), decoder()
+    pre = gpt2_block(D, H, dropout=0.0).double()
+    post = PostNormBlock(pre.attn, pre.ffn, pre.norm1, pre.norm2)
+    x, memory = rand(2, 5, D, seed=46), rand(2, 7, D, seed=47)
+    for call in (lambda: enc(x), lambda: dec(x, memory), lambda: pre(x), lambda: post(x)):
+        _, syncs = count_syncs(call)
+        assert syncs == 0
+
+
+def test_a_padding_mask_costs_one_sync_to_refuse_empty_rows_and_none_with_zero():
+    enc, dec = encoder(), decoder()
+    x, memory = rand(2, 5, D, seed=48), rand(2, 7, D, seed=49)
+    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    memory_valid = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    _, syncs = count_syncs(lambda: enc(x, key_valid=valid))
+    assert syncs == 1
+    _, syncs = count_syncs(lambda: dec(x, memory, target_valid=valid, memory_valid=memory_valid))
+    assert syncs == 2  # one per padded attention: self and cross
+    _, syncs = count_syncs(lambda: enc(x, key_valid=valid, empty_row="zero"))
+    assert syncs == 0
+    _, syncs = count_syncs(lambda: dec(x, memory, target_valid=valid, memory_valid=memory_valid, empty_row="zero"))
+    assert syncs == 0

@@ -6,12 +6,30 @@ independently rotated keys) is tested in tests/test_heads.py.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from literate.cache import KVCache
 
 F64 = torch.float64
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
+
+    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in self.NAMES:
+            self.calls.append(func.__name__)
+        return func(*args, **(kwargs or {}))
 
 
 def kv(seed: int, b: int = 2, h: int = 3, t: int = 1, d: int = 4, dtype: torch.dtype = F64):
@@ -49,6 +67,8 @@ def test_properties_and_nbytes():
     cache = KVCache(2, 1, 7, 8, dtype=torch.float16)
     assert (cache.batch, cache.n_kv_heads, cache.capacity, cache.d_head) == (2, 1, 7, 8)
     assert cache.dtype == torch.float16 and cache.device == torch.device("cpu")
+    # plain attributes, set once by the constructor (not properties recomputed per call)
+    assert {"batch", "n_kv_heads", "capacity", "d_head", "dtype", "device", "owner"} <= set(vars(cache))
     assert cache.nbytes == 2 * (2 * 1 * 7 * 8) * 2  # K and V, 2 bytes each
     assert cache.nbytes == cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
 
@@ -68,68 +88,141 @@ def test_capacity_overflow_is_refused_without_writing():
     cache = KVCache(2, 3, 3, 4, dtype=F64)
     cache.append(*kv(3, t=2))
     before = cache.k.clone()
-    with pytest.raises(ValueError, match=r"needs capacity >= 4, the cache has capacity=3"):
+    with pytest.raises(ValueError, match=r"^appending 2 token\(s\) at next_pos=2 needs capacity >= 4, "
+                                         r"the cache has capacity=3$"):
         cache.append(*kv(4, t=2))
     assert cache.next_pos == 2 and torch.equal(cache.k, before)
 
 
+CPU = torch.device("cpu")
+
+
+def layout(batch, n_kv_heads, d_head, dtype, device) -> str:
+    """The list a layout refusal prints: [batch, n_kv_heads, d_head, dtype, device]."""
+    return re.escape(str([batch, n_kv_heads, d_head, dtype, device]))
+
+
+def layout_refusal(ours: tuple, theirs: tuple) -> str:
+    """The anchored message of a layout refusal: what the cache holds, what the call has."""
+    return (r"^the cache holds \[batch, n_kv_heads, d_head, dtype, device\] = " + layout(*ours)
+            + ", this call has " + layout(*theirs)
+            + r"; make a cache for this layer and batch \(layer\.new_cache\)$")
+
+
+CACHE_LAYOUT = (2, 3, 4, F64, CPU)
+
+
 @pytest.mark.parametrize(
-    "k_new, error, match",
+    "k_new, theirs",
     [
-        (torch.zeros(1, 3, 1, 4, dtype=F64), ValueError, r"batch=2"),  # batch
-        (torch.zeros(2, 2, 1, 4, dtype=F64), ValueError, r"n_kv_heads=3"),  # heads
-        (torch.zeros(2, 3, 1, 5, dtype=F64), ValueError, r"d_head=4"),  # head width
-        (torch.zeros(2, 3, 4, dtype=F64), ValueError, r"must have shape"),  # 3-d
-        (torch.zeros(2, 3, 1, 4, dtype=torch.float32), TypeError, r"dtype torch.float32"),
-        (torch.zeros(2, 3, 1, 4, dtype=torch.int64), TypeError, r"floating-point"),
-        (torch.zeros(2, 3, 1, 4, dtype=F64, device="meta"), ValueError, r"is on meta"),
-        ([[0.0]], TypeError, r"torch.Tensor"),
-        (torch.full((2, 3, 1, 4), float("nan"), dtype=F64), ValueError, r"NaN"),
+        (torch.zeros(1, 3, 1, 4, dtype=F64), (1, 3, 4, F64, CPU)),  # batch
+        (torch.zeros(2, 2, 1, 4, dtype=F64), (2, 2, 4, F64, CPU)),  # heads
+        (torch.zeros(2, 3, 1, 5, dtype=F64), (2, 3, 5, F64, CPU)),  # head width
+        (torch.zeros(2, 3, 1, 4, dtype=torch.float32), (2, 3, 4, torch.float32, CPU)),  # dtype
+        (torch.zeros(2, 3, 1, 4, dtype=F64, device="meta"), (2, 3, 4, F64, torch.device("meta"))),  # device
     ],
+    ids=["batch", "n_kv_heads", "d_head", "dtype", "device"],
 )
-def test_append_validates_against_the_constructor(k_new, error, match):
+def test_append_refuses_another_layout_naming_both(k_new, theirs):
     cache = KVCache(2, 3, 4, 4, dtype=F64)
-    with pytest.raises(error, match=match):
-        cache.append(k_new, torch.zeros(2, 3, 1, 4, dtype=F64))
-    with pytest.raises(error, match=match.replace("k_new", "v_new")):
-        cache.append(torch.zeros(2, 3, 1, 4, dtype=F64), k_new)
+    with pytest.raises(ValueError, match=layout_refusal(CACHE_LAYOUT, theirs)):
+        cache.append(k_new, k_new.clone())
+    assert cache.next_pos == 0 and (cache.k == 0).all() and (cache.v == 0).all()
+
+
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (torch.zeros(2, 3, 4, dtype=F64), ValueError, r"^{} must have 4 axes, got \(2, 3, 4\)$"),
+        (torch.zeros(2, 3, 1, 4, dtype=torch.int64), TypeError,
+         r"^{} must be a floating-point tensor, got torch\.int64$"),
+        ([[0.0]], TypeError, r"^{} must be a floating-point tensor, got list$"),
+    ],
+    ids=["3d", "int", "list"],
+)
+def test_append_refuses_what_is_not_a_4d_float_tensor_naming_k_new_or_v_new(bad, error, message):
+    cache = KVCache(2, 3, 4, 4, dtype=F64)
+    good = torch.zeros(2, 3, 1, 4, dtype=F64)
+    with pytest.raises(error, match=message.format("k_new")):
+        cache.append(bad, good)
+    with pytest.raises(error, match=message.format("v_new")):
+        cache.append(good, bad)
     assert cache.next_pos == 0
 
 
 def test_seed_d11_mismatched_batch_after_a_first_append():
     cache = KVCache(1, 4, 8, 8, dtype=torch.float32)
     cache.append(torch.randn(1, 4, 2, 8), torch.randn(1, 4, 2, 8))
+    before = cache.k.clone()
     wrong = torch.randn(2, 4, 1, 8)
-    with pytest.raises(ValueError, match="batch=1"):
+    with pytest.raises(ValueError, match=layout_refusal((1, 4, 8, torch.float32, CPU), (2, 4, 8, torch.float32, CPU))):
         cache.append(wrong, wrong)
-    assert cache.next_pos == 2
+    assert cache.next_pos == 2 and torch.equal(cache.k, before)
+
+
+def test_check_refuses_layout_and_capacity_from_metadata_alone():
+    cache = KVCache(2, 3, 5, 4, dtype=F64)
+    with HostSyncs() as syncs:
+        assert cache.check(2, 3, 5, 4, F64, CPU) is None  # exactly the capacity
+        assert cache.check(2, 3, 1, 4, F64, "cpu") is None  # a device given by name
+    assert syncs.calls == []
+    for theirs in [(1, 3, 4, F64, CPU), (2, 1, 4, F64, CPU), (2, 3, 8, F64, CPU), (2, 3, 4, torch.float16, CPU),
+                   (2, 3, 4, F64, torch.device("meta"))]:
+        b, h, d, dtype, device = theirs
+        with pytest.raises(ValueError, match=layout_refusal(CACHE_LAYOUT, theirs)):
+            cache.check(b, h, 1, d, dtype, device)
+    with pytest.raises(ValueError, match=r"^appending 6 token\(s\) at next_pos=0 needs capacity >= 6, "
+                                         r"the cache has capacity=5$"):
+        cache.check(2, 3, 6, 4, F64, CPU)
+    cache.append(*kv(8, t=4))
+    with pytest.raises(ValueError, match=r"^appending 2 token\(s\) at next_pos=4 needs capacity >= 6, "
+                                         r"the cache has capacity=5$"):
+        cache.check(2, 3, 2, 4, F64, CPU)
+    assert cache.next_pos == 4  # check never writes
+
+
+def test_append_reads_no_value_and_stores_nan_as_given():
+    """Metadata only: a NaN key is stored like any other (a layer given NaN returns NaN)."""
+    cache = KVCache(2, 3, 4, 4, dtype=F64)
+    k_new = torch.full((2, 3, 1, 4), float("nan"), dtype=F64)
+    with HostSyncs() as syncs:
+        k_all, v_all = cache.append(k_new, torch.zeros(2, 3, 1, 4, dtype=F64))
+    assert syncs.calls == []
+    assert torch.isnan(k_all).all() and cache.next_pos == 1
 
 
 def test_k_and_v_must_have_one_shape():
     cache = KVCache(2, 3, 4, 4, dtype=F64)
-    with pytest.raises(ValueError, match="one shape"):
+    with pytest.raises(ValueError, match=r"^k_new \(2, 3, 2, 4\) and v_new \(2, 3, 1, 4\) must have one shape$"):
         cache.append(*kv(5, t=2)[:1], kv(6, t=1)[1])
+    assert cache.next_pos == 0
 
 
 def test_tensors_that_require_grad_are_refused_outside_no_grad():
     cache = KVCache(2, 3, 4, 4, dtype=F64)
     k_new, v_new = kv(7)
     k_new.requires_grad_()
-    with pytest.raises(ValueError, match=r"k_new requires grad.*torch.no_grad"):
+    with pytest.raises(ValueError, match=r"^k_new requires grad: decode under torch\.no_grad\(\)$"):
         cache.append(k_new, v_new)
+    with pytest.raises(ValueError, match=r"^v_new requires grad: decode under torch\.no_grad\(\)$"):
+        cache.append(v_new, k_new)
+    assert cache.next_pos == 0 and (cache.k == 0).all()
     with torch.no_grad():
         cache.append(k_new, v_new)
-    assert cache.next_pos == 1
+    with torch.inference_mode():
+        cache.append(k_new, v_new)
+    assert cache.next_pos == 2
 
 
 @pytest.mark.parametrize(
     "args, kwargs, error, match",
     [
-        ((0, 1, 4, 4), {}, ValueError, "batch"),
-        ((1, True, 4, 4), {}, TypeError, "n_kv_heads"),
-        ((1, 1, 0, 4), {}, ValueError, "capacity"),
-        ((1, 1, 4, 2.0), {}, TypeError, "d_head"),
-        ((1, 1, 4, 4), {"dtype": torch.int32}, TypeError, "dtype"),
+        ((0, 1, 4, 4), {}, ValueError, r"^batch must be >= 1, got 0$"),
+        ((1, True, 4, 4), {}, TypeError, r"^n_kv_heads must be an int, got bool$"),
+        ((1, 1, 0, 4), {}, ValueError, r"^capacity must be >= 1, got 0$"),
+        ((1, 1, 4, 2.0), {}, TypeError, r"^d_head must be an int, got float$"),
+        ((1, 1, 4, 4), {"dtype": torch.int32}, TypeError, r"^dtype must be one of \[torch\.float16, torch\.bfloat16, "
+                                                          r"torch\.float32, torch\.float64\], got torch\.int32$"),
     ],
 )
 def test_constructor_errors(args, kwargs, error, match):
@@ -144,9 +237,27 @@ def test_truncate_forgets_the_tail_and_checks_its_argument():
     cache.truncate(1)
     assert cache.next_pos == 1
     assert torch.equal(cache.k[:, :, :1], k[:, :, :1]) and (cache.k[:, :, 1:] == 0).all() and (cache.v[:, :, 1:] == 0).all()
-    with pytest.raises(ValueError, match=r"^length must be <= next_pos=1"):
+    with pytest.raises(ValueError, match=r"^length must be <= next_pos=1, got 2$"):
         cache.truncate(2)
-    with pytest.raises(ValueError, match="^length must be >= 0"):
+    with pytest.raises(ValueError, match=r"^length must be >= 0, got -1$"):
         cache.truncate(-1)
-    with pytest.raises(TypeError, match="^length must be an int"):
+    with pytest.raises(TypeError, match=r"^length must be an int, got bool$"):
         cache.truncate(True)
+    assert cache.next_pos == 1
+
+
+def test_bind_ties_the_cache_to_one_layer_until_reset():
+    a, b = object(), object()
+    cache = KVCache(1, 1, 2, 2)
+    assert cache.owner is None
+    cache.bind(a)
+    cache.bind(a)  # the same layer again: fine
+    assert cache.owner == id(a)
+    with pytest.raises(ValueError, match=r"^the cache holds another layer's keys and values; give each layer its "
+                                         r"own cache \(layer\.new_cache\), or reset\(\) this one$"):
+        cache.bind(b)
+    assert cache.owner == id(a)
+    cache.reset()
+    assert cache.owner is None
+    cache.bind(b)
+    assert cache.owner == id(b)

@@ -8,11 +8,13 @@ argument's name.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from literate.checks import (
     bool_tensor,
@@ -51,7 +53,7 @@ INT_TYPE_ERRORS = [
     ("3", "str"),
     (None, "NoneType"),
     (Fraction(3, 1), "Fraction"),
-    (torch.tensor(3), r"a torch\.int64 tensor of shape \(\)"),
+    (torch.tensor(3), "Tensor"),  # a 0-d tensor is a value on the device, not an int
 ]
 
 
@@ -90,13 +92,24 @@ def test_positive_float_accepts_reals_and_returns_float(value, expected):
     assert result == expected
 
 
+def test_positive_float_warns_about_nothing_for_a_numpy_float32():
+    """`abs(np.float32(0.5)) < 1e308` casts 1e308 to float32 (inf) and numpy warns
+    "overflow encountered in cast": a correct argument must not print a RuntimeWarning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert positive_float("temperature", np.float32(0.5)) == 0.5
+        assert positive_float("temperature", np.float16(2.0)) == 2.0
+
+
 @pytest.mark.parametrize(
     ("value", "kind"),
     [(True, "bool"), (np.bool_(False), "bool_?"), ("1.0", "str"), (None, "NoneType"), (1 + 0j, "complex"),
-     (torch.tensor(1.0), r"a torch\.float32 tensor")],
+     (torch.tensor(1.0), "Tensor")],
 )
 def test_positive_float_rejects_non_reals_with_type_error(value, kind):
-    with pytest.raises(TypeError, match=rf"^temperature must be a real number, got {kind}"):
+    with pytest.raises(TypeError, match=rf"^temperature must be a real number, got {kind}$"):
         positive_float("temperature", value)
 
 
@@ -131,7 +144,37 @@ def test_choice_rejects_non_strings_with_type_error(value, kind):
 
 
 # --------------------------------------------------------------------------------------
-# float_tensor
+# Host syncs: a check that reads a tensor's value from Python waits for the device
+# --------------------------------------------------------------------------------------
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts the calls that read a tensor's value from Python: on a GPU each one waits for
+    the device (a host sync), and torch.compile cannot capture it."""
+
+    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in self.NAMES:
+            self.calls.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_sync_counter_sees_every_kind_of_value_read():
+    x = torch.tensor([1.0, 2.0])
+    with HostSyncs() as syncs:
+        bool(x[0]), x.tolist(), x[0].item(), int(x[0]), float(x[0]), [7, 8][torch.tensor(1)]
+        if (x > 0).any():
+            pass
+    assert syncs.calls == ["__bool__", "tolist", "item", "__int__", "__float__", "__index__", "__bool__"]
+
+
+# --------------------------------------------------------------------------------------
+# float_tensor: metadata only
 # --------------------------------------------------------------------------------------
 
 
@@ -139,38 +182,51 @@ def test_choice_rejects_non_strings_with_type_error(value, kind):
 def test_float_tensor_returns_the_same_tensor(dtype):
     x = torch.linspace(-1.0, 1.0, 6, dtype=dtype).reshape(2, 3)
     assert float_tensor("x", x) is x
-    assert float_tensor("x", x, min_ndim=2) is x
-    # A zero-dim tensor is fine when no axis is required.
+    assert float_tensor("x", x, ndim=2) is x
     scalar = torch.tensor(1.5, dtype=dtype)
-    assert float_tensor("x", scalar, min_ndim=0) is scalar
+    assert float_tensor("x", scalar) is scalar and float_tensor("x", scalar, ndim=0) is scalar
 
 
 @pytest.mark.parametrize(
-    ("value", "error", "pattern"),
+    "value",
+    [torch.tensor([1.0, math.nan]), torch.tensor([1.0, math.inf]),
+     torch.tensor([-math.inf, 1.0], dtype=torch.float16), torch.ones(0), torch.ones(2, 0, 3)],
+    ids=["nan", "inf", "neg_inf_half", "empty", "empty_axis"],
+)
+def test_float_tensor_reads_no_value_so_nan_inf_and_empty_tensors_pass(value):
+    """Like PyTorch's layers: NaN goes through (and comes out as NaN), nothing is synced."""
+    with HostSyncs() as syncs:
+        assert float_tensor("x", value) is value
+    assert syncs.calls == []
+
+
+@pytest.mark.parametrize(
+    ("value", "pattern"),
     [
-        ([1.0, 2.0], TypeError, r"^x must be a torch\.Tensor, got list$"),
-        (np.ones(3), TypeError, r"^x must be a torch\.Tensor, got ndarray$"),
-        (1.0, TypeError, r"^x must be a torch\.Tensor, got float$"),
-        (torch.ones(3, dtype=torch.int64), TypeError, r"^x must have a floating-point dtype, got torch\.int64$"),
-        (torch.ones(3, dtype=torch.bool), TypeError, r"^x must have a floating-point dtype, got torch\.bool$"),
-        (torch.ones(3, dtype=torch.complex64), TypeError, r"^x must have a floating-point dtype"),
-        (torch.tensor(1.0), ValueError, r"^x must have at least 1 dims, got shape \(\)$"),
-        (torch.ones(0), ValueError, r"^x has an empty axis: shape \(0,\)$"),
-        (torch.ones(2, 0, 3), ValueError, r"^x has an empty axis: shape \(2, 0, 3\)$"),
-        (torch.tensor([1.0, math.nan]), ValueError, r"^x contains NaN or infinite values$"),
-        (torch.tensor([1.0, math.inf]), ValueError, r"^x contains NaN or infinite values$"),
-        (torch.tensor([-math.inf, 1.0], dtype=torch.float16), ValueError, r"^x contains NaN or infinite values$"),
+        ([1.0, 2.0], r"^x must be a floating-point tensor, got list$"),
+        (np.ones(3), r"^x must be a floating-point tensor, got ndarray$"),
+        (1.0, r"^x must be a floating-point tensor, got float$"),
+        (None, r"^x must be a floating-point tensor, got NoneType$"),
+        (torch.ones(3, dtype=torch.int64), r"^x must be a floating-point tensor, got torch\.int64$"),
+        (torch.ones(3, dtype=torch.bool), r"^x must be a floating-point tensor, got torch\.bool$"),
+        (torch.ones(3, dtype=torch.complex64), r"^x must be a floating-point tensor, got torch\.complex64$"),
     ],
 )
-def test_float_tensor_rejects(value, error, pattern):
-    with pytest.raises(error, match=pattern) as info:
+def test_float_tensor_rejects_what_is_not_a_float_tensor(value, pattern):
+    with pytest.raises(TypeError, match=pattern) as info:
         float_tensor("x", value)
-    assert type(info.value) is error
+    assert type(info.value) is TypeError
 
 
-def test_float_tensor_min_ndim():
-    with pytest.raises(ValueError, match=r"^q must have at least 2 dims, got shape \(4,\)$"):
-        float_tensor("q", torch.ones(4), min_ndim=2)
+@pytest.mark.parametrize(("shape", "ndim"), [((4,), 2), ((1, 4), 1), ((), 1), ((2, 3, 4), 4)])
+def test_float_tensor_ndim_is_an_exact_rank(shape, ndim):
+    with pytest.raises(ValueError, match=rf"^q must have {ndim} axes, got {re.escape(str(shape))}$"):
+        float_tensor("q", torch.ones(shape), ndim=ndim)
+
+
+def test_float_tensor_has_no_min_ndim_any_more():
+    with pytest.raises(TypeError, match="min_ndim"):
+        float_tensor("x", torch.ones(2), min_ndim=1)
 
 
 # --------------------------------------------------------------------------------------
@@ -183,23 +239,46 @@ def test_bool_tensor_returns_the_same_tensor():
     assert bool_tensor("allowed", mask) is mask
     scalar = torch.tensor(True)
     assert bool_tensor("allowed", scalar) is scalar
+    empty = torch.ones(3, 0, dtype=torch.bool)  # metadata only: an empty mask passes
+    with HostSyncs() as syncs:
+        assert bool_tensor("allowed", empty) is empty
+    assert syncs.calls == []
+
+
+BOOL_MESSAGE = r"^allowed must be a bool tensor \(True = may attend\), got {}; convert a 0/1 mask with `mask == 1`$"
 
 
 @pytest.mark.parametrize(
-    ("value", "error", "pattern"),
+    ("value", "kind"),
     [
-        ([True, False], TypeError, r"^allowed must be a torch\.Tensor, got list$"),
-        (np.ones(2, dtype=bool), TypeError, r"^allowed must be a torch\.Tensor, got ndarray$"),
-        (torch.ones(2), TypeError, r"^allowed must be a bool tensor \(True = may attend\), got torch\.float32"),
-        (torch.ones(2, dtype=torch.uint8), TypeError, r"^allowed must be a bool tensor.*torch\.uint8.*mask == 1"),
-        (torch.ones(2, dtype=torch.int64), TypeError, r"^allowed must be a bool tensor.*torch\.int64"),
-        (torch.ones(3, 0, dtype=torch.bool), ValueError, r"^allowed has an empty axis: shape \(3, 0\)$"),
+        ([True, False], "list"),
+        (np.ones(2, dtype=bool), "ndarray"),
+        (torch.ones(2), r"torch\.float32"),
+        (torch.ones(2, dtype=torch.uint8), r"torch\.uint8"),
+        (torch.ones(2, dtype=torch.int64), r"torch\.int64"),
     ],
 )
-def test_bool_tensor_rejects(value, error, pattern):
-    with pytest.raises(error, match=pattern) as info:
+def test_bool_tensor_rejects(value, kind):
+    with pytest.raises(TypeError, match=BOOL_MESSAGE.format(kind)) as info:
         bool_tensor("allowed", value)
-    assert type(info.value) is error
+    assert type(info.value) is TypeError
+
+
+# --------------------------------------------------------------------------------------
+# float_dtype
+# --------------------------------------------------------------------------------------
+
+
+def test_float_dtype_accepts_the_four_float_dtypes_and_names_the_argument():
+    from literate.checks import FLOAT_DTYPES, float_dtype
+
+    assert FLOAT_DTYPES == (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    for dtype in FLOAT_DTYPES:
+        assert float_dtype("dtype", dtype) is dtype
+    listed = re.escape(str(list(FLOAT_DTYPES)))
+    for bad, shown in ((torch.int32, r"torch\.int32"), ("float32", "'float32'"), (None, "None")):
+        with pytest.raises(TypeError, match=rf"^dtype must be one of {listed}, got {shown}$"):
+            float_dtype("dtype", bad)
 
 
 def test_probability_accepts_the_half_open_unit_interval():
@@ -219,20 +298,33 @@ def test_boolean_and_features():
     from literate.checks import boolean, features
 
     assert boolean("bias", True) is True and boolean("bias", False) is False
-    for bad in (1, 0, "no", None):
-        with pytest.raises(TypeError, match="^bias must be a bool"):
+    for bad, kind in ((1, "int"), (0, "int"), ("no", "str"), (None, "NoneType"), (np.bool_(True), "bool_?")):
+        with pytest.raises(TypeError, match=rf"^bias must be a bool, got {kind}$"):
             boolean("bias", bad)
     w = torch.zeros(3, 4)
     x = torch.ones(2, 4)
     assert features("x", x, width=4, like=w) is x
-    with pytest.raises(ValueError, match="^x must have last axis 4"):
+    with pytest.raises(ValueError, match=r"^x must have last axis 4, got \(2, 5\)$"):
         features("x", torch.ones(2, 5), width=4, like=w)
-    with pytest.raises(TypeError, match="^x has dtype torch.float64, the layer's parameters torch.float32"):
+    with pytest.raises(ValueError, match=r"^x must have last axis 4, got \(\)$"):
+        features("x", torch.tensor(1.0), width=4, like=w)
+    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
+        features("x", torch.ones(2, 4, dtype=torch.long), width=4, like=w)
+    with pytest.raises(TypeError, match=r"^x is torch\.float64, the layer's parameters torch\.float32$"):
         features("x", x.double(), width=4, like=w)
-    with pytest.raises(ValueError, match="^x is on cpu, the layer's parameters on meta"):
+    with pytest.raises(ValueError, match=r"^x is on cpu, the layer on meta$"):
         features("x", x, width=4, like=w.to("meta"))
-    with pytest.raises(ValueError, match="^p must be in"):
+    with pytest.raises(ValueError, match=r"^p must be in \[0, 1\), got 1000"):
         __import__("literate.checks", fromlist=["probability"]).probability("p", 10**400)
+
+
+def test_features_reads_no_value():
+    from literate.checks import features
+
+    x = torch.full((2, 4), math.nan)
+    with HostSyncs() as syncs:
+        assert features("x", x, width=4, like=torch.zeros(4)) is x
+    assert syncs.calls == []
 
 
 def test_no_module_of_the_package_validates_with_assert():
@@ -251,24 +343,81 @@ def test_no_module_of_the_package_validates_with_assert():
     assert found == []
 
 
-def test_token_ids_checks_kind_shape_vocabulary_length_and_pad_rows():
+# --------------------------------------------------------------------------------------
+# token_ids (metadata) and ids_in_vocabulary (the one value check)
+# --------------------------------------------------------------------------------------
+
+
+def test_token_ids_checks_kind_shape_and_length_from_metadata_only():
     from literate.checks import token_ids
 
     ids = torch.tensor([[3, 4, 0], [5, 0, 0]])
-    assert token_ids("ids", ids, vocab_size=6) is ids
-    assert token_ids("ids", ids, vocab_size=6, max_length=3, pad_id=0) is ids
+    assert token_ids("ids", ids) is ids
+    assert token_ids("ids", ids, max_length=3) is ids
+    outside = torch.tensor([[-1, 10**6]])  # values are not read here: ids_in_vocabulary reads them
+    with HostSyncs() as syncs:
+        assert token_ids("ids", outside, max_length=2) is outside
+    assert syncs.calls == []
     cases = [
-        ([[1]], TypeError, r"^ids must be a torch.Tensor of token ids, got list$"),
-        (ids.float(), TypeError, r"^ids must hold token ids as torch.long, got torch.float32$"),
-        (ids[0], ValueError, r"^ids must have shape \[B, T\], got \(3,\)$"),
-        (ids[:, :0], ValueError, r"^ids has an empty axis"),
-        (torch.tensor([[3, 6]]), ValueError, r"^ids holds id 6 at \[0, 1\], outside \[0, 6\)$"),
-        (torch.tensor([[-1, 2]]), ValueError, r"^ids holds id -1 at \[0, 0\]"),
+        ([[1]], TypeError, r"^ids must hold token ids as torch\.long, got list$"),
+        (ids.float(), TypeError, r"^ids must hold token ids as torch\.long, got torch\.float32$"),
+        (ids.int(), TypeError, r"^ids must hold token ids as torch\.long, got torch\.int32$"),
+        (ids[0], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(3,\)$"),
+        (ids[:, :0], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(2, 0\)$"),
+        (ids[:0], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(0, 3\)$"),
+        (ids[None], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(1, 2, 3\)$"),
     ]
     for value, error, pattern in cases:
         with pytest.raises(error, match=pattern):
-            token_ids("ids", value, vocab_size=6)
-    with pytest.raises(ValueError, match=r"^ids has length 3 > max_length=2$"):
-        token_ids("ids", ids, vocab_size=6, max_length=2)
-    with pytest.raises(ValueError, match=r"^ids has rows of nothing but PAD=0: \[1\]$"):
-        token_ids("ids", torch.tensor([[3, 0], [0, 0]]), vocab_size=6, pad_id=0)
+            token_ids("ids", value)
+    with pytest.raises(ValueError, match=r"^ids has 3 tokens > max_length=2$"):
+        token_ids("ids", ids, max_length=2)
+    with pytest.raises(TypeError, match="vocab_size"):
+        token_ids("ids", ids, vocab_size=6)  # the value check moved to ids_in_vocabulary
+
+
+def test_ids_in_vocabulary_accepts_good_ids_with_one_host_sync_for_all_tensors():
+    from literate.checks import ids_in_vocabulary
+
+    ids = {"source": torch.tensor([[3, 4, 0], [5, 1, 0]]), "target": torch.tensor([[1, 2]] * 2),
+           "more": torch.tensor([[2]])}
+    with HostSyncs() as syncs:
+        assert ids_in_vocabulary(ids, vocab_size=6) is None
+        assert ids_in_vocabulary(ids, vocab_size=6, pad_id=0) is None
+    assert syncs.calls == ["__bool__", "__bool__"]  # one per call, however many tensors
+
+
+@pytest.mark.parametrize(
+    ("ids", "pad_id", "pattern"),
+    [
+        ({"ids": torch.tensor([[3, 6]])}, None, r"^ids\[0, 1\] = 6 is outside the vocabulary \[0, 6\)$"),
+        ({"ids": torch.tensor([[2, 2], [-1, 2]])}, None, r"^ids\[1, 0\] = -1 is outside the vocabulary \[0, 6\)$"),
+        ({"source": torch.tensor([[1, 2]]), "target": torch.tensor([[0, 1, 2], [5, 4, 9]])}, None,
+         r"^target\[1, 2\] = 9 is outside the vocabulary \[0, 6\)$"),
+        ({"ids": torch.tensor([[3, 0], [0, 0]])}, 0, r"^ids row 1 is nothing but PAD=0$"),
+        ({"source": torch.tensor([[1, 5]]), "target": torch.tensor([[5, 5]])}, 5,
+         r"^target row 0 is nothing but PAD=5$"),
+    ],
+    ids=["too_large", "negative", "second_tensor_named", "pad_row", "pad_row_of_second_tensor"],
+)
+def test_ids_in_vocabulary_names_the_tensor_and_the_first_bad_place(ids, pad_id, pattern):
+    from literate.checks import ids_in_vocabulary
+
+    with pytest.raises(ValueError, match=pattern):
+        ids_in_vocabulary(ids, vocab_size=6, pad_id=pad_id)
+
+
+def test_ids_in_vocabulary_without_pad_id_allows_a_row_of_pad():
+    from literate.checks import ids_in_vocabulary
+
+    assert ids_in_vocabulary({"ids": torch.tensor([[0, 0]])}, vocab_size=6) is None
+
+
+def test_ids_in_vocabulary_is_skipped_while_compiling(monkeypatch):
+    """torch.compile cannot raise on a value: while compiling, the check reads nothing."""
+    from literate.checks import ids_in_vocabulary
+
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    with HostSyncs() as syncs:
+        assert ids_in_vocabulary({"ids": torch.tensor([[99]])}, vocab_size=6) is None
+    assert syncs.calls == []

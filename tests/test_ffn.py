@@ -65,21 +65,46 @@ def test_gated_ffn_equals_hugging_face_llama_mlp_by_state_dict():
 
 @pytest.mark.parametrize("cls", [DenseFFN, GatedFFN])
 def test_bad_input_is_refused(cls):
-    with pytest.raises(TypeError, match="^d_ff must be an int"):
+    with pytest.raises(TypeError, match=r"^d_ff must be an int, got float$"):
         cls(4, 2.5, F.relu)
-    with pytest.raises(ValueError, match="^d_model must be >= 1"):
+    with pytest.raises(ValueError, match=r"^d_model must be >= 1, got 0$"):
         cls(0, 8, F.relu)
-    with pytest.raises(TypeError, match="^activation must be a function"):
+    with pytest.raises(TypeError, match=r"^d_model must be an int, got bool$"):
+        cls(True, 8, F.relu)
+    with pytest.raises(TypeError, match=r"^activation must be a function such as F\.relu, got str$"):
         cls(4, 8, "relu")
-    for bias in ("no", 1, None):
-        with pytest.raises(TypeError, match="^bias must be a bool"):
+    for bias, kind in (("no", "str"), (1, "int"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=rf"^bias must be a bool, got {kind}$"):
             cls(4, 8, F.relu, bias=bias)
     ffn = cls(4, 8, F.relu)
-    with pytest.raises(ValueError, match=r"^x must have last axis 4"):
+    with pytest.raises(ValueError, match=r"^x must have last axis 4, got \(3, 5\)$"):
         ffn(torch.randn(3, 5))
-    with pytest.raises(TypeError, match="^x must have a floating-point dtype"):
+    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
         ffn(torch.ones(3, 4, dtype=torch.int64))
-    with pytest.raises(TypeError, match="^x has dtype torch.float64, the layer's parameters torch.float32"):
+    with pytest.raises(TypeError, match=r"^x is torch\.float64, the layer's parameters torch\.float32$"):
         ffn(torch.ones(3, 4, dtype=torch.float64))
-    with pytest.raises(ValueError, match="^x is on cpu, the layer's parameters on meta"):
+    with pytest.raises(ValueError, match=r"^x is on cpu, the layer on meta$"):
         cls(4, 8, F.relu).to("meta")(torch.ones(3, 4))
+
+
+def test_check_activation_returns_what_it_is_given():
+    from literate.ffn import check_activation
+
+    assert check_activation(F.silu) is F.silu and check_activation(gelu_tanh) is gelu_tanh
+    module = torch.nn.GELU()
+    assert check_activation(module) is module  # any callable, a module too
+
+
+@pytest.mark.parametrize("cls", [DenseFFN, GatedFFN])
+def test_nan_stays_in_its_position_and_nothing_raises(cls):
+    """Position-wise, and like PyTorch: a NaN token gives a NaN output row and leaves the
+    other positions exactly as they were."""
+    ffn = cls(6, 12, F.silu).double()
+    x = rand(2, 3, 6)
+    poisoned = x.clone()
+    poisoned[1, 2, 0] = float("nan")
+    out, clean = ffn(poisoned), ffn(x)
+    assert torch.isnan(out[1, 2]).all()
+    keep = torch.ones(2, 3, dtype=torch.bool)
+    keep[1, 2] = False
+    assert torch.equal(out[keep], clean[keep])

@@ -48,11 +48,11 @@ def test_light_and_dark_differ_and_each_is_byte_reproducible():
 
 
 def test_unknown_figure_language_or_theme_is_refused():
-    with pytest.raises(ValueError, match="name"):
+    with pytest.raises(ValueError, match=r"^name must be one of \['attention-masks', .*\], got 'no-such-figure'$"):
         render("no-such-figure")
-    with pytest.raises(ValueError, match="language"):
+    with pytest.raises(ValueError, match=r"^language must be one of \['en', 'ru'\], got 'de'$"):
         FIGURES["attention-masks"].draw(language="de")
-    with pytest.raises(ValueError, match="theme"):
+    with pytest.raises(ValueError, match=r"^theme must be one of \['light', 'dark'\], got 'sepia'$"):
         FIGURES["attention-masks"].draw(theme="sepia")
 
 
@@ -101,6 +101,80 @@ def test_planning_draws_nothing_and_a_failed_background_drawing_fails_the_build(
     failed: Future = Future()
     failed.set_exception(RuntimeError("a figure function raised"))
     hooks._drawing = failed
-    with pytest.raises(RuntimeError, match="a figure function raised"):
+    with pytest.raises(RuntimeError, match=r"^a figure function raised$"):
         hooks.on_env(None, {}, None)
     assert hooks._drawing is None  # the next build starts clean
+
+
+# ---------------------------------------------------------------------------------------
+# What the figures draw is measured in literate.studies, reproducibly
+
+
+def test_figures_draw_what_literate_studies_measures():
+    """The plotting modules import their measurements from literate.studies (which the
+    chapters' claims call too) and define none of their own."""
+    import literate.figures.attention as attention_figures
+    import literate.figures.gpt2 as gpt2_figures
+    import literate.figures.sampling as sampling_figures
+    from literate import studies
+
+    assert attention_figures.score_statistics is studies.score_statistics
+    assert gpt2_figures.gradient_study is studies.gradient_study
+    assert sampling_figures.sampling_scenario is studies.sampling_scenario
+    assert sampling_figures.nucleus_example is studies.nucleus_example
+    for module in (attention_figures, gpt2_figures, sampling_figures):
+        for name in studies.__all__:
+            assert getattr(module, name, getattr(studies, name)) is getattr(studies, name), (module.__name__, name)
+
+
+def test_studies_are_reproducible():
+    import torch
+
+    from literate import studies
+
+    assert studies.score_statistics(64, 4_000) == studies.score_statistics(64, 4_000)
+    assert studies.score_statistics(64, 4_000) != studies.score_statistics(64, 4_000, seed=19)
+    threads = torch.get_num_threads()
+    for position in studies.NORM_POSITIONS:
+        for init in studies.INITS:
+            once = studies.init_study(position, 3, init=init)
+            torch.set_num_threads(2)  # the study fixes its own thread count
+            try:
+                again = studies.init_study(position, 3, init=init)
+            finally:
+                torch.set_num_threads(threads)
+            assert once == again and len(once.ffn_grad) == len(once.stream_rms) == 3
+    assert studies.sampling_scenario() == studies.sampling_scenario()
+    assert studies.gradient_study("gpt2") is studies.gradient_study("gpt2")  # measured once, drawn twice
+
+
+def test_sampling_studies_are_next_token_distribution():
+    import torch
+
+    from literate import studies
+    from literate.sampling import next_token_distribution
+
+    scenario = studies.sampling_scenario()
+    logits = torch.tensor(studies.SCENARIO_LOGITS, dtype=torch.float64)
+    assert scenario["logits"] == [3.0, 2.0, 1.0, 0.0]
+    for name, settings in studies.POLICIES.items():
+        assert scenario[name] == next_token_distribution(logits, **settings).tolist()
+    assert [p > 0 for p in scenario["top_k_2"]] == [True, True, False, False]
+    assert [p > 0 for p in scenario["top_p_09"]] == [True, True, True, False]
+    nucleus = torch.tensor(studies.NUCLEUS_LOGITS, dtype=torch.float64)
+    for t in studies.NUCLEUS_TEMPERATURES:
+        example = studies.nucleus_example(t)
+        kept = next_token_distribution(nucleus, temperature=t, top_p=studies.NUCLEUS_TOP_P) > 0
+        assert example["kept"] == int(kept.sum()) and kept[: example["kept"]].all()  # a prefix: sorted logits
+        assert example["probs"] == next_token_distribution(nucleus, temperature=t).tolist()
+
+
+def test_studies_refuse_unknown_settings():
+    from literate import studies
+
+    with pytest.raises(ValueError, match=r"^norm_position must be one of \['pre', 'post'\], got 'middle'$"):
+        studies.init_study("middle", 2)
+    with pytest.raises(ValueError, match=r"^init must be one of \['xavier', 'gpt2'\], got 'zeros'$"):
+        studies.init_study("pre", 2, init="zeros")
+    with pytest.raises(ValueError, match=r"^n_layers must be >= 1, got 0$"):
+        studies.init_study("pre", 0)

@@ -1,6 +1,9 @@
 """Chapter 5: the GPT-2 block and model against Hugging Face's GPT2Block / GPT2LMHeadModel
 (forward and backward, float64), the parameter count, the seed checks D02, D03, D08 and D14,
-generation's stops and cropping, and every error path of literate/models.py.
+generation's stops, cropping and `choose=` (greedy by default, chapter 6's sampler), the
+host syncs of a forward and of generation, and every error path of literate/models.py.
+Loading Hugging Face weights by state dict and the configuration checks:
+tests/test_gpt2_loading.py.
 
 Tolerance: 1e-12 absolute in float64. Ours and Hugging Face's compute the same sums in a
 different order (one packed c_attn matmul against three, softmax of scores plus an additive
@@ -14,10 +17,12 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from literate.attention import causal_allowed
 from literate.blocks import PreNormBlock, gpt2_block
@@ -30,8 +35,8 @@ from literate.models import (
     gpt2_from_hf_config,
     gpt2_init_,
     gpt2_model,
+    greedy,
     hf_activation,
-    next_token_chooser,
     next_token_loss,
     period_windows,
     train_period_lm,
@@ -39,6 +44,7 @@ from literate.models import (
 from literate.norms import LayerNorm
 from literate.params import gpt2_params
 from literate.positions import LearnedPositions
+from literate.sampling import sampler
 
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
@@ -46,6 +52,29 @@ D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
 
 def rand(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
+              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += func in HOST_SYNCS
+        return func(*args, **(kwargs or {}))
+
+
+def count_syncs(call):
+    """(what `call()` returned, how many host syncs it made)."""
+    with HostSyncs() as syncs:
+        result = call()
+    return result, syncs.count
 
 
 @pytest.fixture(scope="module")
@@ -292,12 +321,12 @@ def test_period_windows():
     assert w[0].tolist() == [0, 1, 2, 0] and w[-1].tolist() == [2, 0, 1, 2]
     with pytest.raises(ValueError, match=r"^the repeated period has 4 tokens, need more than context=4$"):
         period_windows([0, 1], 2, 4)
-    with pytest.raises(TypeError, match=r"^repeats "):
+    with pytest.raises(TypeError, match=r"^repeats must be an int, got float$"):
         period_windows([0, 1], 2.0, 1)
 
 
 # ---------------------------------------------------------------------------------------
-# Generation: stops, cropping, sampling
+# Generation: stops, cropping, choosing
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +357,7 @@ def test_eos_stop_keeps_eos_and_finished_rows_repeat_it(small):
 
 def test_context_cropping(small):
     long = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9]])  # 9 tokens, 6 positions
-    with pytest.raises(ValueError, match=r"^ids has length 9 > max_length=6$"):
+    with pytest.raises(ValueError, match=r"^ids has 9 tokens > max_length=6$"):
         small(long)
     out = small.generate(long, 4)
     assert out.shape == (1, 13)
@@ -342,16 +371,101 @@ def test_generate_runs_in_eval_mode_and_restores_training():
     prompt = torch.tensor([[1, 2, 3]])
     assert torch.equal(model.generate(prompt, 6), model.generate(prompt, 6))  # no dropout inside
     assert model.training
+    with pytest.raises(TypeError, match=r"^choose must be a function logits -> ids, got int$"):
+        model.generate(prompt, 2, choose=1)
+    assert model.training  # restored after a refusal too
 
 
-def test_sampling(small):
-    prompt = torch.tensor([[1, 2]])
-    greedy = small.generate(prompt, 6)
-    assert torch.equal(small.generate(prompt, 6, do_sample=True, top_k=1), greedy)
-    draw = lambda seed: small.generate(prompt, 6, do_sample=True, temperature=2.0,
-                                       generator=torch.Generator().manual_seed(seed))
-    assert torch.equal(draw(0), draw(0))
-    assert any(not torch.equal(draw(0), draw(s)) for s in range(1, 6))
+def test_greedy_is_the_default_choice_argmax_ties_to_the_lowest_id(small):
+    assert inspect.signature(GPTLanguageModel.generate).parameters["choose"].default is greedy
+    logits = torch.tensor([[0.0, 2.0, 2.0, 1.0], [5.0, 5.0, 5.0, 5.0], [-1.0, -3.0, -2.0, -1.0]])
+    assert greedy(logits).tolist() == [1, 0, 0]
+    prompt = torch.tensor([[1, 2], [5, 6]])
+    assert torch.equal(small.generate(prompt, 6), small.generate(prompt, 6, choose=greedy))
+
+
+def test_generate_passes_the_last_positions_logits_to_choose(small):
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    seen = []
+
+    def choose(logits):
+        seen.append(logits)
+        return greedy(logits)
+
+    out = small.generate(prompt, 3, choose=choose)
+    assert [tuple(s.shape) for s in seen] == [(2, VOCAB)] * 3
+    with torch.no_grad():
+        for step, logits in enumerate(seen):
+            torch.testing.assert_close(logits, small(out[:, : 3 + step])[:, -1], **TOL)
+
+
+def test_sampling_with_choose(small):
+    prompt = torch.tensor([[1, 2], [7, 3]])
+    greedy_out = small.generate(prompt, 6)
+    assert torch.equal(small.generate(prompt, 6, choose=sampler(top_k=1)), greedy_out)
+
+    def draw(seed, **settings):
+        return small.generate(prompt, 6, choose=sampler(temperature=2.0, **settings,
+                                                        generator=torch.Generator().manual_seed(seed)))
+
+    assert torch.equal(draw(0), draw(0))  # reproducible with a seeded generator
+    assert any(not torch.equal(draw(0), draw(s)) for s in range(1, 6))  # and it does sample
+    for out in (draw(1), draw(2, top_k=3), draw(3, top_p=0.9)):
+        assert out.shape == (2, 8) and torch.equal(out[:, :2], prompt)
+        assert ((out >= 0) & (out < VOCAB)).all()  # only ids of the vocabulary
+    long = small.generate(prompt, 40, choose=sampler(temperature=3.0, generator=torch.Generator().manual_seed(4)))
+    assert ((long >= 0) & (long < VOCAB)).all() and long.shape == (2, 42)  # past the context, cropped
+
+
+def test_sampling_with_eos_stops_finished_rows_like_greedy(small):
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    choose = sampler(temperature=1.5, generator=torch.Generator().manual_seed(5))
+    out = small.generate(prompt, 30, eos_id=0, choose=choose)
+    for row in out[:, 2:].tolist():
+        if 0 in row:
+            assert all(t == 0 for t in row[row.index(0):])  # a finished row repeats EOS
+    assert out.shape[1] == 32 or (out[:, 2:] == 0).any(-1).all()
+
+
+# ---------------------------------------------------------------------------------------
+# Host syncs: values are read where ids come in, never inside the layers
+
+
+def test_forward_makes_at_most_one_host_sync():
+    torch.manual_seed(0)
+    model = gpt2_model(VOCAB, CONTEXT, D, H, 2, dropout=0.0).eval()
+    ids = torch.randint(0, VOCAB, (2, CONTEXT), generator=torch.Generator().manual_seed(1))
+    _, syncs = count_syncs(lambda: model(ids))
+    assert syncs <= 1
+    _, syncs = count_syncs(lambda: model.run(ids))
+    assert syncs == 0  # the unchecked path reads nothing
+    _, syncs = count_syncs(lambda: model.blocks[0](torch.randn(2, 5, D)))
+    assert syncs == 0
+    _, syncs = count_syncs(lambda: next_token_loss(model, ids))
+    assert syncs <= 1
+
+
+def test_generate_makes_one_host_sync_for_the_prompt_and_one_per_token_for_eos(small):
+    """One for the prompt's ids; with eos_id, one per token to ask whether every row is
+    done, except after the last; without eos_id, none per token, whatever `choose`."""
+    prompt = torch.tensor([[1, 2], [3, 4]])
+    n = 8
+
+    def scripted(tokens):  # a `choose` that emits tokens[0], tokens[1], ... in every row
+        steps = iter(tokens)
+        return lambda logits: torch.full((logits.shape[0],), next(steps), dtype=torch.long)
+
+    out, syncs = count_syncs(lambda: small.generate(prompt, n))
+    assert out.shape == (2, 2 + n) and syncs == 1
+    choose = sampler(temperature=0.9, top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(0))
+    out, syncs = count_syncs(lambda: small.generate(prompt, n, choose=choose))
+    assert out.shape == (2, 2 + n) and syncs == 1
+    out, syncs = count_syncs(lambda: small.generate(prompt, n, eos_id=1, choose=scripted([0] * n)))
+    assert out.shape == (2, 2 + n) and syncs == n  # EOS never comes: 1 + (n - 1)
+    out, syncs = count_syncs(lambda: small.generate(prompt, n, eos_id=1, choose=scripted([0, 0, 1])))
+    assert out[:, 2:].tolist() == [[0, 0, 1]] * 2 and syncs == 1 + 3  # stopped at the third token
+    out, syncs = count_syncs(lambda: small.generate(prompt, n, eos_id=1, choose=scripted([0] * (n - 1) + [1])))
+    assert out.shape == (2, 2 + n) and syncs == n  # EOS as the last token: no question after it
 
 
 # ---------------------------------------------------------------------------------------
@@ -359,22 +473,22 @@ def test_sampling(small):
 
 
 @pytest.mark.parametrize(
-    "ids, error, words",
+    "ids, error, pattern",
     [
-        ([[1, 2]], TypeError, "ids must be a torch.Tensor"),
-        (torch.tensor([[1.0, 2.0]]), TypeError, "torch.long, got torch.float32"),
-        (torch.tensor([[1, 2]], dtype=torch.int32), TypeError, "torch.long, got torch.int32"),
-        (torch.tensor([1, 2]), ValueError, "[B, T]"),
-        (torch.zeros(1, 0, dtype=torch.long), ValueError, "empty axis"),
-        (torch.tensor([[1, VOCAB]]), ValueError, f"id {VOCAB} at [0, 1]"),
-        (torch.tensor([[-1, 2]]), ValueError, "id -1 at [0, 0]"),
-        (torch.zeros(1, 7, dtype=torch.long), ValueError, "length 7 > max_length=6"),
+        ([[1, 2]], TypeError, r"^ids must hold token ids as torch\.long, got list$"),
+        (torch.tensor([[1.0, 2.0]]), TypeError, r"^ids must hold token ids as torch\.long, got torch\.float32$"),
+        (torch.tensor([[1, 2]], dtype=torch.int32), TypeError, r"^ids must hold token ids as torch\.long, got torch\.int32$"),
+        (torch.tensor([1, 2]), ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(2,\)$"),
+        (torch.zeros(1, 0, dtype=torch.long), ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(1, 0\)$"),
+        (torch.tensor([[1, VOCAB]]), ValueError, rf"^ids\[0, 1\] = {VOCAB} is outside the vocabulary \[0, {VOCAB}\)$"),
+        (torch.tensor([[2, 3], [4, -1]]), ValueError, rf"^ids\[1, 1\] = -1 is outside the vocabulary \[0, {VOCAB}\)$"),
+        (torch.zeros(1, 7, dtype=torch.long), ValueError, r"^ids has 7 tokens > max_length=6$"),
     ],
 )
-def test_forward_refuses_bad_ids(small, ids, error, words):
-    with pytest.raises(error, match=r"^ids ") as info:
+def test_forward_refuses_bad_ids(small, ids, error, pattern):
+    with pytest.raises(error, match=pattern) as info:
         small(ids)
-    assert words in str(info.value)
+    assert type(info.value) is error
 
 
 def test_ids_on_another_device_than_the_model_are_refused():
@@ -389,109 +503,116 @@ def test_ids_on_another_device_than_the_model_are_refused():
 
 
 @pytest.mark.parametrize(
-    "kwargs, error, name",
+    "kwargs, error, pattern",
     [
-        (dict(max_new_tokens=0), ValueError, "max_new_tokens"),
-        (dict(max_new_tokens=True), TypeError, "max_new_tokens"),
-        (dict(eos_id=VOCAB), ValueError, "eos_id"),
-        (dict(eos_id=-1), ValueError, "eos_id"),
-        (dict(eos_id=1.0), TypeError, "eos_id"),
-        (dict(temperature=0.5), ValueError, "temperature: used only when sampling; pass do_sample=True"),
-        (dict(top_k=2), ValueError, "top_k: used only when sampling"),
-        (dict(generator=torch.Generator()), ValueError, "generator: used only when sampling"),
-        (dict(do_sample="yes"), TypeError, "do_sample"),
-        (dict(do_sample=True, temperature=0.0), ValueError, "temperature"),
-        (dict(do_sample=True, temperature=math.inf), ValueError, "temperature"),
-        (dict(do_sample=True, top_k=VOCAB + 1), ValueError, "top_k"),
-        (dict(do_sample=True, top_k=0), ValueError, "top_k"),
-        (dict(do_sample=True, top_p=1.5), ValueError, "top_p"),
-        (dict(do_sample=True, top_p=0.0), ValueError, "top_p"),
-        (dict(do_sample=True, generator=0), TypeError, "generator"),
+        (dict(max_new_tokens=0), ValueError, r"^max_new_tokens must be >= 1, got 0$"),
+        (dict(max_new_tokens=True), TypeError, r"^max_new_tokens must be an int, got bool$"),
+        (dict(max_new_tokens=2.0), TypeError, r"^max_new_tokens must be an int, got float$"),
+        (dict(eos_id=VOCAB), ValueError, rf"^eos_id must be < vocabulary size {VOCAB}, got {VOCAB}$"),
+        (dict(eos_id=-1), ValueError, r"^eos_id must be >= 0, got -1$"),
+        (dict(eos_id=1.0), TypeError, r"^eos_id must be an int, got float$"),
+        (dict(choose=3), TypeError, r"^choose must be a function logits -> ids, got int$"),
+        (dict(choose="greedy"), TypeError, r"^choose must be a function logits -> ids, got str$"),
+        (dict(choose=sampler(top_k=VOCAB + 1)), ValueError,  # known only once the vocabulary is
+         rf"^top_k must be in \[1, vocabulary size {VOCAB}\], got {VOCAB + 1}$"),
+        # The sampling keywords of before are gone: a loud TypeError, never silently ignored.
+        (dict(do_sample=True), TypeError,
+         r"^GPTLanguageModel\.generate\(\) got an unexpected keyword argument 'do_sample'$"),
+        (dict(temperature=0.5), TypeError,
+         r"^GPTLanguageModel\.generate\(\) got an unexpected keyword argument 'temperature'$"),
     ],
 )
-def test_generate_refuses_bad_settings(small, kwargs, error, name):
+def test_generate_refuses_bad_settings(small, kwargs, error, pattern):
     kwargs = {"max_new_tokens": 3, **kwargs}
-    with pytest.raises(error, match=rf"^{name}\b") as info:
+    with pytest.raises(error, match=pattern) as info:
         small.generate(torch.tensor([[1, 2]]), **kwargs)
     assert type(info.value) is error
 
 
 def test_generate_refuses_bad_ids(small):
-    with pytest.raises(ValueError, match=rf"^ids holds id {VOCAB} at \[0, 0\], outside \[0, {VOCAB}\)"):
+    with pytest.raises(ValueError, match=rf"^ids\[0, 0\] = {VOCAB} is outside the vocabulary \[0, {VOCAB}\)$"):
         small.generate(torch.tensor([[VOCAB]]), 2)
+    with pytest.raises(TypeError, match=r"^ids must hold token ids as torch\.long, got torch\.float32$"):
+        small.generate(torch.tensor([[1.0]]), 2)
 
 
-def test_chooser_is_greedy_step_unless_sampling():
-    from literate.sampling import greedy_step
-
-    assert next_token_chooser(5) is greedy_step
+def test_next_token_loss_checks_every_id_the_target_column_too(small):
+    """The last column is only a target, never an input: it is checked all the same (an
+    out-of-range target would otherwise reach F.cross_entropy)."""
+    ok = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    assert torch.isfinite(next_token_loss(small, ok))
+    bad = ok.clone()
+    bad[1, -1] = VOCAB
+    with pytest.raises(ValueError, match=rf"^ids\[1, 2\] = {VOCAB} is outside the vocabulary \[0, {VOCAB}\)$"):
+        next_token_loss(small, bad)
+    bad[1, -1] = -1
+    with pytest.raises(ValueError, match=rf"^ids\[1, 2\] = -1 is outside the vocabulary \[0, {VOCAB}\)$"):
+        next_token_loss(small, bad)
+    with pytest.raises(ValueError, match=r"^ids must have T \+ 1 >= 2 tokens \(inputs and their next\), got \(1, 1\)$"):
+        next_token_loss(small, torch.tensor([[1]]))
+    with pytest.raises(ValueError, match=r"^ids has 8 tokens > max_length=7$"):  # context + 1: inputs and targets
+        next_token_loss(small, torch.zeros(1, 8, dtype=torch.long))
+    assert torch.isfinite(next_token_loss(small, torch.zeros(1, 7, dtype=torch.long)))
+    with pytest.raises(TypeError, match=r"^model must be a GPTLanguageModel, got PreNormBlock$"):
+        next_token_loss(small.blocks[0], ok)
 
 
 def test_constructor_errors():
     emb, pos, norm = torch.nn.Embedding(VOCAB, D), LearnedPositions(CONTEXT, D), LayerNorm(D)
-    with pytest.raises(TypeError, match=r"^token_embedding "):
-        GPTLanguageModel(torch.nn.Linear(D, VOCAB), pos, [], norm)
-    with pytest.raises(TypeError, match=r"^positions "):
-        GPTLanguageModel(emb, torch.nn.Embedding(CONTEXT, D), [], norm)
-    with pytest.raises(ValueError, match=r"^token embedding and positions must have one width"):
-        GPTLanguageModel(emb, LearnedPositions(CONTEXT, D + 2), [], norm)
-    with pytest.raises(TypeError, match=r"^vocab_size "):
+    block = gpt2_block(D, H)
+    with pytest.raises(TypeError, match=r"^token_embedding must be an nn\.Embedding, got Linear$"):
+        GPTLanguageModel(torch.nn.Linear(D, VOCAB), pos, [block], norm)
+    with pytest.raises(TypeError, match=r"^positions must be a LearnedPositions, got Embedding$"):
+        GPTLanguageModel(emb, torch.nn.Embedding(CONTEXT, D), [block], norm)
+    with pytest.raises(ValueError, match=r"^blocks must hold at least one block$"):
+        GPTLanguageModel(emb, pos, [], norm)
+    with pytest.raises(ValueError, match=r"^the parts of a block must share one width d_model, got "
+                                         r"\{'positions': 18, 'final_norm': 16, 'blocks\[0\]': 16\}$"):
+        GPTLanguageModel(emb, LearnedPositions(CONTEXT, D + 2), [block], norm)
+    with pytest.raises(ValueError, match=r"^the parts of a block must share one width d_model, got "
+                                         r"\{'positions': 16, 'final_norm': 16, 'blocks\[0\]': 16, 'blocks\[1\]': 20\}$"):
+        GPTLanguageModel(emb, pos, [block, gpt2_block(D + 4, H)], norm)
+    with pytest.raises(ValueError, match=r"^token_embedding has width 18, the other parts 16$"):
+        GPTLanguageModel(torch.nn.Embedding(VOCAB, D + 2), pos, [block], norm)
+    with pytest.raises(TypeError, match=r"^blocks\[0\] must be an nn\.Module with an int d_model \(its width\), got function$"):
+        GPTLanguageModel(emb, pos, [lambda x: x], norm)
+    with pytest.raises(TypeError, match=r"^final_norm must be an nn\.Module with an int d_model \(its width\), got LayerNorm$"):
+        GPTLanguageModel(emb, pos, [block], torch.nn.LayerNorm(D))  # torch's LayerNorm has no d_model
+    with pytest.raises(TypeError, match=r"^vocab_size must be an int, got float$"):
         gpt2_model(11.0, CONTEXT, D, H, 1)
-    with pytest.raises(ValueError, match=r"^n_layers "):
+    with pytest.raises(ValueError, match=r"^n_layers must be >= 1, got 0$"):
         gpt2_model(VOCAB, CONTEXT, D, H, 0)
-    with pytest.raises(ValueError, match=r"^d_model=10 must be divisible by n_heads=4"):
+    with pytest.raises(ValueError, match=r"^d_model=10 must be divisible by n_heads=4: a floored d_head would "
+                                         r"attend in 8 of 10 dims without any error$"):
         gpt2_model(VOCAB, CONTEXT, 10, 4, 1)  # 10 heads-width does not divide
-    with pytest.raises(ValueError, match=r"^std "):
+    with pytest.raises(ValueError, match=r"^std must be finite and > 0, got 0\.0$"):
         gpt2_init_(gpt2_model(VOCAB, CONTEXT, D, H, 1), std=0.0)
 
 
 @pytest.mark.parametrize(
-    "dropout, error",
-    [(1.0, ValueError), (-0.1, ValueError), (math.nan, ValueError),
-     ("0.1", TypeError), (True, TypeError), (None, TypeError), (torch.tensor(0.1), TypeError)],
+    "dropout, error, got",
+    [(1.0, ValueError, "1.0"), (-0.1, ValueError, "-0.1"), (math.nan, ValueError, "nan"),
+     ("0.1", TypeError, "str"), (True, TypeError, "bool"), (None, TypeError, "NoneType"),
+     (torch.tensor(0.1), TypeError, "Tensor")],
 )
-def test_dropout_is_a_probability_wrong_kind_type_error_wrong_value_value_error(dropout, error):
+def test_dropout_is_a_probability_wrong_kind_type_error_wrong_value_value_error(dropout, error, got):
     emb, pos, norm = torch.nn.Embedding(VOCAB, D), LearnedPositions(CONTEXT, D), LayerNorm(D)
-    with pytest.raises(error, match=r"^dropout ") as info:
-        GPTLanguageModel(emb, pos, [], norm, dropout=dropout)
+    blocks = [gpt2_block(D, H)]
+    kind = "a real number in" if error is TypeError else "in"
+    with pytest.raises(error, match=rf"^dropout must be {kind} \[0, 1\), got {re.escape(got)}$") as info:
+        GPTLanguageModel(emb, pos, blocks, norm, dropout=dropout)
     assert type(info.value) is error
-    assert GPTLanguageModel(emb, pos, [], norm, dropout=0).dropout.p == 0.0  # an int 0 is a probability
-
-
-def test_hf_config_and_copy_errors(hf):
-    Config, base = hf["Config"], hf["config"].to_dict()
-    with pytest.raises(TypeError, match=r"^config must be a transformers GPT2Config"):
-        gpt2_from_hf_config({"n_embd": D})
-    for name, value in [("attn_pdrop", 0.1), ("add_cross_attention", True), ("scale_attn_weights", False),
-                        ("scale_attn_by_inverse_layer_idx", True), ("reorder_and_upcast_attn", True),
-                        ("tie_word_embeddings", False)]:
-        with pytest.raises(ValueError, match=rf"^config\.{name}="):
-            gpt2_from_hf_config(Config(**{**base, name: value}))
-    with pytest.raises(ValueError, match=r"^config\.activation_function must be one of"):
-        gpt2_from_hf_config(Config(**{**base, "activation_function": "relu"}))
-    ours, theirs = tiny_pair(hf)
-    with pytest.raises(TypeError, match=r"^ours must be a GPTLanguageModel"):
-        copy_hf_gpt2(theirs, theirs)
-    with pytest.raises(TypeError, match=r"^theirs must be a transformers GPT2LMHeadModel"):
-        copy_hf_gpt2(ours, ours)
-    with pytest.raises(ValueError, match=rf"^theirs has {LAYERS} blocks, ours 1$"):
-        copy_hf_gpt2(gpt2_model(VOCAB, CONTEXT, D, H, 1), theirs)
-    with pytest.raises(ValueError, match=r"^positions: ours is "):
-        copy_hf_gpt2(gpt2_model(VOCAB, CONTEXT - 1, D, H, LAYERS), theirs)
-    with pytest.raises(TypeError, match=r"^ours must be a PreNormBlock"):
-        copy_hf_gpt2_block(theirs.transformer.h[0], theirs.transformer.h[0])
-    with pytest.raises(TypeError, match=r"^theirs must be a transformers GPT2Block"):
-        copy_hf_gpt2_block(ours.blocks[0], ours.blocks[1])
+    assert GPTLanguageModel(emb, pos, blocks, norm, dropout=0).dropout.p == 0.0  # an int 0 is a probability
 
 
 def test_gpt2_params_errors():
-    with pytest.raises(TypeError, match=r"^vocab_size "):
+    with pytest.raises(TypeError, match=r"^vocab_size must be an int, got bool$"):
         gpt2_params(True, 8, 8, 2, 1)
-    with pytest.raises(ValueError, match=r"^d_ff "):
+    with pytest.raises(ValueError, match=r"^d_ff must be >= 1, got 0$"):
         gpt2_params(5, 8, 8, 2, 1, d_ff=0)
-    with pytest.raises(TypeError, match=r"^tied "):
+    with pytest.raises(TypeError, match=r"^tied must be a bool, got int$"):
         gpt2_params(5, 8, 8, 2, 1, tied=1)
-    with pytest.raises(ValueError, match=r"^d_model=8 must be divisible by n_heads=3"):
+    with pytest.raises(ValueError, match=r"^d_model=8 must be divisible by n_heads=3$"):
         gpt2_params(5, 8, 8, 3, 1)
 
 

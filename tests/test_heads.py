@@ -1,6 +1,9 @@
 """Tests for `literate.heads` (and the attention half of `literate.params`).
 
-What is checked, and against what, in float64 with atol 1e-12 and rtol 0 unless stated:
+What is checked, and against what, in float64 with atol 1e-12 and rtol 0 unless stated;
+the layer's two paths (the fused kernel, and the transparent attention run when weights
+are asked for) are each checked against the references (tests/test_fused_attention.py
+checks them against each other):
 
 - MHA equals `torch.nn.MultiheadAttention(batch_first=True, dropout=0)` with its weights
   copied in (its `in_proj_weight` is q; k; v stacked), with and without bias, with causal
@@ -10,26 +13,29 @@ What is checked, and against what, in float64 with atol 1e-12 and rtol 0 unless 
 - MHA, GQA and MQA with RoPE equal PyTorch's fused `F.scaled_dot_product_attention(...,
   enable_gqa=True)` run on the same projections, and an independent reference that copies
   K/V with `repeat_interleave` and rotates with complex numbers (seed 003's
-  `reference_gqa`), forward and backward;
+  `reference_gqa`), forward and backward, also at a start_pos and while the RoPE tables grow;
 - the KV cache: token-by-token and chunked decode equal the full causal forward (RoPE,
   GQA, padding on either side), the cache holds n_kv heads whose contents equal
   independently projected and rotated K/V, and the K/V read by attention are views of the
-  cache (never copied to n_heads);
+  cache (never copied to n_heads); a refused call leaves the cache as it was;
+- RoPE tables: computed once per layer, grown (doubled) on demand, equal to `rope_cache`
+  bit for bit, not in the state dict, converted with the layer;
 - the seed's regression checks D05, D06 (attention), D07, D10, D11, D12, D13, D15;
-- every error path.
+- every error path, with its whole message (anchored), and NaN in, NaN out.
 
 Every random tensor comes from a fixed seed.
 """
-
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import literate.heads as heads_module
 from literate.attention import causal_allowed, padding_allowed
@@ -37,17 +43,32 @@ from literate.cache import KVCache
 from literate.heads import (
     MultiHeadAttention,
     attention_allowed,
+    check_call,
     grouped_attention,
     load_packed_qkv,
     merge_heads,
     pack_qkv,
-    resolve_start,
     split_heads,
 )
 from literate.params import PUBLISHED_ATTENTION, attention_params, kv_cache_bytes_per_token
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
+
+    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in self.NAMES:
+            self.calls.append(func.__name__)
+        return func(*args, **(kwargs or {}))
 
 
 def gen(seed: int) -> torch.Generator:
@@ -168,9 +189,21 @@ def torch_param_list(ref: nn.MultiheadAttention, bias: bool) -> list[torch.Tenso
     return out
 
 
+PATHS = pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "transparent"])
+
+
+def call(m: MultiHeadAttention, *args, return_weights: bool, **kwargs):
+    """(output, weights or None) through the fused path (return_weights=False) or the
+    transparent one of chapter 1 (return_weights=True)."""
+    if return_weights:
+        return m(*args, return_weights=True, **kwargs)
+    return m(*args, **kwargs), None
+
+
+@PATHS
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_mha_equals_torch_multihead_attention(bias, causal):
+def test_mha_equals_torch_multihead_attention(bias, causal, return_weights):
     d, h, b, t = 16, 4, 3, 6
     ours = layer(10, d, h, bias=bias)
     ref = torch_mha_with_our_weights(ours, bias, seed=11)
@@ -178,11 +211,12 @@ def test_mha_equals_torch_multihead_attention(bias, causal):
     x = randn(g, b, t, d).requires_grad_()
     valid = torch.tensor([[True] * 6, [True] * 4 + [False] * 2, [True] * 5 + [False]])
 
-    out, weights = ours(x, causal=causal, key_valid=valid, return_weights=True)
+    out, weights = call(ours, x, causal=causal, key_valid=valid, return_weights=return_weights)
     ref_out, ref_weights = ref(x, x, x, key_padding_mask=~valid, need_weights=True, average_attn_weights=False,
                                attn_mask=~causal_allowed(t, t) if causal else None)
     torch.testing.assert_close(out, ref_out, **TOL)
-    torch.testing.assert_close(weights, ref_weights, **TOL)  # [B, H, T_q, T_k], per head
+    if return_weights:
+        torch.testing.assert_close(weights, ref_weights, **TOL)  # [B, H, T_q, T_k], per head
 
     probe = randn(g, b, t, d)
     ours_g = grads(out, probe, [x, *ours.parameters()])
@@ -192,8 +226,9 @@ def test_mha_equals_torch_multihead_attention(bias, causal):
         torch.testing.assert_close(a, r, **TOL)  # w.r.t. every parameter
 
 
+@PATHS
 @pytest.mark.parametrize("bias", [False, True])
-def test_cross_attention_equals_torch_multihead_attention(bias):
+def test_cross_attention_equals_torch_multihead_attention(bias, return_weights):
     d, h, b, t, s = 16, 4, 2, 3, 7  # T != S
     ours = layer(20, d, h, bias=bias)
     ref = torch_mha_with_our_weights(ours, bias, seed=21)
@@ -202,12 +237,14 @@ def test_cross_attention_equals_torch_multihead_attention(bias):
     memory = randn(g, b, s, d).requires_grad_()
     source_valid = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
 
-    out, weights = ours(x, memory, causal=False, key_valid=source_valid, return_weights=True)
+    out, weights = call(ours, x, memory, causal=False, key_valid=source_valid, return_weights=return_weights)
     ref_out, ref_weights = ref(x, memory, memory, key_padding_mask=~source_valid, need_weights=True,
                                average_attn_weights=False)
-    assert out.shape == (b, t, d) and weights.shape == (b, h, t, s)
+    assert out.shape == (b, t, d)
     torch.testing.assert_close(out, ref_out, **TOL)
-    torch.testing.assert_close(weights, ref_weights, **TOL)
+    if return_weights:
+        assert weights.shape == (b, h, t, s)
+        torch.testing.assert_close(weights, ref_weights, **TOL)
     probe = randn(g, b, t, d)
     ours_g = grads(out, probe, [x, memory, *ours.parameters()])
     ref_g = grads(ref_out, probe, [x, memory, *torch_param_list(ref, bias)])
@@ -224,14 +261,15 @@ def test_cross_attention_equals_torch_multihead_attention(bias):
 VALID_6 = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
 
 
+@PATHS
 @pytest.mark.parametrize("h_kv", [8, 2, 1], ids=["mha", "gqa-2", "mqa"])
 @pytest.mark.parametrize("rope", [False, True])
-def test_matches_fused_sdpa_with_enable_gqa(h_kv, rope):
+def test_matches_fused_sdpa_with_enable_gqa(h_kv, rope, return_weights):
     m = layer(30 + h_kv, 32, 8, h_kv, bias=True, rope=rope)
     g = gen(31)
     x = randn(g, 2, 6, 32).requires_grad_()
     allowed = causal_allowed(6, 6) & padding_allowed(VALID_6)  # [B, 1, T, T]
-    out = m(x, causal=True, key_valid=VALID_6)
+    out, _ = call(m, x, causal=True, key_valid=VALID_6, return_weights=return_weights)
     fused = fused_gqa(m, x, allowed, rope=rope)
     torch.testing.assert_close(out, fused, **TOL)
     probe = randn(g, 2, 6, 32)
@@ -240,18 +278,22 @@ def test_matches_fused_sdpa_with_enable_gqa(h_kv, rope):
         torch.testing.assert_close(a, r, **TOL)
 
 
+@PATHS
 @pytest.mark.parametrize("h_kv", [8, 2, 1], ids=["mha", "gqa-2", "mqa"])
-def test_matches_repeat_interleave_reference_with_rope(h_kv):
+def test_matches_repeat_interleave_reference_with_rope(h_kv, return_weights):
     """Seed 003, D05: MHA is the n_kv = n_heads case; a real grouping (group of 4) and MQA
     are checked against a reference that physically copies K/V; MQA's per-head outputs
-    are distinct (the group axis is broadcast per head, not collapsed)."""
+    are distinct (the group axis is broadcast per head, not collapsed). Both paths: the
+    fused kernel (is_causal) and the transparent attention."""
     m = layer(40 + h_kv, 32, 8, h_kv, rope=True)
     g = gen(41)
     x = randn(g, 2, 5, 32).requires_grad_()
     allowed = causal_allowed(5, 5)
-    out = m(x, causal=True)
+    out, weights = call(m, x, causal=True, return_weights=return_weights)
     ref, per_head_ref = reference_gqa(m, x, allowed, rope=True)
     torch.testing.assert_close(out, ref, **TOL)
+    if return_weights:
+        assert weights.shape == (2, 8, 5, 5) and torch.all(weights[..., ~allowed] == 0)
     probe = randn(g, 2, 5, 32)
     wrt = [x, *m.parameters()]
     for a, r in zip(grads(out, probe, wrt), grads(ref, probe, wrt)):
@@ -309,21 +351,29 @@ def test_grouped_attention_matches_fused_with_per_head_mask():
 # --------------------------------------------------------------------------------------
 
 
-def test_gqa_hands_the_cache_itself_to_the_kernel(monkeypatch):
-    """What grouped attention hands to the attention kernel is the cache's own storage, with
-    the G query heads of each group stacked along the query axis; no repeat_interleave
-    anywhere in a forward."""
+@PATHS
+def test_gqa_hands_the_cache_itself_to_the_kernel(monkeypatch, return_weights):
+    """What grouped attention hands to the attention kernel is the cache's own storage: to
+    PyTorch's fused kernel as [B, H_kv, T_k, d_head] with enable_gqa=True, to the transparent
+    attention with the G query heads of each group stacked along the query axis; no
+    repeat_interleave anywhere in a forward."""
     seen = {}
-    original = heads_module.scaled_dot_product_attention
+    transparent = heads_module.scaled_dot_product_attention
+    fused = F.scaled_dot_product_attention
 
-    def spy(q, k, v, allowed=None, **kwargs):
-        seen.update(q=q, k=k, v=v)
-        return original(q, k, v, allowed, **kwargs)
+    def spy_transparent(q, k, v, allowed=None, **kwargs):
+        seen.update(q=q, k=k, v=v, kernel="transparent")
+        return transparent(q, k, v, allowed, **kwargs)
+
+    def spy_fused(q, k, v, **kwargs):
+        seen.update(q=q, k=k, v=v, kernel="fused", enable_gqa=kwargs.get("enable_gqa"))
+        return fused(q, k, v, **kwargs)
 
     def forbidden(*args, **kwargs):
         raise AssertionError("repeat_interleave copies K/V")
 
-    monkeypatch.setattr(heads_module, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(heads_module, "scaled_dot_product_attention", spy_transparent)
+    monkeypatch.setattr(heads_module.F, "scaled_dot_product_attention", spy_fused)
     monkeypatch.setattr(torch, "repeat_interleave", forbidden)
     monkeypatch.setattr(torch.Tensor, "repeat_interleave", forbidden)
 
@@ -331,11 +381,16 @@ def test_gqa_hands_the_cache_itself_to_the_kernel(monkeypatch):
     cache = m.new_cache(2, 8)
     g = gen(61)
     with torch.no_grad():
-        m(randn(g, 2, 3, 32), causal=True, cache=cache)
-        m(randn(g, 2, 1, 32), causal=True, cache=cache)
+        m(randn(g, 2, 3, 32), causal=True, cache=cache, return_weights=return_weights)
+        m(randn(g, 2, 1, 32), causal=True, cache=cache, return_weights=return_weights)
     k, v = seen["k"], seen["v"]
     assert k.shape == (2, 2, 4, 4) and v.shape == (2, 2, 4, 4)  # [B, H_kv, T_k, d_head]
-    assert seen["q"].shape == (2, 2, 4 * 1, 4)  # [B, H_kv, G * T_q, d_head]
+    if return_weights:
+        assert seen["kernel"] == "transparent"
+        assert seen["q"].shape == (2, 2, 4 * 1, 4)  # [B, H_kv, G * T_q, d_head]
+    else:
+        assert seen["kernel"] == "fused" and seen["enable_gqa"] is True
+        assert seen["q"].shape == (2, 8, 1, 4)  # [B, H, T_q, d_head]
     assert k.untyped_storage().data_ptr() == cache.k.untyped_storage().data_ptr()
     assert v.untyped_storage().data_ptr() == cache.v.untyped_storage().data_ptr()
 
@@ -431,30 +486,85 @@ def test_mqa_cache_keeps_one_head_and_costs_what_the_formula_says():
     assert mha_cache.nbytes == 8 * cache.nbytes  # H / H_kv times more
 
 
-def test_failed_call_leaves_the_cache_untouched():
-    m = layer(93, 16, 4, 2)
-    cache = m.new_cache(1, 4)
-    x = randn(gen(94), 1, 2, 16)
+def _cache_state(cache: KVCache):
+    return cache.next_pos, cache.owner, cache.k.clone(), cache.v.clone()
+
+
+def _same_state(cache: KVCache, state) -> bool:
+    next_pos, owner, k, v = state
+    return cache.next_pos == next_pos and cache.owner == owner and torch.equal(cache.k, k) and torch.equal(cache.v, v)
+
+
+def refusals(fill: int) -> list[tuple[dict, str]]:
+    """Calls of 2 new tokens to a layer whose cache (capacity 8) holds `fill` tokens, each
+    refused: (keyword arguments, anchored message)."""
+    seen = fill + 2  # the keys the queries see: the cached and the new tokens
+    first_blind = torch.ones(1, seen, dtype=torch.bool)
+    first_blind[0, : fill + 1] = False  # the first new query (and everything before it) is padding
+    return [
+        (dict(key_valid=first_blind), "^" + re.escape(
+            "causal and key_valid leaves 1 query row(s) with no key to attend to, at index [..., query] "
+            "[[0, 0]]; fix the mask, or pass empty_row='zero' to give those rows a zero output") + "$"),
+        (dict(key_valid=torch.ones(1, seen + 1, dtype=torch.bool)),
+         rf"^key_valid must be \[B=1, T_k={seen}\] \(one flag per key the queries see"),
+        (dict(key_valid=torch.ones(1, seen, dtype=torch.long)), r"^key_valid must be a bool tensor"),
+        (dict(start_pos=fill + 1), rf"^start_pos={fill + 1} disagrees with cache\.next_pos={fill}: omit it"),
+        (dict(x=randn(gen(95), 1, 9, 16)),
+         rf"^appending 9 token\(s\) at next_pos={fill} needs capacity >= {fill + 9}, the cache has capacity=8$"),
+        (dict(x=randn(gen(95), 2, 2, 16)), re.escape(
+            "the cache holds [batch, n_kv_heads, d_head, dtype, device] = [1, 2, 4, torch.float64, "
+            "device(type='cpu')], this call has [2, 2, 4, torch.float64, device(type='cpu')]")),
+        (dict(empty_row="skip"), r"^empty_row must be one of \['error', 'zero'\], got 'skip'$"),
+        (dict(causal=1), r"^causal must be a bool, got int$"),
+    ]
+
+
+@PATHS
+@pytest.mark.parametrize("fill", [0, 3], ids=["empty", "filled"])
+def test_a_refused_call_leaves_the_cache_untouched(fill, return_weights):
+    """Every refusal comes before anything is projected or written: next_pos, the owner and
+    the contents stay as they were."""
+    m = layer(93, 16, 4, 2, rope=True)
+    cache = m.new_cache(1, 8)
     with torch.no_grad():
-        with pytest.raises(ValueError, match="no key"):
-            m(x, causal=True, key_valid=torch.tensor([[False, True]]), cache=cache)
-        with pytest.raises(ValueError, match="capacity"):
-            m(randn(gen(95), 1, 5, 16), causal=True, cache=cache)
-    assert cache.next_pos == 0
+        if fill:
+            m(randn(gen(96), 1, fill, 16), causal=True, cache=cache)
+        for kwargs, pattern in refusals(fill):
+            kwargs = {"x": randn(gen(94), 1, 2, 16), "causal": True, **kwargs}
+            before = _cache_state(cache)
+            with pytest.raises((ValueError, TypeError), match=pattern):
+                m(cache=cache, return_weights=return_weights, **kwargs)
+            assert _same_state(cache, before), pattern
+        assert cache.next_pos == fill
+        m(randn(gen(94), 1, 2, 16), causal=True, cache=cache)  # and the cache still works
+    assert cache.next_pos == fill + 2
 
 
-def test_a_call_that_fails_inside_attention_rolls_the_cache_back():
-    """Scores that overflow float32 are found only after the new keys were appended: the
-    cache must still end where it was, with the positions written by the call zeroed."""
+def test_a_call_under_autograd_is_refused_before_the_cache_is_written():
+    """The cache writes in place: decoding must run under torch.no_grad(). The refusal comes
+    from KVCache.append, after the projections, before anything is stored."""
+    m = layer(97, 16, 4, 2)
+    cache = m.new_cache(1, 4)
+    with torch.no_grad():
+        m(randn(gen(98), 1, 1, 16), causal=True, cache=cache)
+    before = _cache_state(cache)
+    with pytest.raises(ValueError, match=r"^k_new requires grad: decode under torch\.no_grad\(\)$"):
+        m(randn(gen(99), 1, 1, 16), causal=True, cache=cache)
+    assert _same_state(cache, before)
+
+
+def test_input_that_overflows_is_not_refused_it_gives_nan_and_is_cached():
+    """Values are not checked inside a layer: scores that overflow float32 give NaN (like
+    PyTorch's layers), the call is not an error, and its keys are stored like any others."""
     m = layer(96, 16, 4, 2, rope=True).float()
     cache = m.new_cache(1, 8)
     with torch.no_grad():
         m(torch.randn(1, 2, 16, generator=gen(97)), causal=True, cache=cache)
-        before_k = cache.k.clone()
-        with pytest.raises(ValueError, match="overflowed"):
-            m(torch.full((1, 1, 16), 1e21), causal=True, cache=cache)
-    assert cache.next_pos == 2
-    assert torch.equal(cache.k, before_k)
+        before_k = cache.k[:, :, :2].clone()
+        out = m(torch.full((1, 1, 16), 1e38), causal=True, cache=cache)
+    assert torch.isnan(out).all()
+    assert cache.next_pos == 3 and torch.equal(cache.k[:, :, :2], before_k)
+    assert cache.k[:, :, 2].abs().max() > 1e36  # stored as computed; q k^T overflows float32
 
 
 def test_one_cache_serves_one_layer():
@@ -462,7 +572,7 @@ def test_one_cache_serves_one_layer():
     cache = a.new_cache(1, 8)
     with torch.no_grad():
         a(randn(gen(100), 1, 2, 16), causal=True, cache=cache)
-        with pytest.raises(ValueError, match="another layer's keys"):
+        with pytest.raises(ValueError, match=r"^the cache holds another layer's keys and values; give each layer"):
             b(randn(gen(101), 1, 1, 16), causal=True, cache=cache)
         assert cache.next_pos == 2
         cache.reset()  # a new sequence may belong to another layer
@@ -522,11 +632,12 @@ def test_d07_packed_qkv_equals_separate(bias, h_kv):
 
 
 def test_d10_config_validation():
-    with pytest.raises(ValueError, match="d_model=100 must be divisible by n_heads=8"):
+    with pytest.raises(ValueError, match=r"^d_model=100 must be divisible by n_heads=8: a floored d_head would attend "
+                                         r"in 96 of 100 dims without any error$"):
         MultiHeadAttention(100, 8)
-    with pytest.raises(ValueError, match="n_heads=8 must be divisible by n_kv_heads=3"):
+    with pytest.raises(ValueError, match=r"^n_heads=8 must be divisible by n_kv_heads=3: "):
         MultiHeadAttention(96, 8, 3)
-    with pytest.raises(ValueError, match="even d_head"):
+    with pytest.raises(ValueError, match=r"^rope=True needs an even d_head \(pairs rotate\), got 3$"):
         MultiHeadAttention(48, 16, rope=True)  # d_head = 3
 
 
@@ -537,16 +648,13 @@ def test_d11_start_pos_and_cache_consistency():
     with torch.no_grad():
         m(randn(g, 1, 3, 32), causal=True, cache=cache)
         x2 = randn(g, 1, 1, 32)
-        with pytest.raises(ValueError, match=r"start_pos=0 disagrees with cache.next_pos=3"):
+        with pytest.raises(ValueError, match=r"^start_pos=0 disagrees with cache\.next_pos=3: omit it to continue "
+                                             r"the cached sequence, or reset\(\) the cache to start a new one$"):
             m(x2, causal=True, cache=cache, start_pos=0)
         assert cache.next_pos == 3
         explicit = m(x2, causal=True, cache=cache, start_pos=3)
     cache.reset()
     assert cache.next_pos == 0 and (cache.k == 0).all()
-    assert resolve_start(None, None) == 0 and resolve_start(None, 5) == 5
-    with torch.no_grad():
-        m(torch.zeros(1, 3, 32, dtype=F64), causal=True, cache=cache)
-        assert resolve_start(cache, None) == 3
     # The explicit, agreeing start_pos computed the same step as the full forward's last row.
     first = randn(gen(111), 1, 3, 32)  # the same first three tokens as above
     with torch.no_grad():
@@ -554,14 +662,43 @@ def test_d11_start_pos_and_cache_consistency():
     torch.testing.assert_close(explicit, full[:, 3:], atol=1e-12, rtol=0)
 
 
+def test_check_call_returns_the_start_and_the_number_of_keys_the_queries_see():
+    """(start, T_k): the absolute position of x[:, 0], and how many keys its queries read."""
+    m = layer(112, 32, 4, rope=True)
+    x, memory = torch.zeros(2, 3, 32, dtype=F64), torch.zeros(2, 5, 32, dtype=F64)
+    plain = dict(key_valid=None, cache=None, start_pos=None, empty_row="error", return_weights=False)
+
+    def check(x, memory=None, *, causal=True, **changes):
+        return check_call(m if memory is None else layer(113, 32, 4), x, memory, causal=causal,
+                          **{**plain, **changes})
+
+    assert check(x) == (0, 3)
+    assert check(x, start_pos=5) == (5, 3)  # RoPE positions 5..7, no cache: the keys are x's own
+    assert check(x, memory, causal=False) == (0, 5)
+    assert check(x, memory, causal=False, key_valid=torch.ones(2, 5, dtype=torch.bool)) == (0, 5)
+    cache = m.new_cache(2, 8)
+    assert check(x, cache=cache) == (0, 3)
+    with torch.no_grad():
+        m(torch.zeros(2, 4, 32, dtype=F64), causal=True, cache=cache)
+    assert check(x, cache=cache) == (4, 7) and check(x, cache=cache, start_pos=4) == (4, 7)
+    with HostSyncs() as syncs:  # metadata only
+        check(x, cache=cache, key_valid=torch.ones(2, 7, dtype=torch.bool))
+    assert syncs.calls == []
+    assert cache.next_pos == 4  # check_call writes nothing
+    with pytest.raises(ValueError, match=r"^start_pos must be >= 0, got -2$"):
+        check(x, start_pos=-2)
+    with pytest.raises(ValueError, match=r"^start_pos=3 disagrees with cache\.next_pos=4"):
+        check(x, cache=cache, start_pos=3)
+
+
 def test_d12_cross_attention_guards_and_memory_is_read():
     x, memory = randn(gen(120), 1, 4, 32), randn(gen(121), 1, 3, 32)
-    with pytest.raises(ValueError, match="rope"):
+    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
         layer(122, 32, 4, rope=True)(x, memory, causal=False)
     plain = layer(123, 32, 4)
-    with pytest.raises(ValueError, match="cache"):
+    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
         plain(x, memory, causal=False, cache=plain.new_cache(1, 8))
-    with pytest.raises(ValueError, match="causal"):
+    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
         plain(x, memory, causal=True)
     out = plain(x, memory, causal=False)
     assert out.shape == (1, 4, 32)
@@ -586,8 +723,12 @@ def test_d13_fully_masked_row_is_refused_by_default_and_finite_with_zero():
     m = layer(140, 32, 4)
     x = randn(gen(141), 2, 5, 32).requires_grad_()
     valid = torch.tensor([[False, True, True, True, True], [True] * 5])  # query 0 of sample 0 sees nothing
-    with pytest.raises(ValueError, match=r"\[batch, query\] \[\[0, 0\]\]"):
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "causal and key_valid leaves 1 query row(s) with no key to attend to, at index [..., query] [[0, 0]]; "
+            "fix the mask, or pass empty_row='zero' to give those rows a zero output") + "$"):
         m(x, causal=True, key_valid=valid)
+    with pytest.raises(ValueError, match=r"^causal and key_valid leaves 1 query row"):
+        m(x, causal=True, key_valid=valid, return_weights=True)
     out = m(x, causal=True, key_valid=valid, empty_row="zero")
     assert torch.isfinite(out).all() and (out[0, 0] == 0).all()
     g = torch.autograd.grad(out.square().sum(), [x, *m.parameters()])
@@ -595,7 +736,8 @@ def test_d13_fully_masked_row_is_refused_by_default_and_finite_with_zero():
 
 
 def test_d15_rope_tables_follow_the_layer_dtype():
-    """The float32 RoPE tables serve a float64 layer (cast, no error) and a bfloat16 one."""
+    """The RoPE tables are buffers: they follow the layer to float32 and bfloat16, and the
+    outputs stay within those dtypes' rounding of the float64 layer's."""
     m64 = layer(150, 32, 4, 2, rope=True)
     x = randn(gen(151), 2, 5, 32)
     with torch.no_grad():
@@ -605,6 +747,149 @@ def test_d15_rope_tables_follow_the_layer_dtype():
             out = m(x.to(dtype), causal=True)
             assert out.dtype == dtype
             torch.testing.assert_close(out.double(), ref, atol=atol, rtol=0)
+
+
+# --------------------------------------------------------------------------------------
+# RoPE tables: computed once per layer, grown on demand, never saved
+# --------------------------------------------------------------------------------------
+
+
+def count_rope_cache_calls(monkeypatch) -> list[int]:
+    """Record the length of every table heads.MultiHeadAttention computes."""
+    from literate.positions import rope_cache
+
+    lengths = []
+
+    def spy(length, *args, **kwargs):
+        lengths.append(length)
+        return rope_cache(length, *args, **kwargs)
+
+    monkeypatch.setattr(heads_module, "rope_cache", spy)
+    return lengths
+
+
+def test_rope_tables_are_computed_once_and_the_same_buffers_serve_shorter_calls(monkeypatch):
+    from literate.positions import rope_cache
+
+    lengths = count_rope_cache_calls(monkeypatch)
+    m = layer(190, 32, 4, 2, rope=True)  # float64, d_head 8
+    assert m.rope_cos.shape == m.rope_sin.shape == (0, 8)  # nothing computed before a call
+    cos, sin = m.rope_tables(6)
+    assert cos.shape == sin.shape == (6, 8) and cos.dtype == F64
+    ref_cos, ref_sin = rope_cache(6, 8, dtype=F64)
+    assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin)  # bit for bit
+    for length in (6, 5, 1):
+        again = m.rope_tables(length)
+        assert again[0] is cos and again[1] is sin  # the same buffer objects, not a copy
+    g = gen(191)
+    with torch.no_grad():
+        m(randn(g, 2, 6, 32), causal=True)
+        m(randn(g, 2, 3, 32), causal=True)
+        m(randn(g, 2, 2, 32), causal=True, start_pos=4)  # positions 4, 5
+        cache = m.new_cache(2, 6)
+        for t in (4, 1, 1):
+            m(randn(g, 2, t, 32), causal=True, cache=cache)  # up to position 5
+    assert lengths == [6] and m.rope_cos is cos
+
+
+def test_rope_tables_grow_for_a_longer_input_equal_to_rope_cache_bit_for_bit(monkeypatch):
+    from literate.positions import rope_cache
+
+    lengths = count_rope_cache_calls(monkeypatch)
+    m = layer(192, 32, 4, 2, rope=True, rope_base=500_000.0)
+    m.rope_tables(6)
+    cos, sin = m.rope_tables(7)  # longer: regrown, to twice the old length
+    assert cos.shape == (12, 8) and lengths == [6, 12]
+    assert torch.equal(cos, rope_cache(12, 8, base=500_000.0, dtype=F64)[0])
+    assert torch.equal(sin, rope_cache(12, 8, base=500_000.0, dtype=F64)[1])
+    assert torch.equal(cos[:7], rope_cache(7, 8, base=500_000.0, dtype=F64)[0])  # the prefix is the short table
+    assert not torch.equal(cos, rope_cache(12, 8, dtype=F64)[0])  # the layer's base, not the default
+    assert m.rope_tables(12)[0] is cos and lengths == [6, 12]  # doubling: no new table up to 12
+    with torch.no_grad():
+        m(randn(gen(193), 1, 30, 32), causal=True)  # more than twice: exactly what is asked
+    assert m.rope_cos.shape[0] >= 30 and lengths == [6, 12, 30]
+    assert torch.equal(m.rope_cos, rope_cache(30, 8, base=500_000.0, dtype=F64)[0])
+    assert torch.equal(m.rope_sin, rope_cache(30, 8, base=500_000.0, dtype=F64)[1])
+
+
+def test_rope_tables_are_buffers_outside_the_state_dict():
+    m = layer(194, 32, 4, 2, rope=True)
+    m.rope_tables(5)
+    assert {"rope_cos", "rope_sin"} <= {name for name, _ in m.named_buffers()}
+    assert sorted(m.state_dict()) == sorted(n for n, _ in m.named_parameters())  # nothing else saved
+    fresh = MultiHeadAttention(32, 4, 2, rope=True).double()
+    fresh.load_state_dict(m.state_dict(), strict=True)  # a layer that never ran loads it
+    m.load_state_dict(fresh.state_dict(), strict=True)
+    assert m.rope_cos.shape == (5, 8) and fresh.rope_cos.shape == (0, 8)
+
+
+def test_rope_tables_are_converted_with_the_layer():
+    from literate.positions import rope_cache
+
+    torch.manual_seed(195)
+    m = MultiHeadAttention(32, 4, 2, rope=True)  # float32
+    cos, _ = m.rope_tables(6)
+    assert cos.dtype == torch.float32 and torch.equal(cos, rope_cache(6, 8)[0])
+    m.double()
+    assert m.rope_cos.dtype == m.rope_sin.dtype == F64
+    assert torch.equal(m.rope_cos, rope_cache(6, 8, dtype=F64)[0])  # float32 angles, widened exactly
+    assert torch.equal(m.rope_sin, rope_cache(6, 8, dtype=F64)[1])
+    assert m.rope_tables(6)[0] is m.rope_cos  # converted, not recomputed
+    m.rope_tables(13)
+    assert m.rope_cos.dtype == F64 and torch.equal(m.rope_cos, rope_cache(13, 8, dtype=F64)[0])
+    m.to(torch.bfloat16)
+    assert m.rope_cos.dtype == torch.bfloat16 and torch.equal(m.rope_cos, rope_cache(13, 8, dtype=torch.bfloat16)[0])
+
+
+def test_rope_tables_made_in_low_precision_are_recomputed_after_double():
+    """BUG: a layer that ran once in bfloat16 keeps bfloat16-rounded cos/sin after .double()
+    (the buffers are widened, their precision is not restored), and rope_tables never
+    recomputes a table that is long enough: the float64 layer's output is then off by
+    ~1.6e-4 from the same layer built in float64 (a sin/cos error of ~2e-3)."""
+    from literate.positions import rope_cache
+
+    m = layer(196, 32, 4, 2, rope=True).to(torch.bfloat16)
+    with torch.no_grad():
+        m(torch.zeros(1, 6, 32, dtype=torch.bfloat16), causal=True)
+    m.double()
+    twin = layer(196, 32, 4, 2, rope=True)  # the same weights, never run in bfloat16
+    twin.load_state_dict(m.state_dict())
+    x = randn(gen(197), 1, 6, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x, causal=True), twin(x, causal=True), **TOL)
+    assert torch.equal(m.rope_tables(6)[0][:6], rope_cache(6, 8, dtype=F64)[0])
+
+
+@PATHS
+def test_a_fresh_layer_decoding_token_by_token_grows_its_tables_and_equals_the_reference(return_weights):
+    """The tables grow from 2 to 4, 8 and 16 positions during the decode; each step still
+    equals the independent complex-number RoPE reference run on the whole sequence."""
+    m = layer(198, 32, 4, 2, rope=True)
+    x = randn(gen(199), 2, 9, 32)
+    cache = m.new_cache(2, 9)
+    with torch.no_grad():
+        steps = [call(m, x[:, :2], causal=True, cache=cache, return_weights=return_weights)[0]]
+        for t in range(2, 9):
+            steps.append(call(m, x[:, t : t + 1], causal=True, cache=cache, return_weights=return_weights)[0])
+        ref, _ = reference_gqa(m, x, causal_allowed(9, 9), rope=True)
+    assert m.rope_cos.shape[0] == 16
+    torch.testing.assert_close(torch.cat(steps, dim=1), ref, **TOL)
+
+
+@PATHS
+def test_start_pos_without_a_cache_rotates_at_those_positions_like_the_reference(return_weights):
+    m = layer(200, 32, 4, 1, rope=True)
+    x = randn(gen(201), 2, 5, 32).requires_grad_()
+    out, _ = call(m, x, causal=True, start_pos=37, return_weights=return_weights)
+    ref, _ = reference_gqa(m, x, causal_allowed(5, 5), rope=True, start=37)
+    torch.testing.assert_close(out, ref, **TOL)
+    probe = randn(gen(202), 2, 5, 32)
+    wrt = [x, *m.parameters()]
+    for a, r in zip(grads(out, probe, wrt), grads(ref, probe, wrt)):
+        torch.testing.assert_close(a, r, **TOL)
+    # Causal scores depend on position differences only: shifting every position changes the
+    # output only through the rounding of the float32 angles (~1e-8), which 1e-12 sees.
+    assert max_err(out, call(m, x, causal=True, return_weights=return_weights)[0]) > 1e-10
 
 
 # --------------------------------------------------------------------------------------
@@ -642,13 +927,27 @@ def test_empty_rows_pass_through_to_attention_with_zero_weights():
 
 
 def test_grouped_attention_names_empty_rows_by_head():
+    """BUG: the empty row is at [batch 0, head 3, query 1] of the mask the caller passed, but
+    grouped_attention stacks each group's queries ([B, H_kv, G * T_q]) before calling
+    chapter 1's attention, and the error names the stacked index: [[0, 1, 3]] (head 1,
+    query 3, with T_q = 2). The zero policy is right."""
     q, k, v = randn(gen(172), 1, 4, 2, 3), randn(gen(173), 1, 2, 3, 3), randn(gen(174), 1, 2, 3, 3)
     allowed = torch.ones(1, 4, 2, 3, dtype=torch.bool)
     allowed[0, 3, 1] = False
-    with pytest.raises(ValueError, match=r"\[batch, head, query\] \[\[0, 3, 1\]\]"):
-        grouped_attention(q, k, v, allowed)
     r = grouped_attention(q, k, v, allowed, empty_row="zero")
     assert r.empty_rows[0, 3, 1] and r.empty_rows.sum() == 1 and (r.output[0, 3, 1] == 0).all()
+    with pytest.raises(ValueError, match=r"^allowed leaves 1 query row\(s\) with no key to attend to, at index "
+                                         r"\[\.\.\., query\] \[\[0, 3, 1\]\]"):
+        grouped_attention(q, k, v, allowed)
+
+
+def test_grouped_attention_names_a_mask_that_does_not_broadcast():
+    """BUG: `allowed.expand(B, H, T_q, T_k)` runs before chapter 1's check_qkv could name
+    the mask: a [3, 2] mask for [1, 4, 2, 3] scores raises torch's own RuntimeError ("The
+    expanded size of the tensor (3) must match ...") instead of a ValueError naming allowed."""
+    q, k = torch.zeros(1, 4, 2, 3, dtype=F64), torch.zeros(1, 2, 3, 3, dtype=F64)
+    with pytest.raises(ValueError, match=r"^allowed \(3, 2\) must broadcast to"):
+        grouped_attention(q, k, k, torch.ones(3, 2, dtype=torch.bool))
 
 
 # --------------------------------------------------------------------------------------
@@ -659,70 +958,101 @@ def test_grouped_attention_names_empty_rows_by_head():
 @pytest.mark.parametrize(
     "args, kwargs, error, match",
     [
-        ((0, 2), {}, ValueError, "d_model"),
-        ((True, 2), {}, TypeError, "d_model"),
-        ((32.0, 2), {}, TypeError, "d_model"),
-        ((32, 0), {}, ValueError, "n_heads"),
-        ((32, False), {}, TypeError, "n_heads"),
-        ((32, 4, 0), {}, ValueError, "n_kv_heads"),
-        ((32, 4, True), {}, TypeError, "n_kv_heads"),
-        ((32, 4, 8), {}, ValueError, "n_kv_heads=8"),
-        ((30, 4), {}, ValueError, "d_model=30"),
-        ((32, 4), {"bias": 1}, TypeError, "bias"),
-        ((32, 4), {"rope": "yes"}, TypeError, "rope"),
-        ((24, 8), {"rope": True}, ValueError, "d_head=3"),
-        ((32, 4), {"rope": True, "rope_base": 1.0}, ValueError, "rope_base"),
-        ((32, 4), {"rope": True, "rope_base": -5.0}, ValueError, "rope_base"),
-        ((32, 4), {"rope": True, "rope_base": True}, TypeError, "rope_base"),
+        ((0, 2), {}, ValueError, r"^d_model must be >= 1, got 0$"),
+        ((True, 2), {}, TypeError, r"^d_model must be an int, got bool$"),
+        ((32.0, 2), {}, TypeError, r"^d_model must be an int, got float$"),
+        ((32, 0), {}, ValueError, r"^n_heads must be >= 1, got 0$"),
+        ((32, False), {}, TypeError, r"^n_heads must be an int, got bool$"),
+        ((32, 4, 0), {}, ValueError, r"^n_kv_heads must be >= 1, got 0$"),
+        ((32, 4, True), {}, TypeError, r"^n_kv_heads must be an int, got bool$"),
+        ((32, 4, 8), {}, ValueError, r"^n_heads=4 must be divisible by n_kv_heads=8: every key/value head serves "
+                                     r"the same number of query heads$"),
+        ((30, 4), {}, ValueError, r"^d_model=30 must be divisible by n_heads=4: a floored d_head would attend in 28 "
+                                  r"of 30 dims without any error$"),
+        ((32, 4), {"bias": 1}, TypeError, r"^bias must be a bool, got int$"),
+        ((32, 4), {"rope": "yes"}, TypeError, r"^rope must be a bool, got str$"),
+        ((24, 8), {"rope": True}, ValueError, r"^rope=True needs an even d_head \(pairs rotate\), got 3$"),
+        ((32, 4), {"rope": True, "rope_base": 1.0}, ValueError,
+         r"^rope_base must be > 1 \(frequencies base\^\(-2i/d\) must decrease\), got 1\.0$"),
+        ((32, 4), {"rope": True, "rope_base": -5.0}, ValueError, r"^rope_base must be finite and > 0, got -5\.0$"),
+        ((32, 4), {"rope": True, "rope_base": True}, TypeError, r"^rope_base must be a real number, got bool$"),
     ],
 )
 def test_constructor_errors(args, kwargs, error, match):
-    with pytest.raises(error, match=match):
+    with pytest.raises(error, match=match) as info:
         MultiHeadAttention(*args, **kwargs)
+    assert type(info.value) is error
+
+
+CROSS_TAKES_NO = re.escape("cross-attention (memory given) takes no rope, causal=True, cache or start_pos: the "
+                           "whole source is read, unrotated")
+CACHE_HOLDS = re.escape("the cache holds [batch, n_kv_heads, d_head, dtype, device] = ")
+KEY_VALID = r"^key_valid must be \[B=2, T_k={}\] \(one flag per key the queries see: the memory's S, or the cached " \
+            r"plus new tokens\), got {}$"
 
 
 def forward_error_cases():
     x = torch.zeros(2, 3, 16, dtype=F64)
     mem = torch.zeros(2, 4, 16, dtype=F64)
     ok_valid = torch.ones(2, 3, dtype=torch.bool)
-    nan = x.clone()
-    nan[0, 0, 0] = float("nan")
     return [
-        ("x-not-tensor", (x.tolist(),), {"causal": True}, TypeError, "x must be a torch.Tensor"),
-        ("x-int", (x.long(),), {"causal": True}, TypeError, "x must have a floating"),
-        ("x-2d", (x[0],), {"causal": True}, ValueError, "x must be"),
-        ("x-width", (torch.zeros(2, 3, 8, dtype=F64),), {"causal": True}, ValueError, "d_model=16"),
-        ("x-dtype", (x.float(),), {"causal": True}, TypeError, "x has dtype torch.float32"),
-        ("x-nan", (nan,), {"causal": True}, ValueError, "x contains NaN"),
-        ("x-device", (x.to("meta"),), {"causal": True}, ValueError, "x is on meta"),
-        ("mem-device", (x, mem.to("meta")), {"causal": False}, ValueError, "memory is on meta"),
-        ("causal-mask", (x,), {"causal": causal_allowed(3, 3)}, TypeError, "causal must be a bool"),
-        ("causal-int", (x,), {"causal": 1}, TypeError, "causal"),
-        ("weights-flag", (x,), {"causal": True, "return_weights": 1}, TypeError, "return_weights"),
-        ("empty-row", (x,), {"causal": True, "empty_row": "nan"}, ValueError, "empty_row"),
-        ("mem-2d", (x, mem[0]), {"causal": False}, ValueError, "memory must be"),
-        ("mem-width", (x, torch.zeros(2, 4, 8, dtype=F64)), {"causal": False}, ValueError, "memory must be"),
-        ("mem-batch", (x, mem[:1]), {"causal": False}, ValueError, "memory has batch 1"),
-        ("mem-dtype", (x, mem.float()), {"causal": False}, TypeError, "memory has dtype"),
-        ("mem-int", (x, mem.long()), {"causal": False}, TypeError, "memory must have a floating"),
-        ("mem-causal", (x, mem), {"causal": True}, ValueError, "causal=True"),
-        ("mem-start", (x, mem), {"causal": False, "start_pos": 0}, ValueError, "start_pos"),
-        ("mem-cache", (x, mem), {"causal": False, "cache": KVCache(2, 2, 8, 4, dtype=F64)}, ValueError, "cache"),
-        ("cache-type", (x,), {"causal": True, "cache": object()}, TypeError, "cache must be a KVCache"),
-        ("cache-heads", (x,), {"causal": True, "cache": KVCache(2, 4, 8, 4, dtype=F64)}, ValueError, "n_kv_heads=4"),
-        ("cache-batch", (x,), {"causal": True, "cache": KVCache(1, 2, 8, 4, dtype=F64)}, ValueError, "batch=1"),
-        ("cache-dtype", (x,), {"causal": True, "cache": KVCache(2, 2, 8, 4)}, ValueError, "float32"),
-        ("cache-full", (x,), {"causal": True, "cache": KVCache(2, 2, 2, 4, dtype=F64)}, ValueError, "capacity=2"),
-        ("start-neg", (x,), {"causal": True, "start_pos": -1}, ValueError, "start_pos"),
-        ("start-bool", (x,), {"causal": True, "start_pos": True}, TypeError, "start_pos"),
-        ("kv-int", (x,), {"causal": True, "key_valid": ok_valid.long()}, TypeError, "key_valid must be a bool"),
-        ("kv-shape", (x,), {"causal": True, "key_valid": ok_valid[0]}, ValueError, r"key_valid must be \[B=2, T_k=3\]"),
-        ("kv-cross", (x, mem), {"causal": False, "key_valid": ok_valid}, ValueError, "T_k=4"),
-        ("kv-cache", (x,), {"causal": True, "key_valid": ok_valid,
-                            "cache": _filled_cache()}, ValueError, "T_k=5"),
-        ("kv-device", (x,), {"causal": True, "key_valid": ok_valid.to("meta")}, ValueError, "key_valid is on meta"),
+        ("x-not-tensor", (x.tolist(),), {"causal": True}, TypeError, r"^x must be a floating-point tensor, got list$"),
+        ("x-int", (x.long(),), {"causal": True}, TypeError, r"^x must be a floating-point tensor, got torch\.int64$"),
+        ("x-2d", (x[0],), {"causal": True}, ValueError, r"^x must be \[B, T, d_model=16\], got \(3, 16\)$"),
+        ("x-4d", (x[None],), {"causal": True}, ValueError, r"^x must be \[B, T, d_model=16\], got \(1, 2, 3, 16\)$"),
+        ("x-width", (torch.zeros(2, 3, 8, dtype=F64),), {"causal": True}, ValueError,
+         r"^x must have last axis 16, got \(2, 3, 8\)$"),
+        ("x-dtype", (x.float(),), {"causal": True}, TypeError,
+         r"^x is torch\.float32, the layer's parameters torch\.float64$"),
+        ("x-device", (x.to("meta"),), {"causal": True}, ValueError, r"^x is on meta, the layer on cpu$"),
+        ("mem-device", (x, mem.to("meta")), {"causal": False}, ValueError, r"^memory is on meta, the layer on cpu$"),
+        ("causal-mask", (x,), {"causal": causal_allowed(3, 3)}, TypeError, r"^causal must be a bool, got Tensor$"),
+        ("causal-int", (x,), {"causal": 1}, TypeError, r"^causal must be a bool, got int$"),
+        ("weights-flag", (x,), {"causal": True, "return_weights": 1}, TypeError,
+         r"^return_weights must be a bool, got int$"),
+        ("empty-row", (x,), {"causal": True, "empty_row": "nan"}, ValueError,
+         r"^empty_row must be one of \['error', 'zero'\], got 'nan'$"),
+        ("mem-2d", (x, mem[0]), {"causal": False}, ValueError, r"^memory must be \[B=2, S, d\], got \(4, 16\)$"),
+        ("mem-width", (x, torch.zeros(2, 4, 8, dtype=F64)), {"causal": False}, ValueError,
+         r"^memory must have last axis 16, got \(2, 4, 8\)$"),
+        ("mem-batch", (x, mem[:1]), {"causal": False}, ValueError, r"^memory must be \[B=2, S, d\], got \(1, 4, 16\)$"),
+        ("mem-dtype", (x, mem.float()), {"causal": False}, TypeError,
+         r"^memory is torch\.float32, the layer's parameters torch\.float64$"),
+        ("mem-int", (x, mem.long()), {"causal": False}, TypeError,
+         r"^memory must be a floating-point tensor, got torch\.int64$"),
+        ("mem-causal", (x, mem), {"causal": True}, ValueError, "^" + CROSS_TAKES_NO + "$"),
+        ("mem-start", (x, mem), {"causal": False, "start_pos": 0}, ValueError, "^" + CROSS_TAKES_NO + "$"),
+        ("mem-cache", (x, mem), {"causal": False, "cache": KVCache(2, 2, 8, 4, dtype=F64)}, ValueError,
+         "^" + CROSS_TAKES_NO + "$"),
+        ("cache-type", (x,), {"causal": True, "cache": object()}, TypeError, r"^cache must be a KVCache, got object$"),
+        ("cache-heads", (x,), {"causal": True, "cache": KVCache(2, 4, 8, 4, dtype=F64)}, ValueError,
+         "^" + CACHE_HOLDS + re.escape("[2, 4, 4, torch.float64, device(type='cpu')], this call has "
+                                       "[2, 2, 4, torch.float64, device(type='cpu')]; make a cache")),
+        ("cache-batch", (x,), {"causal": True, "cache": KVCache(1, 2, 8, 4, dtype=F64)}, ValueError,
+         "^" + CACHE_HOLDS + re.escape("[1, 2, 4, torch.float64, device(type='cpu')], this call has [2, ")),
+        ("cache-dtype", (x,), {"causal": True, "cache": KVCache(2, 2, 8, 4)}, ValueError,
+         "^" + CACHE_HOLDS + re.escape("[2, 2, 4, torch.float32, device(type='cpu')], this call has "
+                                       "[2, 2, 4, torch.float64, ")),
+        ("cache-width", (x,), {"causal": True, "cache": KVCache(2, 2, 8, 8, dtype=F64)}, ValueError,
+         "^" + CACHE_HOLDS + re.escape("[2, 2, 8, torch.float64, device(type='cpu')], this call has [2, 2, 4, ")),
+        ("cache-full", (x,), {"causal": True, "cache": KVCache(2, 2, 2, 4, dtype=F64)}, ValueError,
+         r"^appending 3 token\(s\) at next_pos=0 needs capacity >= 3, the cache has capacity=2$"),
+        ("start-neg", (x,), {"causal": True, "start_pos": -1}, ValueError, r"^start_pos must be >= 0, got -1$"),
+        ("start-bool", (x,), {"causal": True, "start_pos": True}, TypeError, r"^start_pos must be an int, got bool$"),
+        ("start-cache", (x,), {"causal": True, "start_pos": 0, "cache": _filled_cache()}, ValueError,
+         r"^start_pos=0 disagrees with cache\.next_pos=2: omit it"),
+        ("kv-int", (x,), {"causal": True, "key_valid": ok_valid.long()}, TypeError,
+         r"^key_valid must be a bool tensor \(True = may attend\), got torch\.int64; convert a 0/1 mask with "
+         r"`mask == 1`$"),
+        ("kv-shape", (x,), {"causal": True, "key_valid": ok_valid[0]}, ValueError, KEY_VALID.format(3, r"\(3,\)")),
+        ("kv-cross", (x, mem), {"causal": False, "key_valid": ok_valid}, ValueError, KEY_VALID.format(4, r"\(2, 3\)")),
+        ("kv-cache", (x,), {"causal": True, "key_valid": ok_valid, "cache": _filled_cache()}, ValueError,
+         KEY_VALID.format(5, r"\(2, 3\)")),
+        ("kv-device", (x,), {"causal": True, "key_valid": ok_valid.to("meta")}, ValueError,
+         r"^key_valid is on meta, x on cpu$"),
         ("empty", (x,), {"causal": True, "key_valid": torch.tensor([[False, True, True]] * 2)}, ValueError,
-         "empty_row='zero'"),
+         r"^causal and key_valid leaves 2 query row\(s\) with no key to attend to, at index \[\.\.\., query\] "
+         r"\[\[0, 0\], \[1, 0\]\]; fix the mask, or pass empty_row='zero' to give those rows a zero output$"),
     ]
 
 
@@ -732,84 +1062,107 @@ def _filled_cache() -> KVCache:
     return cache
 
 
+@PATHS
 @pytest.mark.parametrize("args, kwargs, error, match",
                          [pytest.param(*case[1:], id=case[0]) for case in forward_error_cases()])
-def test_forward_errors(args, kwargs, error, match):
+def test_forward_errors(args, kwargs, error, match, return_weights):
     m = layer(180, 16, 4, 2)
-    with pytest.raises(error, match=match):
+    if "return_weights" not in kwargs:
+        kwargs = {**kwargs, "return_weights": return_weights}
+    with pytest.raises(error, match=match) as info:
         m(*args, **kwargs)
+    assert type(info.value) is error
+
+
+@PATHS
+def test_a_layer_given_nan_returns_nan_in_the_rows_that_read_it_and_does_not_raise(return_weights):
+    """No value is checked inside the layer: a NaN token poisons the queries that attend to
+    it (itself and later ones, under a causal mask) and nothing else; the other sequence of
+    the batch is exactly what it is alone."""
+    m = layer(181, 16, 4, 2, rope=True)
+    x = randn(gen(182), 2, 5, 16)
+    poisoned = x.clone()
+    poisoned[0, 2, 3] = float("nan")
+    with torch.no_grad():
+        out, _ = call(m, poisoned, causal=True, return_weights=return_weights)
+        alone, _ = call(m, x[1:], causal=True, return_weights=return_weights)
+    assert torch.isnan(out[0, 2:]).all()
+    torch.testing.assert_close(out[1:], alone, **TOL)
 
 
 def test_forward_errors_cross_rope_and_missing_causal():
     x = torch.zeros(1, 2, 16, dtype=F64)
-    with pytest.raises(ValueError, match="rope=True"):
+    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
         layer(181, 16, 4, rope=True)(x, x, causal=False)
-    with pytest.raises(TypeError, match="causal"):
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'causal'$"):
         layer(182, 16, 4)(x)  # causal has no default: forgetting it is an error, not full attention
 
 
 def test_helper_errors():
     x = torch.zeros(1, 2, 12, dtype=F64)
-    with pytest.raises(ValueError, match="n_heads=5"):
+    with pytest.raises(ValueError, match=r"^x must be \[B, T, n_heads \* d_head\], n_heads=5, got \(1, 2, 12\)$"):
         split_heads(x, 5)
-    with pytest.raises(ValueError, match=r"x must be \[B, T"):
+    with pytest.raises(ValueError, match=r"^x must be \[B, T, n_heads \* d_head\], n_heads=3, got \(2, 12\)$"):
         split_heads(x[0], 3)
-    with pytest.raises(TypeError, match="n_heads"):
+    with pytest.raises(TypeError, match=r"^n_heads must be an int, got float$"):
         split_heads(x, 3.0)
-    with pytest.raises(ValueError, match=r"x must be \[B, H, T, d_head\]"):
+    with pytest.raises(ValueError, match=r"^x must have 4 axes, got \(1, 2, 12\)$"):
         merge_heads(x)
     q, k = torch.zeros(1, 4, 2, 3, dtype=F64), torch.zeros(1, 3, 2, 3, dtype=F64)
-    with pytest.raises(ValueError, match="H % H_kv"):
+    shapes = r"^need q \[B, H, T_q, d\], k \[B, H_kv, T_k, d\], v \[B, H_kv, T_k, d_v\] with H % H_kv == 0, got "
+    with pytest.raises(ValueError, match=shapes + r"\(1, 4, 2, 3\), \(1, 3, 2, 3\), \(1, 3, 2, 3\)$"):
         grouped_attention(q, k, k)
-    with pytest.raises(ValueError, match="q must be 4-d"):
+    with pytest.raises(ValueError, match=r"^q must have 4 axes, got \(4, 2, 3\)$"):
         grouped_attention(q[0], k, k)
-    with pytest.raises(ValueError, match="H % H_kv"):
+    with pytest.raises(ValueError, match=shapes + r"\(1, 4, 2, 3\), \(2, 2, 2, 3\), \(1, 2, 2, 3\)$"):
         grouped_attention(q, q[:, :2].expand(2, 2, 2, 3), q[:, :2])  # batch 2 != 1
-    with pytest.raises(TypeError, match="allowed must be a bool"):
+    with pytest.raises(TypeError, match=r"^allowed must be a bool tensor \(True = may attend\), got torch\.float32"):
         grouped_attention(q, q[:, :2], q[:, :2], torch.ones(2, 2))
-    with pytest.raises(ValueError, match="does not broadcast"):
-        grouped_attention(q, q[:, :2], q[:, :2], torch.ones(3, 2, dtype=torch.bool))
-    with pytest.raises(ValueError, match="empty_row"):
+    with pytest.raises(ValueError, match=r"^empty_row must be one of \['error', 'zero'\], got 'skip'$"):
         grouped_attention(q, q[:, :2], q[:, :2], empty_row="skip")
-    with pytest.raises(ValueError, match="start_pos"):
-        resolve_start(None, -2)
 
 
 def test_packed_qkv_errors():
     m = MultiHeadAttention(16, 4, 2, bias=True)
-    with pytest.raises(TypeError, match="attn must be a MultiHeadAttention"):
+    with pytest.raises(TypeError, match=r"^attn must be a MultiHeadAttention, got Linear$"):
         pack_qkv(nn.Linear(2, 2))
-    with pytest.raises(TypeError, match="attn must be a MultiHeadAttention"):
+    with pytest.raises(TypeError, match=r"^attn must be a MultiHeadAttention, got Linear$"):
         load_packed_qkv(nn.Linear(2, 2), torch.zeros(1, 1))
-    with pytest.raises(ValueError, match=r"weight must be \[32, 16\]"):
+    with pytest.raises(ValueError, match=r"^weight must be \[32, 16\] \(q; k; v rows\), got \(48, 16\)$"):
         load_packed_qkv(m, torch.zeros(48, 16), torch.zeros(48))
-    with pytest.raises(ValueError, match="bias must be given"):
+    with pytest.raises(ValueError, match=r"^bias must be given exactly when the layer was built with bias=True$"):
         load_packed_qkv(m, torch.zeros(32, 16))
-    with pytest.raises(ValueError, match=r"bias must be \[32\]"):
+    with pytest.raises(ValueError, match=r"^bias must be \[32\], got \(31,\)$"):
         load_packed_qkv(m, torch.zeros(32, 16), torch.zeros(31))
-    with pytest.raises(ValueError, match="bias must be given"):
+    with pytest.raises(ValueError, match=r"^bias must be given exactly when the layer was built with bias=True$"):
         load_packed_qkv(MultiHeadAttention(16, 4), torch.zeros(48, 16), torch.zeros(48))
+    with pytest.raises(TypeError, match=r"^weight must be a floating-point tensor, got list$"):
+        load_packed_qkv(m, [[0.0]])
 
 
 def test_params_errors():
-    with pytest.raises(ValueError, match="d_model=30"):
+    with pytest.raises(ValueError, match=r"^d_model=30 must be divisible by n_heads=4"):
         attention_params(30, 4, 4)
-    with pytest.raises(ValueError, match="n_kv_heads=3"):
+    with pytest.raises(ValueError, match=r"^n_heads=4 must be divisible by n_kv_heads=3"):
         attention_params(32, 4, 3)
-    with pytest.raises(TypeError, match="n_kv_heads"):
+    with pytest.raises(TypeError, match=r"^n_kv_heads must be an int, got bool$"):
         attention_params(32, 4, True)
-    with pytest.raises(TypeError, match="bias"):
+    with pytest.raises(TypeError, match=r"^bias must be a bool, got int$"):
         attention_params(32, 4, 4, bias=1)
-    with pytest.raises(ValueError, match="bytes_per_value"):
+    with pytest.raises(ValueError, match=r"^bytes_per_value must be >= 1, got 0$"):
         kv_cache_bytes_per_token(1, 1, 64, 0)
-    with pytest.raises(TypeError, match="n_layers"):
+    with pytest.raises(TypeError, match=r"^n_layers must be an int, got bool$"):
         kv_cache_bytes_per_token(True, 1, 64, 2)
 
 
 def test_helpers_refuse_what_they_cannot_use():
-    with pytest.raises(TypeError, match="^x must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got list$"):
         split_heads([1.0, 2.0], 2)
-    with pytest.raises(TypeError, match="^x must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got list$"):
         merge_heads([1.0])
-    with pytest.raises(TypeError, match="^causal must be a bool"):
+    with pytest.raises(TypeError, match=r"^causal must be a bool, got Tensor$"):
         attention_allowed(2, 2, causal=torch.ones(2, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^key_valid must be \[B, T_k=3\], got \(2, 4\)$"):
+        attention_allowed(2, 3, causal=True, key_valid=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"^key_valid must be a bool tensor"):
+        attention_allowed(2, 3, causal=True, key_valid=torch.ones(2, 3))

@@ -23,11 +23,13 @@ from a `torch.Generator` with a fixed seed.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch.overrides import TorchFunctionMode
 from transformers import GPT2Config, LlamaConfig
 from transformers.models.gpt2.modeling_gpt2 import GPT2Model
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
@@ -50,6 +52,21 @@ from literate.positions import (
 
 F64 = torch.float64
 F32 = torch.float32
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
+
+    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in self.NAMES:
+            self.calls.append(func.__name__)
+        return func(*args, **(kwargs or {}))
 
 PROPERTY_SETTINGS = settings(
     max_examples=40,
@@ -391,91 +408,172 @@ GOOD_COS, GOOD_SIN = rope_cache(8, 4)
 GOOD_X = torch.zeros(2, 5, 4)
 
 
+ODD = positions.ODD_WIDTH_REASON
+LONG = "x [B, T, d] must have offset + T <= max_length=8 (no vector for a position never trained), got "
+
+
 @pytest.mark.parametrize(
-    "call, error, words",
+    "call, error, message",
     [
         # lengths and widths: bools, floats, zero, negative, odd
-        (lambda: sinusoidal_table(True, 4), TypeError, "length"),
-        (lambda: sinusoidal_table(5.0, 4), TypeError, "length"),
-        (lambda: sinusoidal_table(0, 4), ValueError, "length"),
-        (lambda: sinusoidal_table(-3, 4), ValueError, "length"),
-        (lambda: sinusoidal_table(5, True), TypeError, "d_model"),
-        (lambda: sinusoidal_table(5, 7), ValueError, "no cosine partner"),
-        (lambda: sinusoidal_table(5, 1), ValueError, "d_model"),
-        (lambda: rope_cache(False, 4), TypeError, "length"),
-        (lambda: rope_cache(4.0, 4), TypeError, "length"),
-        (lambda: rope_cache(0, 4), ValueError, "length"),
-        (lambda: rope_cache(4, 5), ValueError, "d_head"),
-        (lambda: rope_cache(4, 0), ValueError, "d_head"),
-        (lambda: sinusoidal_shift(True, 4), TypeError, "k"),
-        (lambda: sinusoidal_shift(1.0, 4), TypeError, "k"),
-        (lambda: sinusoidal_shift(1, 3), ValueError, "no cosine partner"),
-        (lambda: interleaved_to_half_permutation(7), ValueError, "d_head"),
+        (lambda: sinusoidal_table(True, 4), TypeError, "length must be an int, got bool"),
+        (lambda: sinusoidal_table(5.0, 4), TypeError, "length must be an int, got float"),
+        (lambda: sinusoidal_table(0, 4), ValueError, "length must be >= 1, got 0"),
+        (lambda: sinusoidal_table(-3, 4), ValueError, "length must be >= 1, got -3"),
+        (lambda: sinusoidal_table(5, True), TypeError, "d_model must be an int, got bool"),
+        (lambda: sinusoidal_table(5, 7), ValueError, f"d_model must be even: {ODD}; got 7"),
+        (lambda: sinusoidal_table(5, 1), ValueError, f"d_model must be even: {ODD}; got 1"),
+        (lambda: rope_cache(False, 4), TypeError, "length must be an int, got bool"),
+        (lambda: rope_cache(4.0, 4), TypeError, "length must be an int, got float"),
+        (lambda: rope_cache(0, 4), ValueError, "length must be >= 1, got 0"),
+        (lambda: rope_cache(4, 5), ValueError, "d_head must be even: coordinates rotate in pairs; got 5"),
+        (lambda: rope_cache(4, 0), ValueError, "d_head must be >= 1, got 0"),
+        (lambda: sinusoidal_shift(True, 4), TypeError, "k must be an int, got bool"),
+        (lambda: sinusoidal_shift(1.0, 4), TypeError, "k must be an int, got float"),
+        (lambda: sinusoidal_shift(1, 3), ValueError, f"d_model must be even: {ODD}; got 3"),
+        (lambda: interleaved_to_half_permutation(7), ValueError,
+         "d_head must be even: coordinates rotate in pairs; got 7"),
         # bases
-        (lambda: sinusoidal_table(5, 4, base=1.0), ValueError, "base"),
-        (lambda: sinusoidal_table(5, 4, base=0.5), ValueError, "base"),
-        (lambda: sinusoidal_table(5, 4, base=-10.0), ValueError, "base"),
-        (lambda: sinusoidal_table(5, 4, base=math.inf), ValueError, "base"),
-        (lambda: sinusoidal_table(5, 4, base=math.nan), ValueError, "base"),
-        (lambda: sinusoidal_table(5, 4, base=True), TypeError, "base"),
-        (lambda: sinusoidal_table(5, 4, base="10000"), TypeError, "base"),
-        (lambda: rope_cache(5, 4, base=1), ValueError, "base"),
-        (lambda: sinusoidal_shift(1, 4, base=0.9), ValueError, "base"),
+        (lambda: sinusoidal_table(5, 4, base=1.0), ValueError,
+         "base must be > 1 (frequencies base^(-2i/d) must decrease), got 1.0"),
+        (lambda: sinusoidal_table(5, 4, base=0.5), ValueError,
+         "base must be > 1 (frequencies base^(-2i/d) must decrease), got 0.5"),
+        (lambda: sinusoidal_table(5, 4, base=-10.0), ValueError, "base must be finite and > 0, got -10.0"),
+        (lambda: sinusoidal_table(5, 4, base=math.inf), ValueError, "base must be finite and > 0, got inf"),
+        (lambda: sinusoidal_table(5, 4, base=math.nan), ValueError, "base must be finite and > 0, got nan"),
+        (lambda: sinusoidal_table(5, 4, base=True), TypeError, "base must be a real number, got bool"),
+        (lambda: sinusoidal_table(5, 4, base="10000"), TypeError, "base must be a real number, got str"),
+        (lambda: rope_cache(5, 4, base=1), ValueError,
+         "base must be > 1 (frequencies base^(-2i/d) must decrease), got 1"),
+        (lambda: sinusoidal_shift(1, 4, base=0.9), ValueError,
+         "base must be > 1 (frequencies base^(-2i/d) must decrease), got 0.9"),
         # dtypes
-        (lambda: sinusoidal_table(5, 4, dtype=torch.int64), TypeError, "dtype"),
-        (lambda: sinusoidal_table(5, 4, dtype="float32"), TypeError, "dtype"),
-        (lambda: rope_cache(5, 4, dtype=torch.bool), TypeError, "dtype"),
-        (lambda: rope_cache(5, 4, dtype=torch.complex64), TypeError, "dtype"),
+        (lambda: sinusoidal_table(5, 4, dtype=torch.int64), TypeError,
+         "dtype must be one of [torch.float16, torch.bfloat16, torch.float32, torch.float64], got torch.int64"),
+        (lambda: sinusoidal_table(5, 4, dtype="float32"), TypeError,
+         "dtype must be one of [torch.float16, torch.bfloat16, torch.float32, torch.float64], got 'float32'"),
+        (lambda: rope_cache(5, 4, dtype=torch.bool), TypeError,
+         "dtype must be one of [torch.float16, torch.bfloat16, torch.float32, torch.float64], got torch.bool"),
+        (lambda: rope_cache(5, 4, dtype=torch.complex64), TypeError,
+         "dtype must be one of [torch.float16, torch.bfloat16, torch.float32, torch.float64], got torch.complex64"),
         # apply_rope: x
-        (lambda: apply_rope(GOOD_X.long(), GOOD_COS, GOOD_SIN), TypeError, "x"),
-        (lambda: apply_rope(GOOD_X.tolist(), GOOD_COS, GOOD_SIN), TypeError, "x"),
-        (lambda: apply_rope(torch.zeros(4), GOOD_COS, GOOD_SIN), ValueError, "x"),
-        (lambda: apply_rope(torch.zeros(2, 5, 3), GOOD_COS, GOOD_SIN), ValueError, "x"),
-        (lambda: apply_rope(torch.full((2, 5, 4), math.nan), GOOD_COS, GOOD_SIN), ValueError, "x"),
-        (lambda: apply_rope(torch.zeros(2, 0, 4), GOOD_COS, GOOD_SIN), ValueError, "x"),
+        (lambda: apply_rope(GOOD_X.long(), GOOD_COS, GOOD_SIN), TypeError,
+         "x must be a floating-point tensor, got torch.int64"),
+        (lambda: apply_rope(GOOD_X.tolist(), GOOD_COS, GOOD_SIN), TypeError,
+         "x must be a floating-point tensor, got list"),
+        (lambda: apply_rope(torch.zeros(4), GOOD_COS, GOOD_SIN), ValueError,
+         "x must be [..., T, d_head], d_head even, got (4,)"),
+        (lambda: apply_rope(torch.zeros(2, 5, 3), GOOD_COS, GOOD_SIN), ValueError,
+         "x must be [..., T, d_head], d_head even, got (2, 5, 3)"),
         # apply_rope: cos/sin
-        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN[:7]), ValueError, "cos and sin"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS[:, :2], GOOD_SIN[:, :2]), ValueError, "cos and sin"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS[None], GOOD_SIN[None]), ValueError, "cos and sin"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS.numpy(), GOOD_SIN), TypeError, "cos"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN.long()), TypeError, "sin"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN[:7]), ValueError,
+         "positions 0..4 of width 4 need cos and sin [>= 5, 4], got (8, 4), (7, 4)"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS[:, :2], GOOD_SIN[:, :2]), ValueError,
+         "positions 0..4 of width 4 need cos and sin [>= 5, 4], got (8, 2), (8, 2)"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS[None], GOOD_SIN[None]), ValueError,
+         "cos must have 2 axes, got (1, 8, 4)"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS.numpy(), GOOD_SIN), TypeError,
+         "cos must be a floating-point tensor, got ndarray"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN.long()), TypeError,
+         "sin must be a floating-point tensor, got torch.int64"),
         # apply_rope: x too long for the cache, offsets
-        (lambda: apply_rope(torch.zeros(2, 9, 4), GOOD_COS, GOOD_SIN), ValueError, "length >= 9"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=4), ValueError, "length >= 9"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=-1), ValueError, "offset"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=True), TypeError, "offset"),
-        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=1.0), TypeError, "offset"),
-        (lambda: apply_rope_interleaved(GOOD_X, GOOD_COS, GOOD_SIN, offset=-2), ValueError, "offset"),
-        (lambda: apply_rope_interleaved(torch.zeros(2, 9, 4), GOOD_COS, GOOD_SIN), ValueError, "length >= 9"),
-        (lambda: apply_rope_interleaved(GOOD_X, GOOD_COS, GOOD_SIN[:5]), ValueError, "cos and sin"),
+        (lambda: apply_rope(torch.zeros(2, 9, 4), GOOD_COS, GOOD_SIN), ValueError,
+         "positions 0..8 of width 4 need cos and sin [>= 9, 4], got (8, 4), (8, 4)"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=4), ValueError,
+         "positions 4..8 of width 4 need cos and sin [>= 9, 4], got (8, 4), (8, 4)"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=-1), ValueError, "offset must be >= 0, got -1"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=True), TypeError, "offset must be an int, got bool"),
+        (lambda: apply_rope(GOOD_X, GOOD_COS, GOOD_SIN, offset=1.0), TypeError, "offset must be an int, got float"),
+        (lambda: apply_rope_interleaved(GOOD_X, GOOD_COS, GOOD_SIN, offset=-2), ValueError,
+         "offset must be >= 0, got -2"),
+        (lambda: apply_rope_interleaved(torch.zeros(2, 9, 4), GOOD_COS, GOOD_SIN), ValueError,
+         "positions 0..8 of width 4 need cos and sin [>= 9, 4], got (8, 4), (8, 4)"),
+        (lambda: apply_rope_interleaved(GOOD_X, GOOD_COS, GOOD_SIN[:5]), ValueError,
+         "positions 0..4 of width 4 need cos and sin [>= 5, 4], got (8, 4), (5, 4)"),
         # LearnedPositions: construction
-        (lambda: LearnedPositions(0, 4), ValueError, "max_length"),
-        (lambda: LearnedPositions(True, 4), TypeError, "max_length"),
-        (lambda: LearnedPositions(8, 4.0), TypeError, "d_model"),
-        (lambda: LearnedPositions(8, 4, init_std=0.0), ValueError, "init_std"),
-        (lambda: LearnedPositions(8, 4, dtype=torch.int32), TypeError, "dtype"),
+        (lambda: LearnedPositions(0, 4), ValueError, "max_length must be >= 1, got 0"),
+        (lambda: LearnedPositions(True, 4), TypeError, "max_length must be an int, got bool"),
+        (lambda: LearnedPositions(8, 4.0), TypeError, "d_model must be an int, got float"),
+        (lambda: LearnedPositions(8, 4, init_std=0.0), ValueError, "init_std must be finite and > 0, got 0.0"),
+        (lambda: LearnedPositions(8, 4, dtype=torch.int32), TypeError,
+         "dtype must be one of [torch.float16, torch.bfloat16, torch.float32, torch.float64], got torch.int32"),
         # LearnedPositions: forward
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 9, 4)), ValueError, "max_length=8"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4), offset=7), ValueError, "max_length=8"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4), offset=-1), ValueError, "offset"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4), offset=True), TypeError, "offset"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(2, 4)), ValueError, "x"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 2, 4)), ValueError, "x"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 5)), ValueError, "d_model=4"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4, dtype=torch.long)), TypeError, "x"),
-        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4, dtype=F64)), TypeError, "float64"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 9, 4)), ValueError,
+         LONG + "offset=0 and x (1, 9, 4)"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4), offset=7), ValueError,
+         LONG + "offset=7 and x (1, 2, 4)"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4), offset=-1), ValueError, "offset must be >= 0, got -1"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4), offset=True), TypeError,
+         "offset must be an int, got bool"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(2, 4)), ValueError,
+         LONG + "offset=0 and x (2, 4)"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 2, 4)), ValueError,
+         LONG + "offset=0 and x (1, 2, 2, 4)"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 5)), ValueError, "x must have last axis 4, got (1, 2, 5)"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4, dtype=torch.long)), TypeError,
+         "x must be a floating-point tensor, got torch.int64"),
+        (lambda: LearnedPositions(8, 4)(torch.zeros(1, 2, 4, dtype=F64)), TypeError,
+         "x is torch.float64, the layer's parameters torch.float32"),
     ],
 )
-def test_error_paths(call, error, words):
-    with pytest.raises(error) as info:
+def test_error_paths(call, error, message):
+    """Every refusal: its type and its whole message, which starts with the argument's name."""
+    with pytest.raises(error, match="^" + re.escape(message) + "$") as info:
         call()
-    assert words in str(info.value)
+    assert type(info.value) is error
+
+
+def test_check_rope_returns_the_offset_and_base_above_one_takes_the_name_first():
+    import numpy as np
+
+    offset = positions.check_rope(GOOD_X, GOOD_COS, GOOD_SIN, np.int64(3))
+    assert offset == 3 and type(offset) is int
+    assert positions.check_rope(GOOD_X, GOOD_COS, GOOD_SIN, 0) == 0
+    base = positions.base_above_one("rope_base", 500_000)
+    assert base == 500_000.0 and type(base) is float
+    with pytest.raises(ValueError, match=r"^rope_base must be > 1 \(frequencies base\^\(-2i/d\) must decrease\), "
+                                         r"got 1$"):
+        positions.base_above_one("rope_base", 1)
+    with pytest.raises(TypeError, match=r"^rope_base must be a real number, got str$"):
+        positions.base_above_one("rope_base", "10000")
+
+
+def test_apply_rope_reads_no_value_nan_propagates_and_empty_passes():
+    """Metadata only: a NaN coordinate turns into NaN in its own pair (i, i + d/2) and
+    nowhere else, as in Hugging Face's apply_rotary_pos_emb; no position is an error."""
+    cos, sin = rope_cache(8, 8)
+    x = randn(31, 2, 5, 8)
+    x[1, 3, 2] = math.nan
+    with HostSyncs() as syncs:
+        out = apply_rope(x, cos, sin)
+        out_interleaved = apply_rope_interleaved(x, cos, sin)
+    assert syncs.calls == []
+    expected = torch.zeros(2, 5, 8, dtype=torch.bool)
+    expected[1, 3, [2, 6]] = True  # rotate-half pairs coordinate 2 with 2 + 4
+    assert torch.equal(torch.isnan(out), expected)
+    hf_q, _ = apply_rotary_pos_emb(x, x, cos[:5].to(F64), sin[:5].to(F64), unsqueeze_dim=0)
+    assert torch.equal(torch.isnan(hf_q), expected)
+    expected_interleaved = torch.zeros(2, 5, 8, dtype=torch.bool)
+    expected_interleaved[1, 3, [2, 3]] = True  # interleaved pairs 2 with 3
+    assert torch.equal(torch.isnan(out_interleaved), expected_interleaved)
+    assert apply_rope(torch.zeros(2, 0, 4), GOOD_COS, GOOD_SIN).shape == (2, 0, 4)
+    assert rotate_half(torch.zeros(3, 0)).shape == (3, 0)
+
+
+def test_learned_positions_pass_nan_through():
+    wpe = LearnedPositions(8, 4)
+    x = torch.zeros(1, 3, 4)
+    x[0, 1, 2] = math.nan
+    out = wpe(x)
+    assert torch.isnan(out[0, 1, 2]) and torch.isnan(out).sum() == 1
 
 
 def test_rotate_half_refuses_an_odd_width():
-    with pytest.raises(ValueError, match="^x must have an even last axis"):
+    with pytest.raises(ValueError, match=r"^x must have an even last axis, got \(3,\)$"):
         rotate_half(torch.tensor([1.0, 2.0, 3.0]))
-    with pytest.raises(TypeError, match="^x must have a floating-point dtype"):
+    with pytest.raises(ValueError, match=r"^x must have an even last axis, got \(\)$"):
+        rotate_half(torch.tensor(1.0))
+    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
         rotate_half(torch.tensor([1, 2]))
     torch.testing.assert_close(rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([-3.0, -4.0, 1.0, 2.0]))
 

@@ -1,7 +1,8 @@
 """The reduced 2017 encoder-decoder: equal to a model assembled from PyTorch's own
 nn.TransformerEncoder / nn.TransformerDecoder, forward and backward; shifted targets;
 padding from token ids; greedy decoding; the schedule and the loss of sec. 5; parameter
-counts; every error path; the seed's `--smoke` evidence.
+counts; every error path; the host syncs of a forward, a loss and greedy decoding (ids are
+checked once, where they come in); the seed's `--smoke` evidence.
 
 Tolerance: 1e-12 absolute in float64 (see tests/test_blocks_2017.py for why).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import literate.seq2seq as seq2seq
 from literate.golden import reference
@@ -42,16 +45,44 @@ PAD, BOS, EOS = 0, 1, 2
 @pytest.fixture(scope="module", autouse=True)
 def smoke_process(request):
     """`python -m literate.seq2seq --smoke`, started as soon as this module's tests start, so
-    that its interpreter and torch start-up (~2 s) overlap with the tests before it."""
+    that its interpreter and torch start-up (~2 s) overlap with the tests before it.
+
+    It runs with this process's number of intra-op threads (OMP_NUM_THREADS): the float64
+    sums of the smoke run are reduced in a thread-dependent order, so two gradient norms
+    differ in their last digit between 1 and 2 threads, and the JSON is compared exactly."""
     wanted = any(item.name == "test_smoke_entry_point_prints_the_same_json" for item in request.session.items)
     process = None
     if wanted:
-        process = subprocess.Popen([sys.executable, "-m", "literate.seq2seq", "--smoke"], cwd=ROOT,
+        env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+        process = subprocess.Popen([sys.executable, "-m", "literate.seq2seq", "--smoke"], cwd=ROOT, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield process
     if process is not None and process.poll() is None:
         process.kill()
         process.communicate()
+
+
+HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
+              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += func in HOST_SYNCS
+        return func(*args, **(kwargs or {}))
+
+
+def count_syncs(call):
+    """(what `call()` returned, how many host syncs it made)."""
+    with HostSyncs() as syncs:
+        result = call()
+    return result, syncs.count
 
 
 def gen(seed: int) -> torch.Generator:
@@ -166,12 +197,16 @@ def test_shift_right_puts_bos_first_and_drops_the_last_target():
     assert torch.equal(shifted[:, 1:], TARGETS[:, :-1])  # position i reads target i - 1
     with pytest.raises(TypeError, match=r"^targets must hold token ids as torch\.long, got torch\.float32$"):
         shift_right(targets.float(), BOS)
-    with pytest.raises(TypeError, match=r"^targets must be a torch\.Tensor"):
+    with pytest.raises(TypeError, match=r"^targets must hold token ids as torch\.long, got list$"):
         shift_right(targets.tolist(), BOS)
-    with pytest.raises(ValueError, match=r"^targets must have shape \[B, T\], got \(4,\)$"):  # the shape, no repr
+    with pytest.raises(ValueError, match=r"^targets must have shape \[B, T\], B, T >= 1, got \(4,\)$"):  # no repr
         shift_right(targets[0], BOS)
-    with pytest.raises(ValueError, match=r"^bos_id "):
+    with pytest.raises(ValueError, match=r"^bos_id must be >= 0, got -1$"):
         shift_right(targets, -1)
+    with pytest.raises(TypeError, match=r"^bos_id must be an int, got float$"):
+        shift_right(targets, 1.0)
+    _, syncs = count_syncs(lambda: shift_right(targets, BOS))
+    assert syncs == 0  # metadata only
 
 
 def test_no_position_sees_its_own_or_a_later_target():
@@ -281,24 +316,40 @@ _TARGETS = torch.tensor([[1, 2, 0], [3, 0, 0]])
          r"^targets holds id -100"),
         (_LOGITS, _TARGETS.float(), {}, TypeError, r"^targets must hold class ids as torch\.long, got torch\.float32$"),
         (_LOGITS, _TARGETS.int(), {}, TypeError, r"^targets must hold class ids as torch\.long, got torch\.int32$"),
-        (_LOGITS, _TARGETS.tolist(), {}, TypeError, r"^targets must be a torch\.Tensor"),
-        (_LOGITS, _TARGETS[:, :2], {}, ValueError, r"^targets has shape \(2, 2\), logits \(2, 3, 5\): expected \(2, 3\)$"),
-        (_LOGITS, _TARGETS.flatten(), {}, ValueError, r"^targets has shape \(6,\)"),
-        (torch.ones(2, 3, 5, dtype=torch.long), _TARGETS, {}, TypeError, r"^logits must have a floating-point dtype"),
-        (torch.full((2, 3, 5), math.nan), _TARGETS, {}, ValueError, r"^logits contains NaN or infinite"),
-        (_LOGITS.tolist(), _TARGETS, {}, TypeError, r"^logits must be a torch\.Tensor"),
+        (_LOGITS, _TARGETS.tolist(), {}, TypeError, r"^targets must hold class ids as torch\.long, got list$"),
+        (_LOGITS, _TARGETS[:, :2], {}, ValueError,
+         r"^targets must be \(2, 3\) on cpu like logits \[\.\.\., V\], got \(2, 2\) on cpu$"),
+        (_LOGITS, _TARGETS.flatten(), {}, ValueError,
+         r"^targets must be \(2, 3\) on cpu like logits \[\.\.\., V\], got \(6,\) on cpu$"),
+        (_LOGITS, _TARGETS.to("meta"), {}, ValueError,
+         r"^targets must be \(2, 3\) on cpu like logits \[\.\.\., V\], got \(2, 3\) on meta$"),
+        (torch.ones(2, 3, 5, dtype=torch.long), _TARGETS, {}, TypeError,
+         r"^logits must be a floating-point tensor, got torch\.int64$"),
+        (_LOGITS.tolist(), _TARGETS, {}, TypeError, r"^logits must be a floating-point tensor, got list$"),
         (_LOGITS, _TARGETS, {"ignore_index": 0.0}, TypeError, r"^ignore_index must be an int, got float$"),
         (_LOGITS, _TARGETS, {"ignore_index": False}, TypeError, r"^ignore_index must be an int, got bool$"),
     ],
     ids=["eps_one", "eps_bool", "all_ignored", "id_beyond_vocab", "id_negative", "minus_100_not_ignored",
-         "float_targets", "int32_targets", "list_targets", "shape_mismatch", "flat_targets", "long_logits",
-         "nan_logits", "list_logits", "float_ignore_index", "bool_ignore_index"],
+         "float_targets", "int32_targets", "list_targets", "shape_mismatch", "flat_targets", "other_device",
+         "long_logits", "list_logits", "float_ignore_index", "bool_ignore_index"],
 )
 def test_label_smoothed_nll_refuses_bad_input_naming_the_argument(logits, targets, kwargs, error, pattern):
     kwargs = {"eps": 0.1, "ignore_index": PAD} | kwargs
     with pytest.raises(error, match=pattern) as info:
         label_smoothed_nll(logits, targets, **kwargs)
     assert type(info.value) is error
+
+
+def test_label_smoothed_nll_reads_the_targets_once_and_passes_nan_logits_on():
+    """One host sync, for the target check; the logits are not read: NaN logits give a NaN
+    loss (as F.cross_entropy does), never a finite number and never an error."""
+    loss, syncs = count_syncs(lambda: label_smoothed_nll(_LOGITS, _TARGETS, eps=0.1, ignore_index=PAD))
+    assert syncs == 1 and torch.isfinite(loss)
+    nan = _LOGITS.clone()
+    nan[0, 1, 2] = math.nan
+    loss, syncs = count_syncs(lambda: label_smoothed_nll(nan, _TARGETS, eps=0.1, ignore_index=PAD))
+    assert syncs == 1 and loss.isnan()
+    assert F.cross_entropy(nan.flatten(0, 1), _TARGETS.flatten(), ignore_index=PAD).isnan()
 
 
 def test_model_loss_ignores_pad_targets():
@@ -317,11 +368,11 @@ def test_transformer_lr_is_the_formula_of_section_5_3():
     assert max(rates) == rates[99]  # the peak is at step = warmup_steps
     assert all(a < b for a, b in zip(rates[:99], rates[1:100]))
     assert all(a > b for a, b in zip(rates[99:], rates[100:]))
-    with pytest.raises(ValueError, match=r"^step "):
+    with pytest.raises(ValueError, match=r"^step must be >= 1, got 0$"):
         transformer_lr(0, 512)
-    with pytest.raises(TypeError, match=r"^step "):
+    with pytest.raises(TypeError, match=r"^step must be an int, got bool$"):
         transformer_lr(True, 512)
-    with pytest.raises(ValueError, match=r"^warmup_steps "):
+    with pytest.raises(ValueError, match=r"^warmup_steps must be >= 1, got 0$"):
         transformer_lr(1, 512, 0)
 
 
@@ -375,9 +426,9 @@ def test_greedy_decode_refuses_bad_lengths():
     model = tiny()
     with pytest.raises(ValueError, match=r"^max_new_tokens=13 > max_length=12$"):
         model.greedy_decode(SOURCE, 13)
-    with pytest.raises(ValueError, match=r"^max_new_tokens "):
+    with pytest.raises(ValueError, match=r"^max_new_tokens must be >= 1, got 0$"):
         model.greedy_decode(SOURCE, 0)
-    with pytest.raises(TypeError, match=r"^max_new_tokens "):
+    with pytest.raises(TypeError, match=r"^max_new_tokens must be an int, got float$"):
         model.greedy_decode(SOURCE, 2.0)
 
 
@@ -392,7 +443,7 @@ def test_greedy_decode_runs_in_eval_mode_and_restores_training():
     second = model.greedy_decode(SOURCE, 8)
     assert torch.equal(first, expected) and torch.equal(second, expected)
     assert model.training and all(m.training for m in model.modules())
-    with pytest.raises(ValueError, match=r"^max_new_tokens "):
+    with pytest.raises(ValueError, match=r"^max_new_tokens must be >= 1, got 0$"):
         model.greedy_decode(SOURCE, 0)
     assert model.training
     model.eval()
@@ -407,15 +458,15 @@ def test_greedy_decode_runs_in_eval_mode_and_restores_training():
 @pytest.mark.parametrize(
     "tokens, error, match",
     [
-        ([[3, 4]], TypeError, r"^source must be a torch\.Tensor"),
-        (torch.tensor([[3.0, 4.0]]), TypeError, r"^source must hold token ids as torch\.long"),
-        (torch.tensor([[3, 4]], dtype=torch.int32), TypeError, r"^source must hold token ids as torch\.long, got torch\.int32"),
-        (torch.tensor([3, 4]), ValueError, r"^source must have shape \[B, T\]"),
-        (torch.zeros(2, 0, dtype=torch.long), ValueError, r"^source has an empty axis"),
-        (torch.full((1, 13), 3), ValueError, r"^source has length 13 > max_length=12"),
-        (torch.tensor([[3, 11]]), ValueError, r"^source holds id 11 at \[0, 1\], outside \[0, 11\)"),
-        (torch.tensor([[3, -1]]), ValueError, r"^source holds id -1"),
-        (torch.tensor([[3, 4], [0, 0]]), ValueError, r"^source has rows of nothing but PAD=0: \[1\]"),
+        ([[3, 4]], TypeError, r"^source must hold token ids as torch\.long, got list$"),
+        (torch.tensor([[3.0, 4.0]]), TypeError, r"^source must hold token ids as torch\.long, got torch\.float32$"),
+        (torch.tensor([[3, 4]], dtype=torch.int32), TypeError, r"^source must hold token ids as torch\.long, got torch\.int32$"),
+        (torch.tensor([3, 4]), ValueError, r"^source must have shape \[B, T\], B, T >= 1, got \(2,\)$"),
+        (torch.zeros(2, 0, dtype=torch.long), ValueError, r"^source must have shape \[B, T\], B, T >= 1, got \(2, 0\)$"),
+        (torch.full((1, 13), 3), ValueError, r"^source has 13 tokens > max_length=12$"),
+        (torch.tensor([[3, 11]]), ValueError, r"^source\[0, 1\] = 11 is outside the vocabulary \[0, 11\)$"),
+        (torch.tensor([[3, 4], [5, -1]]), ValueError, r"^source\[1, 1\] = -1 is outside the vocabulary \[0, 11\)$"),
+        (torch.tensor([[3, 4], [0, 0]]), ValueError, r"^source row 1 is nothing but PAD=0$"),
     ],
 )
 def test_bad_token_ids_are_refused_with_the_argument_named(tokens, error, match):
@@ -426,35 +477,83 @@ def test_bad_token_ids_are_refused_with_the_argument_named(tokens, error, match)
         model(SOURCE, tokens)  # the targets before the batch sizes are compared
     with pytest.raises(error, match=match):
         model.greedy_decode(tokens, 4)
+    with pytest.raises(error, match=match):
+        model.loss(tokens, TARGETS)
+
+
+def test_bad_ids_in_both_are_reported_for_the_source_first():
+    """One check, one host sync, for source and targets together; it names the first."""
+    with pytest.raises(ValueError, match=r"^source\[0, 1\] = 11 is outside the vocabulary \[0, 11\)$"):
+        tiny()(torch.tensor([[3, 11]]), torch.tensor([[12, 3]]))
+    with pytest.raises(ValueError, match=r"^targets\[0, 0\] = 12 is outside the vocabulary \[0, 11\)$"):
+        tiny()(torch.tensor([[3, 2]]), torch.tensor([[12, 3]]))
 
 
 def test_mismatched_batches_are_refused():
-    with pytest.raises(ValueError, match=r"^source has batch 3, targets has batch 2$"):
+    with pytest.raises(ValueError, match=r"^source has batch 3, targets 2$"):
         tiny()(SOURCE, TARGETS[:2])
 
 
-def test_token_ids_returns_good_ids_unchanged():
-    from literate.checks import token_ids
+def test_ids_on_another_device_are_refused_by_name():
+    model = tiny()
+    with pytest.raises(ValueError, match=r"^source is on meta, the model on cpu$"):
+        model(SOURCE.to("meta"), TARGETS)
+    with pytest.raises(ValueError, match=r"^targets is on meta, the model on cpu$"):
+        model(SOURCE, TARGETS.to("meta"))
 
-    assert token_ids("x", SOURCE, vocab_size=11, pad_id=0, max_length=6) is SOURCE
+
+def test_check_returns_good_ids_unchanged():
+    model = tiny()
+    source, targets = model.check(source=SOURCE, targets=TARGETS)
+    assert source is SOURCE and targets is TARGETS
+
+
+# ---------------------------------------------------------------------------------------
+# Host syncs: the ids are read once, where they come in
+
+
+def test_forward_makes_at_most_one_host_sync():
+    model = tiny()
+    _, syncs = count_syncs(lambda: model(SOURCE, TARGETS))
+    assert syncs <= 1
+    _, syncs = count_syncs(lambda: model.run(SOURCE, TARGETS))
+    assert syncs == 0  # the unchecked path, and every layer under it, reads nothing
+    _, syncs = count_syncs(lambda: model.loss(SOURCE, TARGETS))
+    assert syncs <= 2  # the forward's, and the loss's own target check
+
+
+def test_greedy_decode_makes_at_most_max_new_tokens_host_syncs():
+    """One for the source's ids, then one per token to ask whether every row has
+    finished, except after the last."""
+    model = scripted(tiny(), [[5, 6, 7]] * 6)  # never EOS: all the steps run
+    out, syncs = count_syncs(lambda: model.greedy_decode(SOURCE, 6))
+    assert out.shape == (3, 6) and syncs == 6
+    model = scripted(tiny(), [[5, 3, 2], [2, 4, 9], [7, 2, 9], [9, 9, 9]])  # every row done after 3
+    out, syncs = count_syncs(lambda: model.greedy_decode(SOURCE, 10))
+    assert out.shape == (3, 3) and syncs == 1 + 3
+    out, syncs = count_syncs(lambda: tiny(seed=3).greedy_decode(SOURCE, 8))
+    assert syncs <= 8
 
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"vocab_size": 3}, ValueError, r"^vocab_size must be >= 4"),
-        ({"vocab_size": True}, TypeError, r"^vocab_size "),
-        ({"d_model": 15}, ValueError, r"^d_model must be even"),  # sines need their cosines
-        ({"n_heads": 5}, ValueError, r"^d_model=16 must be divisible by n_heads=5"),
-        ({"n_layers": 0}, ValueError, r"^n_layers "),
-        ({"d_ff": 0}, ValueError, r"^d_ff "),
-        ({"dropout": 1.0}, ValueError, r"^dropout "),
-        ({"dropout": "0.1"}, TypeError, r"^dropout "),
-        ({"max_length": 0}, ValueError, r"^max_length "),
-        ({"pad_id": 11}, ValueError, r"^pad_id=11 is outside"),
-        ({"eos_id": 1}, ValueError, r"^pad_id, bos_id and eos_id must differ"),
-        ({"bos_id": -1}, ValueError, r"^bos_id "),
-        ({"bos_id": 1.0}, TypeError, r"^bos_id "),
+        ({"vocab_size": 3}, ValueError, r"^vocab_size must be >= 4 \(PAD, BOS, EOS and one real token\), got 3$"),
+        ({"vocab_size": True}, TypeError, r"^vocab_size must be an int, got bool$"),
+        ({"d_model": 15}, ValueError,  # sines need their cosines
+         r"^d_model must be even \(each sine of the positions has its cosine\), got 15$"),
+        ({"n_heads": 5}, ValueError, r"^d_model=16 must be divisible by n_heads=5: a floored d_head would attend "
+                                     r"in 15 of 16 dims without any error$"),
+        ({"n_layers": 0}, ValueError, r"^n_layers must be >= 1, got 0$"),
+        ({"d_ff": 0}, ValueError, r"^d_ff must be >= 1, got 0$"),
+        ({"dropout": 1.0}, ValueError, r"^dropout must be in \[0, 1\), got 1\.0$"),
+        ({"dropout": "0.1"}, TypeError, r"^dropout must be a real number in \[0, 1\), got str$"),
+        ({"max_length": 0}, ValueError, r"^max_length must be >= 1, got 0$"),
+        ({"pad_id": 11}, ValueError, r"^pad_id=11 is outside the vocabulary \[0, 11\)$"),
+        ({"eos_id": 1}, ValueError, r"^pad_id, bos_id and eos_id must differ, got "
+                                    r"\{'pad_id': 0, 'bos_id': 1, 'eos_id': 1\}$"),
+        ({"bos_id": -1}, ValueError, r"^bos_id must be >= 0, got -1$"),
+        ({"bos_id": 1.0}, TypeError, r"^bos_id must be an int, got float$"),
     ],
 )
 def test_bad_configurations_are_refused(kwargs, error, match):
@@ -477,9 +576,9 @@ def test_parameter_floor_matches_the_golden_values():
     assert floor.encoder_layer == ref["encoder_layer"] == 3_145_728
     assert floor.decoder_layer == ref["decoder_layer"] == 4_194_304
     assert floor.ffn_share_encoder == ref["ffn_share_encoder"]
-    with pytest.raises(TypeError, match=r"^d_ff "):
+    with pytest.raises(TypeError, match=r"^d_ff must be an int, got float$"):
         transformer_parameter_floor(512, 2048.0)
-    with pytest.raises(ValueError, match=r"^d_model "):
+    with pytest.raises(ValueError, match=r"^d_model must be >= 1, got 0$"):
         transformer_parameter_floor(0, 2048)
 
 

@@ -58,8 +58,11 @@ OTHER_PAGES = [
     "/notebooks/seq2seq_reverse/",
     "/eras/gpt2/",
     "/decoding/sampling/",
+    "/appendix/references/",
 ]
 PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK, *OTHER_PAGES]
+# The era files the build writes (literate.export), linked from the home page and chapters.
+DOWNLOADS = ["/downloads/attention.py", "/downloads/transformer2017.py", "/downloads/gpt2.py"]
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -328,6 +331,34 @@ def test_notebook_offers_its_source_for_download(visit) -> None:
     response = tab.page.request.get(url)
     assert response.status == 200, f"{url}: HTTP {response.status}"
     assert response.body().strip(), f"{url}: empty"
+
+
+# Code blocks wider than their column, with every collapsed block opened first.
+_SCROLLING_CODE = """() => {
+    document.querySelectorAll('details').forEach(d => { d.open = true; });
+    return Array.from(document.querySelectorAll('.md-content pre'))
+        .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+        .map(pre => (pre.textContent.split('\\n').find(l => l.length > 88) || pre.textContent).slice(0, 80));
+}"""
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if "notebooks" not in p])
+def test_no_code_block_scrolls_at_1280_pixels(session: Session, path: str) -> None:
+    page = session.open(path).page
+    assert page.viewport_size["width"] == 1280
+    scrolling = page.evaluate(_SCROLLING_CODE)
+    assert scrolling == [], f"{path}: code wider than the column: {scrolling[:5]}"
+
+
+def test_era_files_are_served_and_linked(visit) -> None:
+    home = visit(HOME).page
+    hrefs = home.locator('a[href*="downloads/"]').evaluate_all("as => as.map(a => a.href)")
+    for path in DOWNLOADS:
+        assert any(h.endswith(path) for h in hrefs), f"the home page does not link {path}"
+        origin = urlsplit(home.url)
+        response = home.request.get(f"{origin.scheme}://{origin.netloc}{path}")
+        assert response.status == 200, f"{path}: HTTP {response.status}"
+        assert response.text().startswith('"""') and "def " in response.text(), path
 
 
 def _visible(page, selector: str) -> list[bool]:

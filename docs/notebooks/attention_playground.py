@@ -27,12 +27,15 @@ import math
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
-from literate.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
+from literate.attention import (causal_allowed, padding_allowed,
+                                scaled_dot_product_attention)
 
 torch.manual_seed(0)
 T, d_k = 8, 16
-basis = torch.linalg.qr(torch.randn(d_k, d_k, dtype=torch.float64)).Q[:T]  # T orthonormal rows
+# T orthonormal rows of width d_k
+basis = torch.linalg.qr(torch.randn(d_k, d_k, dtype=torch.float64)).Q[:T]
 keys = 6.0 * basis                     # key j points along direction j
 queries = 6.0 * basis.roll(2, dims=0)  # query i points along direction i - 2
 values = torch.arange(T, dtype=torch.float64)[:, None]  # value j is just the number j
@@ -78,19 +81,37 @@ assert all(abs(causal.output[i, 0].item() - (i - 2)) < 0.1 for i in range(2, T))
 # ## The scale, as a dial
 #
 # Multiply the scores by a factor instead of $1/\sqrt{d_k}$ and watch the rows go from
-# nearly uniform to one-hot. These vectors were built long ($\lVert q\rVert = \lVert k\rVert
-# = 6$, so a partner's score is $q \cdot k / \sqrt{d_k} = 9$): at the chapter's scale the
-# partner already takes 99.9% of its row. The scale keeps unit-variance vectors at
-# unit-variance scores; it does not make every row soft.
+# nearly uniform to one-hot. These vectors were built long
+# ($\lVert q\rVert = \lVert k\rVert = 6$, so a partner's score is
+# $q \cdot k / \sqrt{d_k} = 9$): at the chapter's scale the partner already takes almost
+# all of its row (the last cell prints how much). The scale keeps unit-variance vectors
+# at unit-variance scores; it does not make every row soft.
 
 # %%
 factors = [0.01, 0.05, 1 / math.sqrt(d_k)]
 fig, axes = plt.subplots(1, 3, figsize=(12, 4), layout="constrained")
 for ax, factor in zip(axes, factors):
-    scaled_queries = queries * factor * math.sqrt(d_k)  # the function divides by sqrt(d_k)
-    result = scaled_dot_product_attention(scaled_queries, keys, values, causal_allowed(T, T))
+    scaled_queries = queries * factor * math.sqrt(d_k)  # it divides by sqrt(d_k)
+    result = scaled_dot_product_attention(scaled_queries, keys, values,
+                                          causal_allowed(T, T))
     show(result.weights, f"scores x {factor:.3g}", ax)
 plt.show()
-partner = [result.weights[i, i - 2].item() for i in range(2, T)]  # the chapter's scale, last panel
+# the chapter's scale, the last panel:
+partner = [result.weights[i, i - 2].item() for i in range(2, T)]
 print(f"weight on the partner at 1/sqrt(d_k): {min(partner):.4f} or more")
 assert min(partner) > 0.998
+
+# %% [markdown]
+# ## The same outputs from the fused kernel
+#
+# PyTorch's `F.scaled_dot_product_attention` computes the same outputs in one call. It
+# returns no weights: a fused kernel never stores them, which is why it is fast (chapter
+# 1, "What a fused kernel does"). The layers of chapter 3 call it unless they are asked
+# for the weights.
+
+# %%
+fused = F.scaled_dot_product_attention(queries, keys, values,
+                                       attn_mask=causal_allowed(T, T))
+gap = (fused - causal.output).abs().max().item()
+print(f"largest difference from ours: {gap:.1e}")
+assert gap < 1e-12

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
@@ -13,21 +15,26 @@ from literate.seq2seq import transformer_lr
 ARCHITECTURE_LABELS = {
     "en": {
         "encoder": "Encoder", "decoder": "Decoder",
-        "source": "source tokens\n(PAD keys masked)", "target": "targets shifted right\nBOS, $y_0$, ..., $y_{T-2}$",
+        "source": "source tokens\n(PAD keys masked)",
+        "target": "targets shifted right\nBOS, $y_0$, ..., $y_{T-2}$",
         "embed": "$\\sqrt{d}\\,E[x]$ + positions", "shared": "one matrix $E$",
-        "self": "Self-attention", "masked": "Causal self-attention", "cross": "Cross-attention",
-        "ffn": "Feed-forward (ReLU)", "norm": "Add & LayerNorm",
-        "out": "logits $= h\\,E^{\\top}$", "memory": "memory\n[B, S, d]",
-        "n": "× N",
+        "self": "Self-attention", "masked": "Causal self-attention",
+        "cross": "Cross-attention", "ffn": "Feed-forward (ReLU)", "norm": "Add & LayerNorm",
+        "out": "logits $= h\\,E^{\\top}$", "memory": "memory [B, S, d]",
+        "kv": "K, V from\nthe encoder", "q": "Q from the decoder",
+        "residual": "residual", "n": "× N",
     },
     "ru": {
         "encoder": "Энкодер", "decoder": "Декодер",
-        "source": "токены источника\n(PAD-ключи скрыты)", "target": "цели со сдвигом вправо\nBOS, $y_0$, ..., $y_{T-2}$",
+        "source": "токены источника\n(PAD-ключи скрыты)",
+        "target": "цели со сдвигом вправо\nBOS, $y_0$, ..., $y_{T-2}$",
         "embed": "$\\sqrt{d}\\,E[x]$ + позиции", "shared": "одна матрица $E$",
-        "self": "Self-attention", "masked": "Каузальное self-attention", "cross": "Cross-attention",
-        "ffn": "Полносвязный слой (ReLU)", "norm": "Сложение и LayerNorm",
-        "out": "логиты $= h\\,E^{\\top}$", "memory": "память\n[B, S, d]",
-        "n": "× N",
+        "self": "Self-attention", "masked": "Каузальное self-attention",
+        "cross": "Cross-attention", "ffn": "Полносвязный слой (ReLU)",
+        "norm": "Сложение и LayerNorm",
+        "out": "логиты $= h\\,E^{\\top}$", "memory": "память [B, S, d]",
+        "kv": "K, V из\nэнкодера", "q": "Q из декодера",
+        "residual": "остаточная связь", "n": "× N",
     },
 }
 
@@ -77,75 +84,104 @@ SMOOTHING_LABELS = {
 NOTEBOOK_D_MODEL, NOTEBOOK_WARMUP, NOTEBOOK_STEPS = 32, 200, 1500
 
 
-def _box(ax, x: float, y: float, w: float, h: float, label: str, color: str, ink: str) -> None:
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
+def _box(ax, x: float, y: float, w: float, h: float, label: str, color: str,
+         ink: str) -> None:
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
+                                boxstyle="round,pad=0.02,rounding_size=0.08",
                                 facecolor=color, edgecolor="none", alpha=0.9))
     ax.text(x, y, label, ha="center", va="center", fontsize=10.5, color=ink)
 
 
-def _arrow(ax, start, end, color: str, **kwargs) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=color, lw=1.3,
-                                 shrinkA=2, shrinkB=2, **kwargs))
+def _arrow(ax, start, end, color: str, *, lw: float = 1.3) -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
+                                 color=color, lw=lw, shrinkA=0, shrinkB=1))
+
+
+def _stack(ax, x: float, ys: list[float], labels: list[str], colors: list[str],
+           side: int, *, w: float, h: float, ink: str, dark: str, norm: str,
+           line: str) -> None:
+    """One column of sublayer and add & norm boxes, the arrows between them, and the
+    residual connection around each sublayer: it leaves the stream just below the
+    sublayer, runs beside it (left if side = -1, right if side = +1) and enters the add &
+    norm above it."""
+    for y, label, color in zip(ys, labels, colors):
+        _box(ax, x, y, w, h, label, color, ink if color == norm else dark)
+    for a, b in pairwise(ys):
+        _arrow(ax, (x, a + h / 2), (x, b - h / 2), line)
+    gap = ys[1] - ys[0] - h
+    rail = x + side * (w / 2 + 0.2)
+    for sub, add in zip(ys[0::2], ys[1::2]):
+        fork = sub - h / 2 - gap / 2
+        ax.plot([x, rail, rail], [fork, fork, add], color=line, lw=1.1,
+                solid_joinstyle="round")
+        ax.plot([x], [fork], "o", color=line, ms=3.5)
+        _arrow(ax, (rail, add), (x + side * w / 2, add), line)
 
 
 def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure:
-    """Vaswani et al. 2017, fig. 1, as this chapter builds it: post-norm layers, one shared
-    embedding matrix E used three times, cross-attention reading the encoder's memory."""
+    """Vaswani et al. 2017, fig. 1, as this chapter builds it: post-norm layers, each
+    sublayer on a residual connection that enters its add & norm, one shared embedding
+    matrix E used three times, and cross-attention taking its queries from the decoder
+    and its keys and values from the encoder's output (the memory)."""
     t = text(ARCHITECTURE_LABELS, language)
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(10, 7.4), layout="constrained")
-        ax.set(xlim=(0, 10), ylim=(0, 10.1), aspect="equal")
+        fig, ax = plt.subplots(figsize=(11.0, 9.0), layout="constrained")
+        ax.set(xlim=(0, 11.0), ylim=(0, 9.9), aspect="equal")
         ax.axis("off")
         dark = "#2E3440"
         attn, ffn, norm, emb = p.series[0], p.series[2], p.border, p.series[1]
-        w, h = 3.0, 0.62
-        ex, dx = 2.6, 7.2  # encoder and decoder columns
+        w, h, step = 3.0, 0.56, 0.95
+        ex, dx, emb_y, first = 2.4, 8.0, 1.5, 2.95  # columns, embedding row, first sublayer
+        enc_y = [first + i * step for i in range(4)]
+        dec_y = [first + i * step for i in range(6)]
+        parts = {"w": w, "h": h, "ink": p.ink, "dark": dark, "norm": norm, "line": p.muted}
 
-        # Encoder: embedding, then N x [self-attention, add & norm, FFN, add & norm]
-        ax.text(ex, 0.35, t["source"], ha="center", va="center", fontsize=10, color=p.ink)
-        _box(ax, ex, 1.6, w, h, t["embed"], emb, dark)
-        enc_y = [3.0, 3.9, 4.8, 5.7]
-        for y, label, color in zip(enc_y, [t["self"], t["norm"], t["ffn"], t["norm"]], [attn, norm, ffn, norm]):
-            _box(ax, ex, y, w, h, label, color, dark if color != norm else p.ink)
-        ax.add_patch(FancyBboxPatch((ex - w / 2 - 0.25, 2.45), w + 0.5, 3.8, boxstyle="round,pad=0.02",
-                                    facecolor="none", edgecolor=p.muted, lw=1.0, ls="--"))
-        ax.text(ex - w / 2 - 0.45, 4.35, t["n"], ha="right", va="center", fontsize=12, color=p.ink)
-        ax.text(ex, 6.65, t["encoder"], ha="center", va="center", fontsize=13, fontweight="bold", color=p.ink)
-        _arrow(ax, (ex, 0.8), (ex, 1.6 - h / 2), p.muted)
-        _arrow(ax, (ex, 1.6 + h / 2), (ex, enc_y[0] - h / 2), p.muted)
-        for a, b in zip(enc_y, enc_y[1:]):
-            _arrow(ax, (ex, a + h / 2), (ex, b - h / 2), p.muted)
+        for x, ys, title, side, label in [(ex, enc_y, t["encoder"], -1, t["source"]),
+                                          (dx, dec_y, t["decoder"], +1, t["target"])]:
+            ax.text(x, 0.4, label, ha="center", va="center", fontsize=10, color=p.ink)
+            _box(ax, x, emb_y, w, h, t["embed"], emb, dark)
+            _arrow(ax, (x, 0.85), (x, emb_y - h / 2), p.muted)
+            _arrow(ax, (x, emb_y + h / 2), (x, ys[0] - h / 2), p.muted)
+            bottom, top = first - step / 2 - 0.12, ys[-1] + h / 2 + 0.2
+            left = x - w / 2 - 0.38
+            ax.add_patch(FancyBboxPatch((left, bottom), w + 0.76, top - bottom,
+                                        boxstyle="round,pad=0.02", facecolor="none",
+                                        edgecolor=p.muted, lw=1.0, ls="--"))
+            ax.text(left + 0.05, top + 0.3, title, ha="left", va="center", fontsize=13,
+                    fontweight="bold", color=p.ink)
+            n_x = left - 0.12 if side < 0 else left + w + 0.76 + 0.12
+            ax.text(n_x, (bottom + top) / 2, t["n"], ha="right" if side < 0 else "left",
+                    va="center", fontsize=12, color=p.ink)
 
-        # Decoder: embedding, then N x [causal self-attn, norm, cross-attn, norm, FFN, norm], logits
-        ax.text(dx, 0.35, t["target"], ha="center", va="center", fontsize=10, color=p.ink)
-        _box(ax, dx, 1.6, w, h, t["embed"], emb, dark)
-        dec_y = [3.0, 3.9, 4.8, 5.7, 6.6, 7.5]
-        labels = [t["masked"], t["norm"], t["cross"], t["norm"], t["ffn"], t["norm"]]
-        colors = [attn, norm, attn, norm, ffn, norm]
-        for y, label, color in zip(dec_y, labels, colors):
-            _box(ax, dx, y, w, h, label, color, dark if color != norm else p.ink)
-        ax.add_patch(FancyBboxPatch((dx - w / 2 - 0.25, 2.45), w + 0.5, 5.6, boxstyle="round,pad=0.02",
-                                    facecolor="none", edgecolor=p.muted, lw=1.0, ls="--"))
-        ax.text(dx + w / 2 + 0.4, 5.25, t["n"], ha="left", va="center", fontsize=12, color=p.ink)
-        ax.text(dx, 8.45, t["decoder"], ha="center", va="center", fontsize=13, fontweight="bold", color=p.ink)
-        _box(ax, dx, 9.6, w, h, t["out"], emb, dark)
-        _arrow(ax, (dx, 0.8), (dx, 1.6 - h / 2), p.muted)
-        _arrow(ax, (dx, 1.6 + h / 2), (dx, dec_y[0] - h / 2), p.muted)
-        for a, b in zip(dec_y, dec_y[1:]):
-            _arrow(ax, (dx, a + h / 2), (dx, b - h / 2), p.muted)
-        _arrow(ax, (dx, dec_y[-1] + h / 2), (dx, 9.6 - h / 2), p.muted)
+        _stack(ax, ex, enc_y, [t["self"], t["norm"], t["ffn"], t["norm"]],
+               [attn, norm, ffn, norm], -1, **parts)
+        _stack(ax, dx, dec_y, [t["masked"], t["norm"], t["cross"], t["norm"], t["ffn"],
+                               t["norm"]], [attn, norm, attn, norm, ffn, norm], +1, **parts)
 
-        # Memory: the encoder's output feeds every decoder layer's cross-attention
-        top, mx = enc_y[-1] + h / 2, 4.85
-        ax.plot([ex + 0.8, ex + 0.8, mx, mx], [top, 6.45, 6.45, dec_y[2]], color=attn, lw=1.3)
-        _arrow(ax, (mx, dec_y[2]), (dx - w / 2, dec_y[2]), attn)
-        ax.text(mx, 7.05, t["memory"], ha="center", va="center", fontsize=10, color=p.ink)
+        # The memory: the encoder's output, read by every decoder layer's cross-attention
+        # as keys and values; its queries come from the decoder's own stream below it.
+        cross, over, mx = dec_y[2], enc_y[-1] + h / 2 + 0.75, 4.75
+        ax.text(ex - w / 2 - 0.58, (enc_y[0] + enc_y[1]) / 2 - 0.25, t["residual"],
+                rotation=90, ha="center", va="center", fontsize=9.5, color=p.muted)
+        ax.plot([ex, ex, mx, mx], [enc_y[-1] + h / 2, over, over, cross], color=attn,
+                lw=1.6, solid_joinstyle="round")
+        _arrow(ax, (mx, cross), (dx - w / 2, cross), attn, lw=1.6)
+        ax.text((ex + mx) / 2 + 0.3, over + 0.08, t["memory"], ha="center", va="bottom",
+                fontsize=10, color=p.ink)
+        ax.text(mx + 0.12, cross + 0.1, t["kv"], ha="left", va="bottom", fontsize=9.5,
+                color=attn, fontweight="bold", linespacing=1.1)
+        ax.text(dx - 0.12, cross - h / 2 - (step - h) / 2, t["q"], ha="right",
+                va="center", fontsize=9.5, color=attn, fontweight="bold")
 
-        # One embedding matrix, three uses: source embedding, target embedding, output projection
+        # One embedding matrix, three uses: source embedding, target embedding, logits.
+        out_y = dec_y[-1] + 1.45
+        _box(ax, dx, out_y, w, h, t["out"], emb, dark)
+        _arrow(ax, (dx, dec_y[-1] + h / 2), (dx, out_y - h / 2), p.muted)
         shared = {"color": emb, "lw": 1.2, "ls": (0, (3, 3))}
-        ax.plot([ex + w / 2, dx - w / 2], [1.6, 1.6], **shared)
-        ax.plot([dx + w / 2, 9.75, 9.75, dx + w / 2], [1.6, 1.6, 9.6, 9.6], **shared)
-        ax.text(mx, 1.85, t["shared"], ha="center", va="bottom", fontsize=10.5, color=emb, fontweight="bold")
+        ax.plot([ex + w / 2, dx - w / 2], [emb_y, emb_y], **shared)
+        ax.plot([dx + w / 2, 10.8, 10.8, dx + w / 2], [emb_y, emb_y, out_y, out_y], **shared)
+        ax.text((ex + dx) / 2, emb_y + 0.12, t["shared"], ha="center", va="bottom",
+                fontsize=10.5, color=emb, fontweight="bold")
     return fig
 
 

@@ -1,8 +1,9 @@
 """Figures of chapter 5: why GPT-2 normalises before each sublayer (gradients at
-initialisation, Xiong et al. 2020, sec. 3), and the tiny language model's loss curve.
+initialisation, Xiong et al. 2020, sec. 3, under Xavier's and under GPT-2's own
+initialisation), and the tiny language model's loss curve.
 
-Both figures are measurements, made when the figure is drawn, from fixed seeds; the
-measuring functions are also what the chapter's claims call.
+Plotting only: the measurements come from `literate.studies.gradient_study` and
+`literate.models.train_period_lm`, which the chapter's claims call too.
 """
 
 from __future__ import annotations
@@ -17,22 +18,26 @@ from matplotlib.figure import Figure
 from literate.figures.style import style, text
 from literate.golden import reference
 from literate.models import train_period_lm
-from literate.studies import NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS, gradient_study
+from literate.studies import INITS, NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS, gradient_study
 
 GRADIENT_LABELS = {
     "en": {
-        "title_layers": "12 layers: gradient of each FFN output weight",
-        "title_depth": "The top layer's gradient against depth",
+        "title_layers": "{init}: each layer's FFN gradient, $L = 12$",
+        "title_depth": "{init}: the top layer's gradient against $L$",
+        "xavier": "Xavier init",
+        "gpt2": "GPT-2 init",
         "layer": "Layer (1 = next to the embeddings)",
         "depth": "Number of layers $L$",
-        "y": "$\\|\\partial \\mathcal{L} / \\partial W_2\\|_F$ at initialisation",
+        "y": "$\\|\\partial \\mathcal{L} / \\partial W_2\\|_F$ at init",
         "pre": "pre-norm: $x + F(\\mathrm{LN}(x))$",
         "post": "post-norm: $\\mathrm{LN}(x + F(x))$",
         "slope": "slope of $1/\\sqrt{L}$",
     },
     "ru": {
-        "title_layers": "12 слоёв: градиент выходной матрицы FFN",
-        "title_depth": "Градиент верхнего слоя и глубина",
+        "title_layers": "{init}: градиент FFN по слоям, $L = 12$",
+        "title_depth": "{init}: градиент верхнего слоя и $L$",
+        "xavier": "Xavier",
+        "gpt2": "GPT-2",
         "layer": "Слой (1 — у эмбеддингов)",
         "depth": "Число слоёв $L$",
         "y": "$\\|\\partial \\mathcal{L} / \\partial W_2\\|_F$ при инициализации",
@@ -63,43 +68,51 @@ LOSS_LABELS = {
 
 
 def gradient_figure(*, language: str = "en", theme: str = "light") -> Figure:
-    """Left: per-layer FFN gradient norms in a 12-layer stack, pre versus post. Right: the
-    top layer's gradient as the stack deepens: post-norm's stays put, pre-norm's falls
-    like 1/sqrt(L) (Xiong et al. 2020, theorem 1)."""
+    """One row per initialisation (Xavier, then GPT-2's). Left: per-layer FFN gradient
+    norms in a 12-layer stack, pre versus post. Right: the top layer's gradient as the
+    stack deepens (Xiong et al. 2020, theorem 1, is about the Xavier row). The axes of
+    a column are shared, so the two rows compare directly."""
     t = text(GRADIENT_LABELS, language)
-    study = gradient_study()
     with style(theme) as p:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.4), layout="constrained")
+        fig, axes = plt.subplots(len(INITS), 2, figsize=(11.5, 8.4), layout="constrained",
+                                 sharey="col")
         layers = range(1, STUDY_LAYERS + 1)
         colours = {"pre": p.series[0], "post": p.series[1]}
-        for pos in NORM_POSITIONS:
-            left.plot(layers, study[pos][STUDY_LAYERS].ffn_grad, "o-", color=colours[pos], label=t[pos])
-            top = [study[pos][depth].ffn_grad[-1] for depth in STUDY_DEPTHS]
-            right.plot(STUDY_DEPTHS, top, "o-", color=colours[pos], label=t[pos])
-        anchor = study["pre"][STUDY_LAYERS].ffn_grad[-1] * math.sqrt(STUDY_LAYERS)  # through pre-norm at L = 12
-        right.plot(STUDY_DEPTHS, [anchor / math.sqrt(d) for d in STUDY_DEPTHS], "--", color=p.muted,
-                   lw=1.2, label=t["slope"])
-        left.set(xlabel=t["layer"], ylabel=t["y"], title=t["title_layers"], ylim=(0, None))
-        left.set_xticks(list(layers))
-        right.set(xscale="log", yscale="log", xlabel=t["depth"], title=t["title_depth"])
-        right.set_xticks(list(STUDY_DEPTHS), [str(d) for d in STUDY_DEPTHS])
-        right.minorticks_off()
-        ticks = [0.1, 0.2, 0.3, 0.5, 0.7]
-        right.set_yticks(ticks, [str(v) for v in ticks])
-        right.set_ylim(0.07, 1.0)
-        for ax in (left, right):
-            ax.grid(alpha=0.6)
-            for spine in ("top", "right"):
-                ax.spines[spine].set_visible(False)
-        left.legend(loc="lower left")
-        right.legend(loc="lower left")
+        for (left, right), init in zip(axes, INITS):
+            study = gradient_study(init)
+            for pos in NORM_POSITIONS:
+                left.plot(layers, study[pos][STUDY_LAYERS].ffn_grad, "o-",
+                          color=colours[pos], label=t[pos])
+                top = [study[pos][depth].ffn_grad[-1] for depth in STUDY_DEPTHS]
+                right.plot(STUDY_DEPTHS, top, "o-", color=colours[pos], label=t[pos])
+            # The 1/sqrt(L) slope, through pre-norm's top gradient at L = 12.
+            anchor = study["pre"][STUDY_LAYERS].ffn_grad[-1] * math.sqrt(STUDY_LAYERS)
+            right.plot(STUDY_DEPTHS, [anchor / math.sqrt(d) for d in STUDY_DEPTHS], "--",
+                       color=p.muted, lw=1.2, label=t["slope"])
+            left.set(xlabel=t["layer"], ylabel=t["y"], ylim=(0, None),
+                     title=t["title_layers"].format(init=t[init]))
+            left.set_xticks(list(layers))
+            right.set(xscale="log", yscale="log", xlabel=t["depth"],
+                      title=t["title_depth"].format(init=t[init]))
+            right.set_xticks(list(STUDY_DEPTHS), [str(d) for d in STUDY_DEPTHS])
+            right.minorticks_off()
+            ticks = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7]
+            right.set_yticks(ticks, [str(v) for v in ticks])
+            right.set_ylim(0.04, 1.0)
+            for ax in (left, right):
+                ax.grid(alpha=0.6)
+                for spine in ("top", "right"):
+                    ax.spines[spine].set_visible(False)
+            where = "lower left" if init == "xavier" else "upper right"  # clear of lines
+            left.legend(loc=where)
+            right.legend(loc=where)
     return fig
 
 
 @lru_cache(maxsize=1)
 def tiny_lm_losses() -> tuple[float, ...]:
-    """The loss history of the chapter's tiny LM (`train_period_lm` with the source
-    notebook's settings), on one thread."""
+    """The loss history of the chapter's tiny LM (`train_period_lm` with the settings
+    in `reference()["tiny_lm"]`), on one thread."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same reduction order on every machine
     try:

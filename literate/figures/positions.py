@@ -47,8 +47,8 @@ RELATIVE_LABELS = {
 
 
 def sinusoid_figure(*, language: str = "en", theme: str = "light") -> Figure:
-    """The source notebook's figure: coordinates 0, 1 (fastest pair) and 4, 5 (a slow pair)
-    of the width-8 table over positions 0..80."""
+    """Coordinates 0, 1 (the fastest pair) and 4, 5 (a slow pair) of the width-8 table
+    over positions 0..80."""
     t = text(SINUSOID_LABELS, language)
     pe = sinusoidal_table(81, 8, dtype=torch.float64).numpy()  # [81, 8]
     with style(theme) as p:
