@@ -70,7 +70,8 @@ def padding_allowed(valid: Tensor) -> Tensor:
 
 
 # --8<-- [start:check_mask]
-def check_mask(name: str, mask: object, shape: tuple[int, ...], device: torch.device) -> Tensor:
+def check_mask(name: str, mask: object, shape: tuple[int, ...],
+               device: torch.device) -> Tensor:
     """`mask` if it is a bool tensor on `device` that broadcasts to `shape`: the
     metadata of a mask, checked where it enters."""
     if bool_tensor(name, mask).device != device:
@@ -79,7 +80,7 @@ def check_mask(name: str, mask: object, shape: tuple[int, ...], device: torch.de
         return mask.expand(shape)  # a view: nothing is copied
     except RuntimeError:
         raise ValueError(f"{name} {tuple(mask.shape)} must broadcast to the scores "
-                         f"{tuple(shape)}") from None
+                         f"[..., T_q, T_k] = {tuple(shape)}") from None
 # --8<-- [end:check_mask]
 
 
@@ -130,7 +131,8 @@ def check_qkv(q: object, k: object, v: object, allowed: object) -> None:
     if min(q.ndim, k.ndim, v.ndim) < 2:
         raise ValueError("q, k and v need at least 2 axes: [..., T, width]")
     if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, "
+                        f"{v.dtype}")
     if not q.device == k.device == v.device:
         raise ValueError(f"q, k, v must share a device, got {q.device}, {k.device}, "
                          f"{v.device}")
@@ -181,10 +183,10 @@ def scaled_dot_product_attention(
         allowed = torch.ones((), dtype=torch.bool, device=q.device)
     elif empty_row == "error":
         refuse_empty_rows("allowed", ~allowed.any(dim=-1))
+    scores = scores.expand(torch.broadcast_shapes(scores.shape, allowed.shape))  # view
     weights = masked_softmax(scores, allowed)  # [..., T_q, T_k]
     output = weights @ v.to(dtype)  # [..., T_q, d_v]
-    shape = torch.broadcast_shapes(allowed.shape, scores.shape)
-    empty_rows = ~allowed.expand(shape).any(dim=-1)  # [..., T_q]
+    empty_rows = ~allowed.expand(scores.shape).any(dim=-1)  # [..., T_q]
     return AttentionResult(output.to(q.dtype), weights.to(q.dtype),
                            scores.masked_fill(~allowed, -math.inf), empty_rows)
 # --8<-- [end:scaled_dot_product_attention]

@@ -4,8 +4,8 @@
     python -m literate.export gpt2               # to standard output
     python -m literate.export gpt2 -o gpt2.py    # to a file
 
-An era is a list of snippet sections (`# --8<-- [start:name]` in a `literate/` module),
-in dependency order: the very code the chapter pages include, so what a reader downloads
+An era is a list of snippet sections (the `start:name` / `end:name` markers of a
+`literate/` module), in dependency order: the very code the chapter pages include, so what a reader downloads
 is what the site shows and tests. The file imports only the standard library and torch
 (the imports are taken from the source modules, kept if the assembled code uses them),
 and ends with a self-check (`literate/selfcheck.py`) that runs under
@@ -42,7 +42,8 @@ CHECKS = tuple(("checks", s) for s in (
     "positive_int", "non_negative_int", "positive_float", "probability", "boolean", "choice",
     "float_dtype", "float_tensor", "bool_tensor", "features"))
 ATTENTION = (
-    ("attention", "empty_row_policies"), ("attention", "causal_allowed"),
+    ("attention", "empty_row_policies"), ("attention", "check_mask"),
+    ("attention", "causal_allowed"),
     ("attention", "padding_allowed"), ("attention", "masked_softmax"),
     ("attention", "attention_result"), ("attention", "check_qkv"),
     ("attention", "refuse_empty_rows"), ("attention", "scaled_dot_product_attention"),
@@ -60,24 +61,25 @@ MODELS = (("checks", "token_ids"), ("checks", "ids_in_vocabulary"),
 
 ERAS: dict[str, Era] = {
     "attention": Era(
-        "Attention: scaled dot-product attention, positions, multi-head, grouped-query and "
-        "multi-query attention, the KV cache", "chapters 1-3",
+        "Attention: scaled dot-product attention, positions, multi-head,\ngrouped-query "
+        "and multi-query attention, the KV cache", "chapters 1-3",
         CHECKS + ATTENTION + (("positions", "sinusoidal_shift"),
                               ("positions", "apply_rope_interleaved"),
                               ("positions", "interleaved_to_half_permutation")),
         "check_attention"),
     "transformer2017": Era(
-        "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers, the model, its "
+        "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers,\nthe model, its "
         "learning-rate schedule, label smoothing and greedy decoding", "chapters 1-4",
         CHECKS + ATTENTION + MODELS + (
             ("blocks", "post_norm_encoder_layer"), ("blocks", "post_norm_decoder_layer"),
             ("blocks", "builders_2017"), ("seq2seq", "shift_right"),
-            ("seq2seq", "transformer_lr"), ("seq2seq", "label_smoothed_nll"),
-            ("seq2seq", "encoder_decoder"), ("seq2seq", "cross_attention_weights"),
+            ("seq2seq", "transformer_lr"), ("seq2seq", "smoothing_targets"),
+            ("seq2seq", "label_smoothed_nll"), ("seq2seq", "encoder_decoder"),
+            ("seq2seq", "cross_attention_weights"), ("torch_twins", "twin_eps"),
             ("torch_twins", "torch_twins")),
         "check_transformer2017"),
     "gpt2": Era(
-        "GPT-2 (Radford et al. 2019): the pre-norm block, the language model, generate, "
+        "GPT-2 (Radford et al. 2019): the pre-norm block, the language model,\ngenerate, "
         "sampling, and loading Hugging Face GPT-2 weights by name", "chapters 1-6",
         CHECKS + ATTENTION + MODELS + (
             ("ffn", "gelu_tanh"), ("blocks", "pre_norm_block"), ("blocks", "builder_gpt2"),
@@ -174,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for name, era in ERAS.items():
-            print(f"{name:16} {era.chapters:13} {len(era.sections):3} sections  {era.title}")
+            title = era.title.replace("\n", " ")
+            print(f"{name:16} {era.chapters:13} {len(era.sections):3} sections  {title}")
         return 0
     if args.name is None:
         parser.error("name an era, or pass --list")

@@ -33,6 +33,7 @@ from literate.attention import (
     AttentionResult,
     EmptyRowPolicy,
     causal_allowed,
+    check_mask,
     padding_allowed,
     refuse_empty_rows,
     scaled_dot_product_attention,
@@ -110,11 +111,14 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
                          f"v [B, H_kv, T_k, d_v] with H % H_kv == 0, "
                          f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     g = h // h_kv
-    if allowed is not None:  # [B, H, T_q, T_k] -> [B, H_kv, G * T_q, T_k], like q
-        allowed = bool_tensor("allowed", allowed).expand(b, h, t_q, t_k)
-        allowed = allowed.reshape(b, h_kv, g * t_q, t_k)
+    empty_row = choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
+    if allowed is not None:
+        allowed = check_mask("allowed", allowed, (b, h, t_q, t_k), q.device)  # a view
+        if empty_row == "error":  # named by [batch, head, query], before the stacking
+            refuse_empty_rows("allowed", ~allowed.any(dim=-1))
+        allowed = allowed.reshape(b, h_kv, g * t_q, t_k)  # stacked like q below
     q = q.reshape(b, h_kv, g * t_q, d_head)  # a group's queries, stacked
-    r = scaled_dot_product_attention(q, k, v, allowed, empty_row=empty_row)
+    r = scaled_dot_product_attention(q, k, v, allowed, empty_row="zero")  # see above
     return AttentionResult(
         output=r.output.reshape(b, h, t_q, -1),  # [B, H, T_q, d_v]
         weights=r.weights.reshape(b, h, t_q, t_k),  # [B, H, T_q, T_k]
@@ -134,6 +138,8 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = No
     (the kernel alone gives NaN or 0 there, depending on the version).
     """
     gqa = q.shape[1] != k.shape[1]  # H query heads read H_kv < H key/value heads
+    if is_causal and allowed is not None:
+        raise ValueError("pass allowed or is_causal=True, not both")
     if allowed is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal,
                                               enable_gqa=gqa)
@@ -202,14 +208,18 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
     if x.ndim != 3:
         raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "
                          f"got {tuple(x.shape)}")
-    boolean("causal", causal), boolean("return_weights", return_weights)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}; "
+                        "a padding mask goes in key_valid")
+    boolean("return_weights", return_weights)
     choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
     b, t_q = x.shape[:2]
     if memory is not None:
         memory = features("memory", memory, width=layer.d_model,
                           like=layer.q_proj.weight)
-        if memory.ndim != 3 or memory.shape[0] != b:
-            raise ValueError(f"memory must be [B={b}, S, d], got {tuple(memory.shape)}")
+        if memory.ndim != 3 or memory.shape[0] != b or memory.shape[1] == 0:
+            raise ValueError(f"memory must be [B={b}, S >= 1, d], "
+                             f"got {tuple(memory.shape)}")
         if layer.rope or causal or cache is not None or start_pos is not None:
             raise ValueError("cross-attention (memory given) takes no rope, "
                              "causal=True, cache or start_pos: the whole source is "
@@ -224,6 +234,10 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
                              "sequence, or reset() the cache to start a new one")
         start = cache.next_pos
         cache.check(b, layer.n_kv_heads, t_q, layer.d_head, x.dtype, x.device)
+        if cache.owner not in (None, id(layer)):
+            raise ValueError("the cache holds another layer's keys and values; give "
+                             "each layer its own cache (layer.new_cache), or reset() "
+                             "this one")
     t_k = t_q if cache is None else start + t_q  # with a cache: cached and new tokens
     t_k = memory.shape[1] if memory is not None else t_k
     if key_valid is not None:
@@ -233,6 +247,10 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
                              f"tokens), got {tuple(key_valid.shape)}")
         if key_valid.device != x.device:
             raise ValueError(f"key_valid is on {key_valid.device}, x on {x.device}")
+    grad = x.requires_grad or layer.k_proj.weight.requires_grad
+    if cache is not None and torch.is_grad_enabled() and grad:
+        raise ValueError("a KV cache is for inference: its in-place writes cannot be "
+                         "differentiated through; decode under torch.no_grad()")
     return start, t_k
 # --8<-- [end:checks]
 
@@ -277,13 +295,15 @@ class MultiHeadAttention(nn.Module):
                        device=w.device)
 
     def rope_tables(self, length: int) -> tuple[Tensor, Tensor]:
-        """cos and sin [>= length, d_head]: computed at the first call and again only
-        when a longer input comes (then for twice the length)."""
-        if length > self.rope_cos.shape[0]:
-            n = max(length, 2 * self.rope_cos.shape[0])
+        """cos and sin [>= length, d_head], in float32 (apply_rope casts them to the
+        input's dtype, as Hugging Face does): computed at the first call, and again only
+        when a longer input comes (then for twice the length) or when `.to()` changed
+        their dtype (`.double()` after a bfloat16 call would keep bfloat16 rounding)."""
+        current = self.rope_cos.shape[0]
+        if length > current or self.rope_cos.dtype != torch.float32:
+            n = current if length <= current else max(length, 2 * current)
             cos, sin = rope_cache(n, self.d_head, base=self.rope_base,
-                                  dtype=self.rope_cos.dtype,
-                                  device=self.rope_cos.device)
+                                  device=self.rope_cos.device)  # float32
             self.rope_cos, self.rope_sin = cos, sin
         return self.rope_cos, self.rope_sin
 
@@ -306,7 +326,8 @@ class MultiHeadAttention(nn.Module):
         allowed = attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
                                     key_valid=key_valid, device=x.device)
         if key_valid is not None and empty_row == "error":  # padding can empty a row
-            refuse_empty_rows("causal and key_valid", ~allowed.any(dim=-1)[:, 0])
+            rows = allowed.expand(x.shape[0], 1, t_q, t_k)  # [B, 1, T_q, T_k], a view
+            refuse_empty_rows("causal and key_valid", ~rows.any(dim=-1)[:, 0])
         source = x if memory is None else memory  # where keys and values come from
         q = split_heads(self.q_proj(x), self.n_heads)  # [B, H, T_q, d_head]
         k = split_heads(self.k_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_h]

@@ -60,14 +60,15 @@ def check_attention() -> None:
     with torch.no_grad():
         cache = gqa.new_cache(batch=2, capacity=5)
         steps = [gqa(x[:, t:t + 1], causal=True, cache=cache) for t in range(5)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), fast.detach(), atol=1e-12, rtol=0)
+    torch.testing.assert_close(torch.cat(steps, dim=1), fast.detach(), atol=1e-12,
+                               rtol=0)
 # --8<-- [end:check_attention]
 
 
 # --8<-- [start:check_transformer2017]
 def check_transformer2017() -> None:
-    """The encoder layer equals nn.TransformerEncoderLayer holding its weights; the model
-    is causal in its targets, ignores the padded source, and decodes greedily."""
+    """The encoder layer equals nn.TransformerEncoderLayer holding its weights; the
+    model is causal in its targets and decodes greedily."""
     torch.manual_seed(0)
     model = EncoderDecoder(13, 16, 2, 32, 2, dropout=0.0, max_length=16).double().eval()
     layer = model.encoder[0]
@@ -93,8 +94,9 @@ def check_transformer2017() -> None:
 
 # --8<-- [start:check_gpt2]
 def check_gpt2() -> None:
-    """A tiny GPT-2 is causal; weights written under Hugging Face's names load back into
-    a fresh model and give the same logits; generate is greedy and samples reproducibly."""
+    """A tiny GPT-2 is causal; weights written under Hugging Face's names load back
+    into a fresh model and give the same logits; generate is greedy, and it samples
+    reproducibly with a seeded generator."""
     torch.manual_seed(0)
     model = gpt2_model(50, 16, 32, 4, 2, dropout=0.0).eval()
     ids = torch.randint(0, 50, (2, 10))
@@ -122,8 +124,9 @@ def check_gpt2() -> None:
     greedy = model.generate(ids[:, :4], 6)
     if not torch.equal(greedy[:, :4], ids[:, :4]) or greedy.shape != (2, 10):
         raise AssertionError(f"generate returned {greedy.shape}")
-    draws = [model.generate(ids[:, :4], 6, choose=sampler(top_k=5, top_p=0.9,
-                            generator=torch.Generator().manual_seed(1))) for _ in range(2)]
+    seeded = [sampler(top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(1))
+              for _ in range(2)]
+    draws = [model.generate(ids[:, :4], 6, choose=choose) for choose in seeded]
     if not torch.equal(draws[0], draws[1]):
         raise AssertionError("seeded sampling is not reproducible")
 # --8<-- [end:check_gpt2]

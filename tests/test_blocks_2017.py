@@ -332,7 +332,7 @@ def test_layers_refuse_bad_inputs_with_the_argument_named():
     x = rand(2, 3, D, seed=24)
     with pytest.raises(ValueError, match=r"^x must be \[B, T, d_model=16\], got \(3, 16\)$"):
         enc(x[0])
-    with pytest.raises(ValueError, match=r"^memory must be \[B=2, S, d\], got \(3, 16\)$"):
+    with pytest.raises(ValueError, match=r"^memory must be \[B=2, S >= 1, d\], got \(3, 16\)$"):
         dec(x, x[0])
     with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
         enc(torch.ones(2, 3, D, dtype=torch.long))
@@ -407,7 +407,7 @@ def test_every_block_knows_its_width_and_refuses_wrong_parts_by_name(kind):
         cls(**no_width)
     torch_norm = block_parts(names) | {"norm1": nn.LayerNorm(D)}  # normalized_shape, no d_model
     with pytest.raises(TypeError, match=r"^norm1 must be an nn\.Module with an int d_model \(its width\), "
-                                        r"got LayerNorm$"):
+                                        r"got torch\.nn\.modules\.normalization\.LayerNorm$"):
         cls(**torch_norm)
     widths = block_parts(names) | {"ffn": DenseFFN(2 * D, D_FF, F.relu)}
     expected = ", ".join(f"'{n}': {2 * D if n == 'ffn' else D}" for n in names)

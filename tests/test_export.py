@@ -38,8 +38,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 
 def load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"exported_{path.stem}", path)
+    name = f"exported_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -73,11 +75,14 @@ def test_assembled_files_are_deterministic_and_start_with_their_story():
         assert text == assemble(name)
         assert text.startswith('"""') and "from __future__ import annotations" in text
         assert "literate" not in "\n".join(l for l in text.splitlines() if l.startswith(("import", "from")))
+        long = [line for line in text.splitlines() if len(line) > 88]
+        assert not long, f"{name}: lines over 88 characters: {long[:3]}"
 
 
 def test_cli_lists_writes_and_refuses_an_unknown_era(tmp_path, capsys):
     assert main(["--list"]) == 0
-    assert all(name in capsys.readouterr().out for name in ERAS)
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ERAS)
     out = tmp_path / "gpt2.py"
     assert main(["gpt2", "-o", str(out)]) == 0
     assert out.read_text(encoding="utf-8") == assemble("gpt2")

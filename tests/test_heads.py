@@ -515,7 +515,7 @@ def refusals(fill: int) -> list[tuple[dict, str]]:
             "the cache holds [batch, n_kv_heads, d_head, dtype, device] = [1, 2, 4, torch.float64, "
             "device(type='cpu')], this call has [2, 2, 4, torch.float64, device(type='cpu')]")),
         (dict(empty_row="skip"), r"^empty_row must be one of \['error', 'zero'\], got 'skip'$"),
-        (dict(causal=1), r"^causal must be a bool, got int$"),
+        (dict(causal=1), r"^causal must be a bool, got int; a padding mask goes in key_valid$"),
     ]
 
 
@@ -541,16 +541,22 @@ def test_a_refused_call_leaves_the_cache_untouched(fill, return_weights):
 
 
 def test_a_call_under_autograd_is_refused_before_the_cache_is_written():
-    """The cache writes in place: decoding must run under torch.no_grad(). The refusal comes
-    from KVCache.append, after the projections, before anything is stored."""
+    """The cache writes in place: decoding must run under torch.no_grad(). The layer refuses
+    before it projects anything, so the cache is neither written nor bound."""
     m = layer(97, 16, 4, 2)
     cache = m.new_cache(1, 4)
     with torch.no_grad():
         m(randn(gen(98), 1, 1, 16), causal=True, cache=cache)
     before = _cache_state(cache)
-    with pytest.raises(ValueError, match=r"^k_new requires grad: decode under torch\.no_grad\(\)$"):
+    with pytest.raises(ValueError, match=r"^a KV cache is for inference: its in-place writes "
+                                         r"cannot be differentiated through; decode under "
+                                         r"torch\.no_grad\(\)$"):
         m(randn(gen(99), 1, 1, 16), causal=True, cache=cache)
     assert _same_state(cache, before)
+    fresh = m.new_cache(1, 4)
+    with pytest.raises(ValueError, match=r"^a KV cache is for inference"):
+        m(randn(gen(99), 1, 1, 16), causal=True, cache=fresh)
+    assert fresh.owner is None and fresh.next_pos == 0
 
 
 def test_input_that_overflows_is_not_refused_it_gives_nan_and_is_cached():
@@ -669,8 +675,9 @@ def test_check_call_returns_the_start_and_the_number_of_keys_the_queries_see():
     plain = dict(key_valid=None, cache=None, start_pos=None, empty_row="error", return_weights=False)
 
     def check(x, memory=None, *, causal=True, **changes):
-        return check_call(m if memory is None else layer(113, 32, 4), x, memory, causal=causal,
-                          **{**plain, **changes})
+        with torch.no_grad():  # a cache is refused under autograd
+            return check_call(m if memory is None else layer(113, 32, 4), x, memory,
+                              causal=causal, **{**plain, **changes})
 
     assert check(x) == (0, 3)
     assert check(x, start_pos=5) == (5, 3)  # RoPE positions 5..7, no cache: the keys are x's own
@@ -775,8 +782,8 @@ def test_rope_tables_are_computed_once_and_the_same_buffers_serve_shorter_calls(
     m = layer(190, 32, 4, 2, rope=True)  # float64, d_head 8
     assert m.rope_cos.shape == m.rope_sin.shape == (0, 8)  # nothing computed before a call
     cos, sin = m.rope_tables(6)
-    assert cos.shape == sin.shape == (6, 8) and cos.dtype == F64
-    ref_cos, ref_sin = rope_cache(6, 8, dtype=F64)
+    assert cos.shape == sin.shape == (6, 8) and cos.dtype == torch.float32  # cast at use
+    ref_cos, ref_sin = rope_cache(6, 8)
     assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin)  # bit for bit
     for length in (6, 5, 1):
         again = m.rope_tables(length)
@@ -823,22 +830,25 @@ def test_rope_tables_are_buffers_outside_the_state_dict():
     assert m.rope_cos.shape == (5, 8) and fresh.rope_cos.shape == (0, 8)
 
 
-def test_rope_tables_are_converted_with_the_layer():
+def test_rope_tables_stay_float32_and_are_remade_after_a_dtype_change():
+    """The tables hold float32 angles (as Hugging Face computes them) whatever the layer's
+    dtype; apply_rope casts them at use. `.double()` or `.to(bfloat16)` converts the
+    buffers; the next call then remakes them in float32, once."""
     from literate.positions import rope_cache
 
     torch.manual_seed(195)
     m = MultiHeadAttention(32, 4, 2, rope=True)  # float32
     cos, _ = m.rope_tables(6)
     assert cos.dtype == torch.float32 and torch.equal(cos, rope_cache(6, 8)[0])
-    m.double()
-    assert m.rope_cos.dtype == m.rope_sin.dtype == F64
-    assert torch.equal(m.rope_cos, rope_cache(6, 8, dtype=F64)[0])  # float32 angles, widened exactly
-    assert torch.equal(m.rope_sin, rope_cache(6, 8, dtype=F64)[1])
-    assert m.rope_tables(6)[0] is m.rope_cos  # converted, not recomputed
+    for dtype in (F64, torch.bfloat16):
+        m.to(dtype)
+        assert m.rope_cos.dtype == m.rope_sin.dtype == dtype  # converted with the layer
+        remade = m.rope_tables(6)
+        assert remade[0].dtype == torch.float32 and torch.equal(remade[0], rope_cache(6, 8)[0])
+        assert torch.equal(remade[1], rope_cache(6, 8)[1])
+        assert m.rope_tables(6)[0] is remade[0]  # remade once, then reused
     m.rope_tables(13)
-    assert m.rope_cos.dtype == F64 and torch.equal(m.rope_cos, rope_cache(13, 8, dtype=F64)[0])
-    m.to(torch.bfloat16)
-    assert m.rope_cos.dtype == torch.bfloat16 and torch.equal(m.rope_cos, rope_cache(13, 8, dtype=torch.bfloat16)[0])
+    assert torch.equal(m.rope_cos, rope_cache(13, 8)[0])
 
 
 def test_rope_tables_made_in_low_precision_are_recomputed_after_double():
@@ -1006,16 +1016,22 @@ def forward_error_cases():
          r"^x is torch\.float32, the layer's parameters torch\.float64$"),
         ("x-device", (x.to("meta"),), {"causal": True}, ValueError, r"^x is on meta, the layer on cpu$"),
         ("mem-device", (x, mem.to("meta")), {"causal": False}, ValueError, r"^memory is on meta, the layer on cpu$"),
-        ("causal-mask", (x,), {"causal": causal_allowed(3, 3)}, TypeError, r"^causal must be a bool, got Tensor$"),
-        ("causal-int", (x,), {"causal": 1}, TypeError, r"^causal must be a bool, got int$"),
+        ("causal-mask", (x,), {"causal": causal_allowed(3, 3)}, TypeError,
+         r"^causal must be a bool, got Tensor; a padding mask goes in key_valid$"),
+        ("causal-int", (x,), {"causal": 1}, TypeError,
+         r"^causal must be a bool, got int; a padding mask goes in key_valid$"),
         ("weights-flag", (x,), {"causal": True, "return_weights": 1}, TypeError,
          r"^return_weights must be a bool, got int$"),
         ("empty-row", (x,), {"causal": True, "empty_row": "nan"}, ValueError,
          r"^empty_row must be one of \['error', 'zero'\], got 'nan'$"),
-        ("mem-2d", (x, mem[0]), {"causal": False}, ValueError, r"^memory must be \[B=2, S, d\], got \(4, 16\)$"),
+        ("mem-2d", (x, mem[0]), {"causal": False}, ValueError,
+         r"^memory must be \[B=2, S >= 1, d\], got \(4, 16\)$"),
+        ("mem-empty", (x, mem[:, :0]), {"causal": False}, ValueError,
+         r"^memory must be \[B=2, S >= 1, d\], got \(2, 0, 16\)$"),
         ("mem-width", (x, torch.zeros(2, 4, 8, dtype=F64)), {"causal": False}, ValueError,
          r"^memory must have last axis 16, got \(2, 4, 8\)$"),
-        ("mem-batch", (x, mem[:1]), {"causal": False}, ValueError, r"^memory must be \[B=2, S, d\], got \(1, 4, 16\)$"),
+        ("mem-batch", (x, mem[:1]), {"causal": False}, ValueError,
+         r"^memory must be \[B=2, S >= 1, d\], got \(1, 4, 16\)$"),
         ("mem-dtype", (x, mem.float()), {"causal": False}, TypeError,
          r"^memory is torch\.float32, the layer's parameters torch\.float64$"),
         ("mem-int", (x, mem.long()), {"causal": False}, TypeError,
