@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch.overrides import TorchFunctionMode
 
 from literate.attention import (
     EMPTY_ROW_POLICIES,
@@ -37,6 +36,7 @@ from literate.attention import (
     scaled_dot_product_attention,
 )
 from literate.golden import reference
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 F32 = torch.float32
@@ -701,21 +701,6 @@ def test_half_precision_scores_that_exceed_float16_stay_finite():
 # --------------------------------------------------------------------------------------
 # 11. The new contract: no value is read without a mask; NaN propagates; empty axes pass
 # --------------------------------------------------------------------------------------
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def test_attention_reads_a_value_only_to_refuse_empty_rows_of_a_given_mask():

@@ -22,7 +22,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from literate.attention import causal_allowed
 from literate.blocks import (
@@ -38,6 +37,7 @@ from literate.blocks import (
 from literate.ffn import DenseFFN
 from literate.heads import MultiHeadAttention
 from literate.norms import LayerNorm, RMSNorm
+from literate.syncs import HostReads as HostSyncs
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 TOL = {"atol": 1e-12, "rtol": 0.0}
@@ -49,27 +49,11 @@ def rand(*shape, seed):
     return torch.randn(*shape, generator=g, dtype=torch.float64)
 
 
-HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
-              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += func in HOST_SYNCS
-        return func(*args, **(kwargs or {}))
-
-
 def count_syncs(call):
     """(what `call()` returned, how many host syncs it made)."""
     with HostSyncs() as syncs:
         result = call()
-    return result, syncs.count
+    return result, len(syncs.calls)
 
 
 def randomise(module: nn.Module, seed: int) -> nn.Module:

@@ -10,26 +10,11 @@ import re
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from literate.cache import KVCache
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def kv(seed: int, b: int = 2, h: int = 3, t: int = 1, d: int = 4, dtype: torch.dtype = F64):

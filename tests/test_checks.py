@@ -14,7 +14,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from literate.checks import (
     bool_tensor,
@@ -24,6 +23,7 @@ from literate.checks import (
     positive_float,
     positive_int,
 )
+from literate.syncs import HostReads as HostSyncs
 
 # --------------------------------------------------------------------------------------
 # positive_int / non_negative_int
@@ -146,22 +146,6 @@ def test_choice_rejects_non_strings_with_type_error(value, kind):
 # --------------------------------------------------------------------------------------
 # Host syncs: a check that reads a tensor's value from Python waits for the device
 # --------------------------------------------------------------------------------------
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python: on a GPU each one waits for
-    the device (a host sync), and torch.compile cannot capture it."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def test_the_sync_counter_sees_every_kind_of_value_read():

@@ -24,11 +24,11 @@ import re
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 import literate.heads as heads_module
 from literate.attention import causal_allowed, padding_allowed
 from literate.heads import MultiHeadAttention, fused_attention, grouped_attention
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)
@@ -40,21 +40,6 @@ def gen(seed: int) -> torch.Generator:
 
 def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=g, dtype=F64)
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 # --------------------------------------------------------------------------------------

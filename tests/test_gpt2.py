@@ -22,7 +22,6 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from literate.attention import causal_allowed
 from literate.blocks import PreNormBlock, gpt2_block
@@ -45,6 +44,7 @@ from literate.norms import LayerNorm
 from literate.params import gpt2_params
 from literate.positions import LearnedPositions
 from literate.sampling import sampler
+from literate.syncs import HostReads as HostSyncs
 
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
@@ -54,27 +54,11 @@ def rand(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
-              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += func in HOST_SYNCS
-        return func(*args, **(kwargs or {}))
-
-
 def count_syncs(call):
     """(what `call()` returned, how many host syncs it made)."""
     with HostSyncs() as syncs:
         result = call()
-    return result, syncs.count
+    return result, len(syncs.calls)
 
 
 @pytest.fixture(scope="module")

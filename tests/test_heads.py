@@ -35,7 +35,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 import literate.heads as heads_module
 from literate.attention import causal_allowed, padding_allowed
@@ -50,25 +49,15 @@ from literate.heads import (
     pack_qkv,
     split_heads,
 )
-from literate.params import PUBLISHED_ATTENTION, attention_params, kv_cache_bytes_per_token
+from literate.params import (
+    PUBLISHED_ATTENTION,
+    attention_params,
+    kv_cache_bytes_per_token,
+)
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def gen(seed: int) -> torch.Generator:

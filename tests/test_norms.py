@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from literate.golden import reference
 from literate.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 TINY_EPS = 1e-300  # eps must be > 0; var + 1e-300 == var in float64 for any var >= 1e-284
@@ -20,21 +20,6 @@ TINY_EPS = 1e-300  # eps must be > 0; var + 1e-300 == var in float64 for any var
 def rand(*shape, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g, dtype=F64)
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def test_layer_norm_matches_the_reference_example():

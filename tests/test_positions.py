@@ -29,10 +29,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch.overrides import TorchFunctionMode
 from transformers import GPT2Config, LlamaConfig
 from transformers.models.gpt2.modeling_gpt2 import GPT2Model
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+from transformers.models.llama.modeling_llama import (
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 from transformers.models.llama.modeling_llama import rotate_half as hf_rotate_half
 
 import literate.figures.positions as figures_positions
@@ -49,24 +51,11 @@ from literate.positions import (
     sinusoidal_shift,
     sinusoidal_table,
 )
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 F32 = torch.float32
 
-
-class HostSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value from Python (a host sync on a GPU)."""
-
-    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", None) in self.NAMES:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 PROPERTY_SETTINGS = settings(
     max_examples=40,

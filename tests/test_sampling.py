@@ -33,7 +33,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.overrides import TorchFunctionMode
 from transformers.generation.logits_process import (
     TemperatureLogitsWarper,
     TopKLogitsWarper,
@@ -52,6 +51,7 @@ from literate.sampling import (
     top_k_filter,
     top_p_filter,
 )
+from literate.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 F32 = torch.float32
@@ -73,27 +73,11 @@ def kth_largest(rows: torch.Tensor, k: int) -> torch.Tensor:
     return rows.sort(dim=-1, descending=True).values[..., k - 1 : k]
 
 
-HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
-              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += func in HOST_SYNCS
-        return func(*args, **(kwargs or {}))
-
-
 def count_syncs(call):
     """(what `call()` returned, how many host syncs it made)."""
     with HostSyncs() as syncs:
         result = call()
-    return result, syncs.count
+    return result, len(syncs.calls)
 
 
 # --------------------------------------------------------------------------------------

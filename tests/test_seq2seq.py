@@ -21,7 +21,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 import literate.seq2seq as seq2seq
 from literate.golden import reference
@@ -35,6 +34,7 @@ from literate.seq2seq import (
     smoke,
     transformer_lr,
 )
+from literate.syncs import HostReads as HostSyncs
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,27 +62,11 @@ def smoke_process(request):
         process.communicate()
 
 
-HOST_SYNCS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist,
-              torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__}
-
-
-class HostSyncs(TorchFunctionMode):
-    """Counts tensor -> Python conversions: on a GPU each one waits for the device."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += func in HOST_SYNCS
-        return func(*args, **(kwargs or {}))
-
-
 def count_syncs(call):
     """(what `call()` returned, how many host syncs it made)."""
     with HostSyncs() as syncs:
         result = call()
-    return result, syncs.count
+    return result, len(syncs.calls)
 
 
 def gen(seed: int) -> torch.Generator:

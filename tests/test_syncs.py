@@ -4,43 +4,24 @@ A Python branch on a tensor's value (`if mask.any():`, `.item()`, `int(t)`) make
 wait for the device (a sync per call on a GPU) and stops `torch.compile(fullgraph=True)`
 from capturing the graph. The layers read no values; the value checks run once where data
 enters (ids at a model's forward, one per generated token for the EOS test). Counted with
-a `TorchFunctionMode` that sees every `__bool__`, `item`, `tolist`, `__int__`,
-`__float__` and `__index__` on a tensor.
+`literate.syncs.host_reads` (a `TorchFunctionMode` that sees every `__bool__`, `item`,
+`tolist`, `__int__`, `__float__` and `__index__` on a tensor).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from literate.blocks import decoder_layer_2017, encoder_layer_2017, gpt2_block
 from literate.heads import MultiHeadAttention
 from literate.models import gpt2_model
 from literate.sampling import filter_logits, sampler
 from literate.seq2seq import EncoderDecoder
-
-SYNCS = {"__bool__", "item", "tolist", "__int__", "__float__", "__index__"}
-
-
-class CountSyncs(TorchFunctionMode):
-    """Counts the calls that read a tensor's value into Python."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in SYNCS:
-            self.calls.append(name)
-        return func(*args, **(kwargs or {}))
-
+from literate.syncs import host_reads
 
 def syncs(fn, *args, **kwargs) -> int:
-    with CountSyncs() as counter:
-        fn(*args, **kwargs)
-    return len(counter.calls)
+    return host_reads(fn, *args, **kwargs)
 
 
 def test_the_counter_sees_a_branch_on_a_value():
