@@ -161,9 +161,10 @@ class LearnedPositions(nn.Module):
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """x `[B, T, d_model]` token embeddings -> x + P[offset : offset + T]."""
-        x = features("x", x, width=self.d_model, like=self.embedding.weight)
-        t = x.shape[-2] if x.ndim == 3 else 0
-        if x.ndim != 3 or non_negative_int("offset", offset) + t > self.max_length:
+        if features("x", x, width=self.d_model, like=self.embedding.weight).ndim != 3:
+            raise ValueError(f"x must be [B, T, d_model], got {tuple(x.shape)}")
+        t = x.shape[1]
+        if non_negative_int("offset", offset) + t > self.max_length:
             raise ValueError(f"x [B, T, d] must have offset + T <= max_length="
                              f"{self.max_length} (no vector for a position never "
                              f"trained), got offset={offset} and x {tuple(x.shape)}")

@@ -69,45 +69,47 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "sampling-distributions",
             sampling.distributions_figure,
-            "The logits 3, 2, 1, 0 under four policies: at T=1 about 0.64, 0.24, 0.09, 0.03; "
-            "T=2 flattens them; top-k=2 keeps tokens 0 and 1 (0.73, 0.27); top-p=0.9 keeps "
-            "tokens 0 to 2 (0.67, 0.24, 0.09).",
+            "The logits 3, 2, 1, 0 under four policies, one bar per token: temperature 2 "
+            "flattens the distribution of temperature 1; top-k = 2 keeps the two largest and "
+            "renormalises them; top-p = 0.9 keeps the three largest.",
         ),
         FigureSpec(
             "sampling-nucleus",
             sampling.nucleus_figure,
-            "Ten sorted probabilities with their cumulative mass and the line p = 0.9: at "
-            "temperature 0.7 the nucleus holds 4 tokens, at temperature 1.5 it holds 6.",
+            "Ten sorted probabilities with their cumulative mass and the line p = 0.9, at "
+            "temperatures 0.7 and 1.5: the hotter distribution needs more tokens to reach p.",
         ),
         FigureSpec(
             "gpt2-prenorm-gradients",
             gpt2.gradient_figure,
-            "Gradient norms of each FFN output weight at initialisation. In a 12-layer stack, "
-            "post-norm's are about 0.5 to 0.7 at every layer while pre-norm's fall from 0.53 at "
-            "the bottom to 0.20 at the top; as the stack deepens from 1 to 24 layers the top "
-            "layer's gradient stays near 0.5 to 0.6 with post-norm and falls to 0.12 with pre-norm.",
+            "Gradient norms of each FFN output weight at initialisation, pre-norm against "
+            "post-norm, in two rows: Xavier initialisation (post-norm's top gradient stays "
+            "level as the stack deepens, pre-norm's falls like one over the square root of "
+            "the depth) and GPT-2's own initialisation (the two arrangements nearly agree).",
         ),
         FigureSpec(
             "gpt2-tiny-lm-loss",
             gpt2.loss_figure,
-            "Training loss of the one-block tiny GPT-2 on a log scale: it starts near ln 6 = 1.79 "
-            "and falls below the 0.02 target, ending near 1e-4 after 121 steps.",
+            "Training loss of the one-block tiny GPT-2 on a log scale: it starts near ln 6, "
+            "a uniform guess over six tokens, and falls below the target line.",
         ),
         FigureSpec(
             "encdec-architecture",
             encdec.architecture_figure,
-            "The 2017 encoder-decoder: an encoder stack of N post-norm layers (self-attention, add & "
-            "LayerNorm, ReLU feed-forward, add & LayerNorm) and a decoder stack of N layers (causal "
-            "self-attention, cross-attention reading the encoder's memory, feed-forward, each followed by "
-            "add & LayerNorm); one embedding matrix E embeds the source and the shifted targets and gives "
+            "The 2017 encoder-decoder: an encoder stack of N post-norm layers (self-attention, "
+            "add & LayerNorm, ReLU feed-forward, add & LayerNorm) and a decoder stack of N "
+            "layers (causal self-attention, cross-attention, feed-forward, each followed by add "
+            "& LayerNorm), with a residual connection around every sublayer; cross-attention "
+            "takes its queries from the decoder and its keys and values from the encoder's "
+            "output; one embedding matrix E embeds the source and the shifted targets and gives "
             "the logits h E^T.",
         ),
         FigureSpec(
             "encdec-lr-schedule",
             encdec.lr_schedule_figure,
-            "The learning rate of Vaswani et al. 2017, sec. 5.3: a linear rise to a peak at step 4000 "
-            "(7.0e-4 for d = 512, 4.9e-4 for d = 1024), then decay as one over the square root of the "
-            "step; and the same formula with the notebook's d and warm-up.",
+            "The learning rate of Vaswani et al. 2017, sec. 5.3: a linear rise to a peak at "
+            "the end of the warm-up, then decay as one over the square root of the step, for "
+            "two model widths; and the same formula with the notebook's width and warm-up.",
         ),
         FigureSpec(
             "encdec-label-smoothing",
