@@ -285,7 +285,10 @@ _RAW_MATH = r"""() => Array.from(document.querySelectorAll('.arithmatex')).map(e
 }).filter(t => /\\\(|\\\[|\$\$/.test(t))"""
 
 
-@pytest.mark.parametrize("path", [CHAPTER_1, *[p for p in OTHER_PAGES if "notebooks" not in p]])
+MATH_PAGES = [CHAPTER_1, *[p for p in OTHER_PAGES if "notebooks" not in p and "appendix" not in p]]
+
+
+@pytest.mark.parametrize("path", MATH_PAGES)
 def test_math_is_typeset(visit, path: str) -> None:
     page = visit(path).page
     assert page.locator(".katex").count() >= 1, f"no KaTeX output (.katex) on {path}"
