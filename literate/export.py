@@ -41,19 +41,22 @@ class Era:
 CHECKS = tuple(("checks", s) for s in (
     "positive_int", "non_negative_int", "positive_float", "probability", "boolean", "choice",
     "float_dtype", "float_tensor", "bool_tensor", "features"))
-ATTENTION = (
+ATTENTION = (  # chapters 1-3, in reading order
     ("attention", "empty_row_policies"), ("attention", "check_mask"),
-    ("attention", "causal_allowed"),
-    ("attention", "padding_allowed"), ("attention", "masked_softmax"),
-    ("attention", "attention_result"), ("attention", "check_qkv"),
-    ("attention", "refuse_empty_rows"), ("attention", "scaled_dot_product_attention"),
+    ("attention", "masked_softmax"), ("attention", "causal_allowed"),
+    ("attention", "padding_allowed"), ("attention", "attention_result"),
+    ("attention", "check_qkv"), ("attention", "refuse_empty_rows"),
+    ("attention", "scaled_dot_product_attention"), ("syncs", "host_reads"),
     ("positions", "checks"), ("positions", "sinusoidal_table"),
-    ("positions", "learned_positions"), ("positions", "rope_cache"),
-    ("positions", "rotate_half"), ("positions", "check_rope"), ("positions", "apply_rope"),
-    ("cache", "kv_cache"),
+    ("positions", "sinusoidal_shift"), ("positions", "learned_positions"),
+    ("positions", "rope_cache"), ("positions", "rotate_half"), ("positions", "check_rope"),
+    ("positions", "apply_rope"), ("positions", "apply_rope_interleaved"),
+    ("positions", "interleaved_to_half_permutation"),
     ("heads", "split_heads"), ("heads", "merge_heads"), ("heads", "grouped_attention"),
-    ("heads", "fused_attention"), ("heads", "attention_allowed"), ("heads", "checks"),
-    ("heads", "multi_head_attention"), ("heads", "packed_qkv"),
+    ("heads", "fused_attention"), ("heads", "attention_allowed"), ("cache", "kv_cache"),
+    ("heads", "checks"), ("heads", "multi_head_attention"), ("heads", "packed_qkv"),
+    ("params", "attention_params"), ("params", "kv_cache_bytes_per_token"),
+    ("params", "published_attention"),
 )
 MODELS = (("checks", "token_ids"), ("checks", "ids_in_vocabulary"),
           ("norms", "layer_norm"), ("norms", "layer_norm_module"),
@@ -63,10 +66,7 @@ ERAS: dict[str, Era] = {
     "attention": Era(
         "Attention: scaled dot-product attention, positions, multi-head,\ngrouped-query "
         "and multi-query attention, the KV cache", "chapters 1-3",
-        CHECKS + ATTENTION + (("positions", "sinusoidal_shift"),
-                              ("positions", "apply_rope_interleaved"),
-                              ("positions", "interleaved_to_half_permutation")),
-        "check_attention"),
+        CHECKS + ATTENTION + (("studies", "score_statistics"),), "check_attention"),
     "transformer2017": Era(
         "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers,\nthe model, its "
         "learning-rate schedule, label smoothing and greedy decoding", "chapters 1-4",

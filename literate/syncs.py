@@ -1,8 +1,10 @@
 """Counting host syncs: the calls that read a tensor's value into Python.
 
-`bool(t)`, `t.item()`, `t.tolist()`, `int(t)`, `float(t)` and using a tensor as an index
-make the host wait until the device has computed `t` (a synchronisation, costly on a GPU)
-and stop `torch.compile(fullgraph=True)` from capturing the graph. PyTorch lets a
+`bool(t)`, `t.item()`, `t.tolist()`, `int(t)`, `float(t)`, using a tensor as an index,
+`t.cpu()`, and ops whose output size depends on values (`nonzero`, `masked_select`,
+`unique`, a boolean mask as an index) make the host wait until the device has computed
+`t` (a synchronisation, costly on a GPU) and stop `torch.compile(fullgraph=True)` from
+capturing the graph. On the CPU they cost nothing, so they are counted, not timed. PyTorch lets a
 `TorchFunctionMode` see every call on a tensor, so the reads can be counted; the chapters
 and tests count them to prove where the checks that read values are, and that layers
 make none.
@@ -12,16 +14,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["HOST_READS", "HostReads", "host_reads"]
+__all__ = ["HOST_READS", "reads_values", "HostReads", "host_reads"]
 
 
 # --8<-- [start:host_reads]
-# Each turns a tensor's value into a Python object: the host waits for the device.
+# Each turns a tensor's value into a Python object, or makes a tensor whose size depends
+# on values (nonzero, masked_select, a boolean mask as an index): the host waits.
 HOST_READS = {Tensor.__bool__, Tensor.item, Tensor.tolist, Tensor.__int__,
-              Tensor.__float__, Tensor.__index__}
+              Tensor.__float__, Tensor.__index__, Tensor.cpu, Tensor.numpy,
+              Tensor.nonzero, torch.nonzero, Tensor.masked_select, torch.masked_select,
+              Tensor.unique, torch.unique}
+
+
+def reads_values(func: Callable[..., object], args: tuple) -> bool:
+    """Whether a call reads values into the host: one of HOST_READS, or indexing with a
+    boolean tensor (the result's size is the number of True values)."""
+    if func in HOST_READS:
+        return True
+    if func is not Tensor.__getitem__ or len(args) < 2:
+        return False
+    index = args[1] if isinstance(args[1], tuple) else (args[1],)
+    return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in index)
 
 
 class HostReads(TorchFunctionMode):
@@ -33,7 +50,7 @@ class HostReads(TorchFunctionMode):
         self.calls: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in HOST_READS:
+        if reads_values(func, args):
             self.calls.append(func.__name__)
         return func(*args, **(kwargs or {}))
 

@@ -7,7 +7,7 @@ What is checked, and against what:
 - float32, float16 and bfloat16 behaviour (computed in float32, returned in the input
   dtype), against a float64 reference;
 - stability with huge logits, permutation equivariance (and its failure under a causal
-  mask), the empty-row policies, cached-decode geometry, the source notebook's golden
+  mask), the empty-row policies, cached-decode geometry, the reference
   values, the mask helpers, every error path, and hypothesis properties;
 - the contract of the checks: metadata only (a wrong kind, rank, shape, dtype or device is
   refused by name), one host sync and only to refuse the empty rows of a given mask, and

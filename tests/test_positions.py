@@ -2,7 +2,7 @@
 
 What is checked, and against what:
 
-- the sinusoidal table against the source notebook's golden values (float64, atol 1e-12),
+- the sinusoidal table against the reference values (float64, atol 1e-12),
   position zero, and the shift property PE[pos + k] = R_k PE[pos] over many k;
 - `LearnedPositions` against Hugging Face's `GPT2Model` position embedding (`wpe`), forward
   and backward, with the same weights copied in;
