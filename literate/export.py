@@ -89,7 +89,8 @@ ERAS: dict[str, Era] = {
             ("models", "load_hf_gpt2"), ("models", "next_token_loss"),
             ("sampling", "checks"), ("sampling", "top_k_filter"), ("sampling", "top_p_filter"),
             ("sampling", "filter_logits"), ("sampling", "next_token_distribution"),
-            ("sampling", "greedy_step"), ("sampling", "sample_step"), ("sampling", "sampler")),
+            ("sampling", "greedy_step"), ("sampling", "draw"), ("sampling", "sample_step"),
+            ("sampling", "sampler")),
         "check_gpt2"),
 }
 

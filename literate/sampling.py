@@ -43,6 +43,7 @@ __all__ = [
     "filter_logits",
     "next_token_distribution",
     "greedy_step",
+    "draw",
     "sample_step",
     "sampler",
     "as_step_function",
@@ -182,23 +183,35 @@ def greedy_step(logits: Tensor) -> Tensor:
 # --8<-- [end:greedy_step]
 
 
+# --8<-- [start:draw]
+def draw(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """One token id per row of `probs [..., V]`, id i with probability probs[..., i]:
+    the argmax of probs / q, with q ~ Exp(1) drawn independently for every entry (the
+    smallest of the times q_i / p_i, exponential with rates p_i, is i's with probability
+    p_i). It is the algorithm `torch.multinomial(probs, 1)` runs, token for token with
+    the same generator, without the checks multinomial makes on the values (host syncs).
+    """
+    q = torch.empty_like(probs).exponential_(1.0, generator=generator)  # [..., V]
+    return (probs / q).argmax(dim=-1)  # [...]
+# --8<-- [end:draw]
+
+
 # --8<-- [start:sample_step]
 def sample_step(logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None,
                 top_p: float | None = None,
                 generator: torch.Generator | None = None) -> Tensor:
     """Draw one token id per row from `next_token_distribution`: `[..., V]` -> `[...]`.
 
-    One `torch.multinomial` call for the whole batch (what Hugging Face's `generate`
-    calls). Pass a seeded `torch.Generator` to make the draw reproducible.
+    The same tokens as `torch.multinomial` (what Hugging Face's `generate` calls) for
+    the same generator. Pass a seeded `torch.Generator` (on the logits' device) to make
+    the draw reproducible.
     """
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, "
                         f"got {type(generator).__name__}")
     probs = next_token_distribution(logits, temperature=temperature, top_k=top_k,
                                     top_p=top_p)
-    rows = probs.reshape(-1, probs.shape[-1])  # [N, V], N = product of the leading axes
-    ids = torch.multinomial(rows, num_samples=1, generator=generator)  # [N, 1]
-    return ids.reshape(probs.shape[:-1])  # [...]
+    return draw(probs, generator)  # [...]
 # --8<-- [end:sample_step]
 
 
@@ -207,24 +220,23 @@ def sampler(*, temperature: float = 1.0, top_k: int | None = None,
             top_p: float | None = None,
             generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
     """A `choose` function for a model's `generate`: logits [B, V] -> ids [B], drawn
-    after temperature, top-k and top-p. The settings are checked now, once; the logits
-    it will get are the model's own, so it reads no values (no host sync per token)."""
+    after temperature, top-k and top-p. The settings are checked now, once (top_k
+    against the vocabulary at every call: metadata, free); the logits it gets are the
+    model's own, so it reads no values: no host sync per token, on any device."""
     positive_float("temperature", temperature)
     top_p = None if top_p is None else checked_top_p(top_p)
     if top_k is not None:
-        positive_int("top_k", top_k)  # checked against the vocabulary at the first call
+        positive_int("top_k", top_k)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, "
                         f"got {type(generator).__name__}")
 
-    def draw(logits: Tensor) -> Tensor:  # [..., V] -> [...]
+    def choose(logits: Tensor) -> Tensor:  # [..., V] -> [...]
         filtered = filter_logits(logits, temperature=temperature, top_k=top_k,
                                  top_p=top_p)
-        rows = filtered.softmax(dim=-1).reshape(-1, filtered.shape[-1])  # [N, V]
-        ids = torch.multinomial(rows, 1, generator=generator)  # [N, 1]
-        return ids.reshape(filtered.shape[:-1])
+        return draw(filtered.softmax(dim=-1), generator)
 
-    return draw
+    return choose
 # --8<-- [end:sampler]
 
 
