@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from literate.blocks import PreNormBlock, gpt2_block, same_width
 from literate.checks import (
+    boolean,
     ids_in_vocabulary,
     non_negative_int,
     positive_float,
@@ -269,26 +270,30 @@ def hf_field(config: object, name: str) -> object:
     return getattr(config, name)
 
 
-def gpt2_from_hf_config(config: object) -> GPTLanguageModel:
+def gpt2_from_hf_config(config: object, *, inference: bool = False) -> GPTLanguageModel:
     """Our model in the shape of a Hugging Face GPT-2 configuration: a `GPT2Config`, or
     the dict of a checkpoint's config.json. Weights: `load_hf_gpt2` / `copy_hf_gpt2`.
 
     Refused rather than silently changed: what this model does not implement (dropout
-    on the attention weights: for inference set attn_pdrop to 0, dropout is off there
-    anyway; cross-attention; other score scalings; untied embeddings) and activations
-    other than GELU.
+    on the attention weights, cross-attention, other score scalings, untied embeddings)
+    and activations other than GELU. Every published GPT-2 sets attn_pdrop = 0.1, which
+    acts only in training: `inference=True` accepts it and returns the model in eval
+    mode, where no dropout runs; training such a model would drop less than GPT-2 did.
     """
     if hf_field(config, "model_type") != "gpt2":
         raise TypeError(f"config must describe a GPT-2 (model_type 'gpt2'), got "
                         f"{hf_field(config, 'model_type')!r}")
     unsupported = {  # field: (the value we implement, why)
-        "attn_pdrop": (0, "no dropout on the attention weights; set it to 0"),
+        "attn_pdrop": (0, "no dropout on the attention weights; for inference pass "
+                          "inference=True: dropout is off there"),
         "add_cross_attention": (False, "decoder-only: no cross-attention"),
         "scale_attn_weights": (True, "scores are always divided by sqrt(d_head)"),
         "scale_attn_by_inverse_layer_idx": (False, "not implemented"),
         "reorder_and_upcast_attn": (False, "not implemented"),
         "tie_word_embeddings": (True, "the output projection is always tied"),
     }
+    if boolean("inference", inference):
+        del unsupported["attn_pdrop"]  # dropout is off in eval mode
     for name, (needed, why) in unsupported.items():
         if hf_field(config, name) != needed:
             raise ValueError(f"config {name}={hf_field(config, name)!r} is not "
@@ -307,7 +312,8 @@ def gpt2_from_hf_config(config: object) -> GPTLanguageModel:
         LayerNorm(d, eps=eps),
         dropout=hf_field(config, "embd_pdrop"),
     )
-    return gpt2_init_(model, std=hf_field(config, "initializer_range"))
+    model = gpt2_init_(model, std=hf_field(config, "initializer_range"))
+    return model.eval() if inference else model
 # --8<-- [end:gpt2_from_hf_config]
 
 
@@ -393,13 +399,22 @@ def load_by_name(targets: Mapping[str, tuple[list[Tensor], bool]],
             part.copy_(piece)
 
 
-def load_hf_gpt2(ours: GPTLanguageModel,
-                 state_dict: Mapping[str, Tensor]) -> GPTLanguageModel:
+def load_hf_gpt2(ours: GPTLanguageModel, state_dict: Mapping[str, Tensor],
+                 config: object) -> GPTLanguageModel:
     """Load Hugging Face GPT-2 weights by name: a `GPT2LMHeadModel`'s or `GPT2Model`'s
-    state dict, or `safetensors.torch.load_file` of a checkpoint. The output head is
-    the token embedding on both sides (a stored `lm_head.weight` must equal `wte`)."""
+    state dict, or `safetensors.torch.load_file` of a checkpoint, with the configuration
+    they were made with (a `GPT2Config` or the checkpoint's config.json as a dict): the
+    shapes alone would let 8 heads load 4 heads' weights, or another eps, silently. The
+    output head is the token embedding on both sides (a stored `lm_head.weight` must
+    equal `wte`). A checkpoint, from its two files:
+
+        config = json.load(open("config.json"))
+        model = gpt2_from_hf_config(config, inference=True)
+        load_hf_gpt2(model, safetensors.torch.load_file("model.safetensors"), config)
+    """
     if not isinstance(ours, GPTLanguageModel):
         raise TypeError(f"ours must be a GPTLanguageModel, got {type(ours).__name__}")
+    check_gpt2_config(ours, config)
     theirs = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
     head = theirs.pop("lm_head.weight", None)
     targets = {"wte.weight": ([ours.token_embedding.weight], False),
@@ -421,8 +436,7 @@ def copy_hf_gpt2(ours: GPTLanguageModel, theirs: nn.Module) -> GPTLanguageModel:
     if type(theirs).__name__ != "GPT2LMHeadModel":
         raise TypeError(f"theirs must be a transformers GPT2LMHeadModel, "
                         f"got {type(theirs).__name__}")
-    check_gpt2_config(ours, theirs.config)
-    return load_hf_gpt2(ours, theirs.state_dict())
+    return load_hf_gpt2(ours, theirs.state_dict(), theirs.config)
 
 
 def copy_hf_gpt2_block(ours: PreNormBlock, theirs: nn.Module) -> PreNormBlock:

@@ -95,8 +95,8 @@ def check_transformer2017() -> None:
 # --8<-- [start:check_gpt2]
 def check_gpt2() -> None:
     """A tiny GPT-2 is causal; weights written under Hugging Face's names load back
-    into a fresh model and give the same logits; generate is greedy, and it samples
-    reproducibly with a seeded generator."""
+    into a fresh model and give the same logits; generate is greedy (each new token is
+    the argmax after the tokens before it), and it samples reproducibly."""
     torch.manual_seed(0)
     model = gpt2_model(50, 16, 32, 4, 2, dropout=0.0).eval()
     ids = torch.randint(0, 50, (2, 10))
@@ -118,12 +118,16 @@ def check_gpt2() -> None:
         for name, (parts, conv1d) in gpt2_block_targets(block, f"h.{i}.").items():
             state[f"transformer.{name}"] = conv1d_or_same(parts, conv1d)
     fresh = gpt2_model(50, 16, 32, 4, 2, dropout=0.0).eval()
-    load_hf_gpt2(fresh, state)
+    config = {"model_type": "gpt2", "vocab_size": 50, "n_positions": 16, "n_embd": 32,
+              "n_layer": 2, "n_head": 4}  # a config.json, GPT-2's defaults for the rest
+    load_hf_gpt2(fresh, state, config)
     with torch.no_grad():
         torch.testing.assert_close(fresh(ids), logits, atol=0, rtol=0)
-    greedy = model.generate(ids[:, :4], 6)
-    if not torch.equal(greedy[:, :4], ids[:, :4]) or greedy.shape != (2, 10):
-        raise AssertionError(f"generate returned {greedy.shape}")
+    out = model.generate(ids[:, :4], 6)
+    with torch.no_grad():  # greedy: each new token is the argmax of the logits before
+        expected = model(out[:, :-1])[:, 3:].argmax(dim=-1)
+    if not torch.equal(out[:, :4], ids[:, :4]) or not torch.equal(out[:, 4:], expected):
+        raise AssertionError(f"generate is not greedy: {out.tolist()}")
     seeded = [sampler(top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(1))
               for _ in range(2)]
     draws = [model.generate(ids[:, :4], 6, choose=choose) for choose in seeded]

@@ -143,7 +143,7 @@ def test_gpt2_file_equals_hugging_face(files):
     torch.manual_seed(0)
     theirs = transformers.GPT2LMHeadModel(config).double().eval()
     ours = era.gpt2_from_hf_config(config).double().eval()
-    era.load_hf_gpt2(ours, theirs.state_dict())
+    era.load_hf_gpt2(ours, theirs.state_dict(), config)
     ids = torch.randint(1, 61, (2, 9))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), theirs(ids).logits, atol=1e-12, rtol=0)

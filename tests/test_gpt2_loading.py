@@ -88,7 +88,7 @@ def test_load_from_a_gpt2lmheadmodel_state_dict(hf, theirs, ids):
     ours = fresh(hf)
     with torch.no_grad():
         assert not torch.allclose(ours(ids), theirs(ids).logits, atol=1e-3)  # not by luck
-    assert load_hf_gpt2(ours, state) is ours
+    assert load_hf_gpt2(ours, state, hf["config"]) is ours
     assert_gives_their_logits(ours, theirs, ids)
     assert ours.lm_head.weight is ours.token_embedding.weight  # still tied after loading
 
@@ -99,7 +99,7 @@ def test_load_from_a_gpt2model_state_dict(hf, theirs, ids):
     base.load_state_dict(theirs.transformer.state_dict())
     state = base.state_dict()
     assert not any(k.startswith(("transformer.", "lm_head")) for k in state)
-    ours = load_hf_gpt2(fresh(hf), state)
+    ours = load_hf_gpt2(fresh(hf), state, hf["config"])
     assert_gives_their_logits(ours, theirs, ids)
     with torch.no_grad():
         hidden = base(ids).last_hidden_state
@@ -116,12 +116,12 @@ def test_load_from_a_dict_that_went_through_safetensors(hf, theirs, ids, tmp_pat
     save_file(without_head, tmp_path / "model.safetensors")
     loaded = load_file(tmp_path / "model.safetensors")
     assert set(loaded) == set(without_head)
-    assert_gives_their_logits(load_hf_gpt2(fresh(hf), loaded), theirs, ids)
+    assert_gives_their_logits(load_hf_gpt2(fresh(hf), loaded, hf["config"]), theirs, ids)
     # A head stored as its own copy (equal to wte) is accepted too.
     with_head = {**without_head, "lm_head.weight": state["lm_head.weight"].clone()}
     save_file(with_head, tmp_path / "with_head.safetensors")
     loaded = load_file(tmp_path / "with_head.safetensors")
-    assert_gives_their_logits(load_hf_gpt2(fresh(hf), loaded), theirs, ids)
+    assert_gives_their_logits(load_hf_gpt2(fresh(hf), loaded, hf["config"]), theirs, ids)
 
 
 def test_load_a_save_pretrained_checkpoint_config_and_weights(hf, theirs, ids, tmp_path):
@@ -131,9 +131,9 @@ def test_load_a_save_pretrained_checkpoint_config_and_weights(hf, theirs, ids, t
 
     theirs.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))
-    ours = gpt2_from_hf_config(config).double().eval()
-    check_gpt2_config(ours, config)
-    load_hf_gpt2(ours, load_file(tmp_path / "model.safetensors"))
+    ours = gpt2_from_hf_config(config, inference=True).double()
+    assert not ours.training  # inference=True: eval mode, no dropout
+    load_hf_gpt2(ours, load_file(tmp_path / "model.safetensors"), config)
     assert_gives_their_logits(ours, theirs, ids)
 
 
@@ -143,13 +143,13 @@ def test_legacy_causal_mask_buffers_are_not_weights(hf, theirs, ids):
     for i in range(LAYERS):
         state[f"transformer.h.{i}.attn.bias"] = torch.ones(1, 1, CONTEXT, CONTEXT, dtype=torch.bool).tril()
         state[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
-    assert_gives_their_logits(load_hf_gpt2(fresh(hf), state), theirs, ids)
+    assert_gives_their_logits(load_hf_gpt2(fresh(hf), state, hf["config"]), theirs, ids)
 
 
 def test_copy_hf_gpt2_is_check_then_load(hf, theirs, ids):
     ours = copy_hf_gpt2(fresh(hf), theirs)
     assert_gives_their_logits(ours, theirs, ids)
-    reference = load_hf_gpt2(fresh(hf), theirs.state_dict())
+    reference = load_hf_gpt2(fresh(hf), theirs.state_dict(), hf["config"])
     for (name, a), b in zip(ours.state_dict().items(), reference.state_dict().values()):
         assert torch.equal(a, b), name
 
@@ -160,7 +160,7 @@ def test_copy_hf_gpt2_is_check_then_load(hf, theirs, ids):
 
 def refused(hf, state, pattern):
     with pytest.raises(ValueError, match=pattern) as info:
-        load_hf_gpt2(fresh(hf), state)
+        load_hf_gpt2(fresh(hf), state, hf["config"])
     assert type(info.value) is ValueError
 
 
@@ -201,9 +201,30 @@ def test_an_untied_head_is_refused(hf, theirs):
     refused(hf, state, r"^lm_head\.weight differs from wte\.weight: ours is always tied$")
 
 
+def test_the_configuration_is_checked_before_the_weights(hf, theirs):
+    """Shapes alone cannot tell 4 heads from 8, or one eps from another: the loader wants
+    the configuration the weights were made with, and refuses a model of another."""
+    eight = gpt2_from_hf_config({**hf["config"].to_dict(), "n_head": 8}).double()
+    before = {k: v.clone() for k, v in eight.state_dict().items()}
+    with pytest.raises(ValueError, match=r"^ours has n_heads=8, theirs n_head=4$"):
+        load_hf_gpt2(eight, theirs.state_dict(), hf["config"])
+    assert all(torch.equal(v, eight.state_dict()[k]) for k, v in before.items())
+
+
+def test_published_configs_load_for_inference_only(hf):
+    published = {**hf["config"].to_dict(), "attn_pdrop": 0.1}
+    with pytest.raises(ValueError, match=r"^config attn_pdrop=0\.1 is not supported: no "
+                                         r"dropout on the attention weights; for inference"):
+        gpt2_from_hf_config(published)
+    model = gpt2_from_hf_config(published, inference=True)
+    assert not model.training
+    with pytest.raises(TypeError, match=r"^inference must be a bool, got int$"):
+        gpt2_from_hf_config(published, inference=1)
+
+
 def test_only_our_model_is_loaded_into(theirs):
     with pytest.raises(TypeError, match=r"^ours must be a GPTLanguageModel, got PreNormBlock$"):
-        load_hf_gpt2(gpt2_block(D, H), theirs.state_dict())
+        load_hf_gpt2(gpt2_block(D, H), theirs.state_dict(), theirs.config)
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,7 +283,7 @@ def test_gelu_pytorch_tanh_is_the_same_activation_as_gelu_new(hf):
 
 def test_copy_functions_refuse_the_wrong_kind_of_model(hf, theirs):
     ours = fresh(hf)
-    with pytest.raises(TypeError, match=r"^ours must be a GPTLanguageModel or a gpt2_block, got GPT2LMHeadModel$"):
+    with pytest.raises(TypeError, match=r"^ours must be a GPTLanguageModel, got GPT2LMHeadModel$"):
         copy_hf_gpt2(theirs, theirs)
     with pytest.raises(TypeError, match=r"^theirs must be a transformers GPT2LMHeadModel, got GPTLanguageModel$"):
         copy_hf_gpt2(ours, ours)
@@ -327,7 +348,8 @@ def test_a_config_json_may_leave_out_what_gpt2config_defaults(hf):
 
 
 UNSUPPORTED = [
-    ("attn_pdrop", 0.1, "no dropout on the attention weights; set it to 0"),
+    ("attn_pdrop", 0.1, "no dropout on the attention weights; for inference pass "
+                        "inference=True: dropout is off there"),
     ("add_cross_attention", True, "decoder-only: no cross-attention"),
     ("scale_attn_weights", False, r"scores are always divided by sqrt\(d_head\)"),
     ("scale_attn_by_inverse_layer_idx", True, "not implemented"),
