@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from literate.blocks import PostNormBlock, gpt2_block
-from literate.checks import choice, positive_int
+from literate.checks import choice, positive_float, positive_int
 from literate.norms import LayerNorm
 from literate.sampling import next_token_distribution
 
@@ -83,11 +83,14 @@ class InitStudy:
 
 
 def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
-               seed: int = 0, d_model: int = 64, n_heads: int = 4, batch: int = 8,
-               length: int = 16, vocab: int = 64) -> InitStudy:
+               input_std: float = 1.0, seed: int = 0, d_model: int = 64,
+               n_heads: int = 4, batch: int = 8, length: int = 16,
+               vocab: int = 64) -> InitStudy:
     """Xiong et al. (2020, sec. 3)'s measurement: `n_layers` GPT-2 blocks at
     initialisation, arranged pre-norm (with GPT-2's final LayerNorm) or post-norm (whose
-    output is already normalised), read unit-variance inputs; a fixed random readout and
+    output is already normalised), read Gaussian inputs of standard deviation
+    `input_std` (1: Xiong et al.'s setting; GPT-2's own embeddings, a token's plus a
+    position's, each N(0, 0.02^2), have 0.02 * sqrt(2)); a fixed random readout and
     cross-entropy against random targets give a loss. Records the gradient norm of every
     FFN output weight and the residual stream's RMS after every layer.
 
@@ -98,6 +101,7 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
     """
     norm_position = choice("norm_position", norm_position, NORM_POSITIONS)
     init, n_layers = choice("init", init, INITS), positive_int("n_layers", n_layers)
+    input_std = positive_float("input_std", input_std)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same reduction order on every machine
     try:
@@ -116,7 +120,7 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
                         module.bias.zero_()
         readout = torch.randn(vocab, d_model, generator=g)
         readout *= math.sqrt(2.0 / (vocab + d_model))  # Xavier: [V, d]
-        x = torch.randn(batch, length, d_model, generator=g)  # [B, T, d], unit variance
+        x = torch.randn(batch, length, d_model, generator=g) * input_std  # [B, T, d]
         targets = torch.randint(0, vocab, (batch, length), generator=g)  # [B, T]
         layers = blocks if norm_position == "pre" else [
             PostNormBlock(b.attn, b.ffn, b.norm1, b.norm2) for b in blocks]  # the same
@@ -134,12 +138,13 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
     return InitStudy(ffn_grad=[float(gr.norm()) for gr in grads], stream_rms=rms)
 
 
-@lru_cache(maxsize=2)
-def gradient_study(init: str = "xavier") -> dict[str, dict[int, InitStudy]]:
+@lru_cache(maxsize=4)
+def gradient_study(init: str = "xavier",
+                   input_std: float = 1.0) -> dict[str, dict[int, InitStudy]]:
     """`init_study` for both arrangements at every depth in STUDY_DEPTHS (seed 0),
     cached: a figure is drawn twice per build (light and dark) from one measurement."""
-    return {pos: {depth: init_study(pos, depth, init=init) for depth in STUDY_DEPTHS}
-            for pos in NORM_POSITIONS}
+    return {pos: {depth: init_study(pos, depth, init=init, input_std=input_std)
+                  for depth in STUDY_DEPTHS} for pos in NORM_POSITIONS}
 # --8<-- [end:init_study]
 
 
