@@ -314,6 +314,12 @@ def test_every_image_loads(visit, path: str) -> None:
     assert broken == [], f"{path}: images that did not load: {broken}"
 
 
+def test_chapter_1_shows_what_its_blocks_print(visit) -> None:
+    outputs = visit(CHAPTER_1).page.locator(".md-content .output")
+    assert outputs.count() >= 5, f"chapter 1 shows {outputs.count()} output box(es)"
+    assert "tensor(" in outputs.first.inner_text()
+
+
 def test_chapter_1_shows_generated_figures(visit) -> None:
     srcs = visit(CHAPTER_1).page.locator(FIGURE).evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")
     assert len(srcs) >= 2, f"chapter 1 has {len(srcs)} generated figure image(s): {srcs}"

@@ -11,6 +11,9 @@
 * Notebooks: mkdocs-jupyter keys its cache of executed notebooks on the notebook's bytes
   only; ours import `literate/`, so the same code fingerprint as the figures' joins the
   key. An edit anywhere in `literate/` re-runs every notebook; nothing else does.
+* Outputs: every page runs in a worker process, as pytest runs it, and what each Python
+  block prints is shown in an "Output" box under it (`literate/site/outputs.py`); a
+  block that raises fails the build.
 * Offline: after the build, any page or stylesheet that would load a script, stylesheet,
   image, font or frame from another host fails the build.
 """
@@ -21,7 +24,7 @@ import hashlib
 import html
 import logging
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,6 +316,25 @@ def on_config(config: Any) -> Any:
 
 
 _drawing: Future[None] | None = None
+_outputs: dict[str, Future[list[str]]] = {}
+
+
+def start_outputs(pages: list[str]) -> dict[str, Future[list[str]]]:
+    """Run every page (in reading order) in one worker process, each result cached; the
+    pages are read while the worker runs, and each waits only for its own outputs."""
+    import multiprocessing
+
+    from literate.site.outputs import cached_run, python_blocks
+
+    fingerprint = _code_fingerprint()
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    futures = {}
+    for page in pages:
+        path = ROOT / "docs" / page
+        if path.suffix == ".md" and path.exists() and python_blocks(path.read_text(encoding="utf-8")):
+            futures[page] = pool.submit(cached_run, page, fingerprint)
+    pool.shutdown(wait=False)
+    return futures
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -332,6 +354,8 @@ def on_files(files: Files, config: Any) -> Files:
         executor.shutdown(wait=False)
     for uri, path in write_downloads().items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
+    global _outputs
+    _outputs = start_outputs(nav_order(config.get("nav")))
     _site_claims = _collect_claims(files, nav_order(config.get("nav")))
     return files
 
@@ -346,6 +370,15 @@ def on_env(env: Any, config: Any, files: Files) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    future = _outputs.get(page.file.src_uri)
+    if future is not None:
+        from literate.site.outputs import with_outputs
+
+        try:
+            outputs = future.result()
+        except Exception as error:  # a block that raises fails the build
+            raise PluginError(f"running {page.file.src_uri} failed: {error}") from None
+        markdown = with_outputs(markdown, outputs)
     markdown = render_claims(markdown)
     if LEDGER_MARKER in markdown:
         markdown = markdown.replace(LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri))
