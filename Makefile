@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of torch is installed before the project, so that pip never resolves the
-# bare `torch>=2.4` requirement to a multi-GB CUDA build. Where your pip does not already
+# bare `torch>=2.7` requirement to a multi-GB CUDA build. Where your pip does not already
 # find a CPU wheel, point it at PyTorch's CPU wheel index, e.g.
 #   make test TORCH_PIP_ARGS="--index-url <PyTorch CPU wheel index>"
 TORCH ?= torch==2.13.0

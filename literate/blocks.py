@@ -170,7 +170,8 @@ class PostNormBlock(nn.Module):
 # --8<-- [start:builders_2017]
 def encoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.1,
                        eps: float = 1e-5) -> PostNormEncoderLayer:
-    """Vaswani et al. 2017: post-norm, ReLU FFN, biases everywhere."""
+    """Vaswani et al. 2017: post-norm, ReLU FFN, biases everywhere. The paper gives no
+    LayerNorm eps: 1e-5 is PyTorch's default (tensor2tensor used 1e-6)."""
     return PostNormEncoderLayer(
         MultiHeadAttention(d_model, n_heads, bias=True),
         DenseFFN(d_model, d_ff, F.relu, bias=True),
@@ -182,7 +183,8 @@ def encoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float 
 
 def decoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.1,
                        eps: float = 1e-5) -> PostNormDecoderLayer:
-    """Vaswani et al. 2017: masked self- and cross-attention, ReLU FFN, post-norm."""
+    """Vaswani et al. 2017: masked self- and cross-attention, ReLU FFN, post-norm; eps
+    as in `encoder_layer_2017`."""
     return PostNormDecoderLayer(
         MultiHeadAttention(d_model, n_heads, bias=True),
         MultiHeadAttention(d_model, n_heads, bias=True),

@@ -16,7 +16,8 @@ real key), combined on explicit axes, never guessed from one mask's shape.
 
 One path, two speeds: asked for its weights, the layer runs the transparent attention of
 chapter 1 (`grouped_attention`); otherwise PyTorch's fused kernel (`fused_attention`),
-which never materialises the [T_q, T_k] weights. The two are proven equal.
+which never materialises the [T_q, T_k] weights. The two are proven equal (for finite
+inputs: on a NaN key the kernel may spread NaN into rows the mask blocks).
 
 Shapes: B batch, T_q queries, T_k keys (S for a cross-attention memory), d = d_model,
 H query heads, H_kv key/value heads, G = H / H_kv, d_head = d / H.
@@ -220,10 +221,22 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
         if memory.ndim != 3 or memory.shape[0] != b or memory.shape[1] == 0:
             raise ValueError(f"memory must be [B={b}, S >= 1, d], "
                              f"got {tuple(memory.shape)}")
-        if layer.rope or causal or cache is not None or start_pos is not None:
-            raise ValueError("cross-attention (memory given) takes no rope, "
-                             "causal=True, cache or start_pos: the whole source is "
-                             "read, unrotated")
+        if layer.rope:
+            raise ValueError("cross-attention (memory given) on a layer built with "
+                             "rope=True: the target and the source are two sequences "
+                             "and one rotation offset cannot place both; build the "
+                             "cross-attention layer with rope=False")
+        if causal:
+            raise ValueError("cross-attention (memory given) takes causal=False: no "
+                             "order runs between the target and the source, every "
+                             "query reads the whole source")
+        if cache is not None:
+            raise ValueError("cross-attention (memory given) takes no cache: the "
+                             "memory is projected once per source, not appended at "
+                             "each step")
+        if start_pos is not None:
+            raise ValueError("cross-attention (memory given) takes no start_pos: the "
+                             "queries' positions do not enter it")
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
     start = 0 if start_pos is None else non_negative_int("start_pos", start_pos)

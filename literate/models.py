@@ -13,10 +13,12 @@ the stack GPT-2 puts
   Wolf 2017; Hugging Face's `lm_head` is tied to `wte` the same way).
 
 Checks at the boundary: `GPTLanguageModel.check` reads the ids' metadata and makes one
-host sync for their values; `run` and the layers read no values. Generation appends
-one token at a time, re-reading at most `context` tokens (the number of learned
-positions). The token is chosen by a function passed in, `choose`: `greedy` by default,
-or chapter 6's `literate.sampling.sampler`.
+host sync for their values; `run` and the layers read no values (under torch.compile the
+value check is skipped: check eagerly, compile `run`). Generation appends one token at a
+time, re-reading at most `context` tokens (the number of learned positions). The token
+is chosen by a function passed in, `choose`: `greedy` by default, or chapter 6's
+`literate.sampling.sampler`. Host syncs of `generate`: one for the prompt's ids, one per
+token for the EOS test (none without `eos_id`); choosing adds none.
 
 Weights load from Hugging Face's GPT-2 by name. Its `Conv1D` layers store the weight as
 `[in, out]` (`y = x @ W + b`), the transpose of `nn.Linear`'s `[out, in]`, and `c_attn`
@@ -124,7 +126,8 @@ class GPTLanguageModel(nn.Module):
         return self.positions.max_length
 
     def check(self, ids: object, *, max_length: int | None) -> Tensor:
-        """Ids from outside: metadata, then one host sync for their values."""
+        """Ids from outside: metadata, then one host sync for their values (a value
+        check that torch.compile skips: call `check` eagerly, compile `run`)."""
         ids = token_ids("ids", ids, max_length=max_length)
         if ids.device != self.token_embedding.weight.device:
             raise ValueError(f"ids is on {ids.device}, the model on "
@@ -152,7 +155,8 @@ class GPTLanguageModel(nn.Module):
         on) or after `max_new_tokens`. Each step reads the last `context` tokens only,
         so a prompt may be longer than the context. Rows share one length: no padding.
         Runs in eval mode, restoring the previous mode after. Host syncs: one for the
-        prompt's ids, one per token for the EOS test (none without `eos_id`).
+        prompt's ids, one per token for the EOS test (after every token but the last;
+        none without `eos_id`); `greedy` and `sampler` add none.
         """
         ids = self.check(ids, max_length=None)  # any length: cropped below
         max_new_tokens = positive_int("max_new_tokens", max_new_tokens)

@@ -103,8 +103,8 @@ def top_k_filter(logits: Tensor, top_k: int) -> Tensor:
     set the rest to -inf.
 
     Top-k sampling (Fan et al. 2018), computed as Hugging Face's `TopKLogitsWarper` and
-    nanoGPT do: `topk` finds the k-th largest value, no sort; a token tied with it is
-    kept, so ties at the k-th place keep more than k tokens. `logits [..., V]` may
+    nanoGPT do: `topk` finds the k-th largest value (no full sort); a token tied with it
+    is kept, so ties at the k-th place keep more than k tokens. `logits [..., V]` may
     already hold -inf (tokens an earlier filter removed).
     """
     top_k = checked_top_k(top_k, logit_rows("logits", logits).shape[-1])
@@ -189,7 +189,10 @@ def draw(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
     the argmax of probs / q, with q ~ Exp(1) drawn independently for every entry (the
     smallest of the times q_i / p_i, exponential with rates p_i, is i's with probability
     p_i). It is the algorithm `torch.multinomial(probs, 1)` runs, token for token with
-    the same generator, without the checks multinomial makes on the values (host syncs).
+    the same generator, without the two checks multinomial makes on the values first
+    (asserts that, on a GPU, leave the CUDA context unusable when they fail; host syncs
+    in older PyTorch). Nothing is checked: NaN probabilities give a token, not an error.
+    The generator must be on the device of `probs`.
     """
     q = torch.empty_like(probs).exponential_(1.0, generator=generator)  # [..., V]
     return (probs / q).argmax(dim=-1)  # [...]
@@ -203,8 +206,9 @@ def sample_step(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
     """Draw one token id per row from `next_token_distribution`: `[..., V]` -> `[...]`.
 
     The same tokens as `torch.multinomial` (what Hugging Face's `generate` calls) for
-    the same generator. Pass a seeded `torch.Generator` (on the logits' device) to make
-    the draw reproducible.
+    the same generator, drawn by `draw`. Pass a seeded `torch.Generator` on the logits'
+    device (`torch.Generator(device=logits.device)`; `torch.Generator()` is on the CPU)
+    to make the draw reproducible.
     """
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, "
@@ -220,9 +224,11 @@ def sampler(*, temperature: float = 1.0, top_k: int | None = None,
             top_p: float | None = None,
             generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
     """A `choose` function for a model's `generate`: logits [B, V] -> ids [B], drawn
-    after temperature, top-k and top-p. The settings are checked now, once (top_k
-    against the vocabulary at every call: metadata, free); the logits it gets are the
-    model's own, so it reads no values: no host sync per token, on any device."""
+    after temperature, top-k and top-p by `draw`. The settings are checked now, once
+    (top_k against the vocabulary at every call: metadata, free); the logits it gets are
+    the model's own, so it reads no values: no host sync per token, on any device. The
+    generator must be on the logits' device: for CUDA logits,
+    `torch.Generator(device=logits.device)`, not `torch.Generator()` (the CPU's)."""
     positive_float("temperature", temperature)
     top_p = None if top_p is None else checked_top_p(top_p)
     if top_k is not None:

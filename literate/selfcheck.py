@@ -3,9 +3,10 @@
 `python -m literate.export NAME` writes one standalone file per era; running that file
 (`python gpt2.py`) runs its self-check, which needs nothing but torch: it compares the
 file's layers with PyTorch's own (`F.scaled_dot_product_attention`,
-`nn.MultiheadAttention`, `nn.TransformerEncoderLayer`) and checks what a model must do
-(causality, greedy decoding, loading weights by name). Each function below uses only
-names its era file defines, so the same code runs here (tests/test_export.py) and there.
+`nn.MultiheadAttention`, `nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`)
+and checks what a model must do (causality, greedy decoding, loading weights by name).
+Each function below uses only names its era file defines, so the same code runs here
+(tests/test_export.py) and there.
 """
 
 from __future__ import annotations
@@ -15,69 +16,116 @@ import torch.nn.functional as F
 from torch import nn
 
 from literate.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
-from literate.heads import MultiHeadAttention, load_packed_qkv
-from literate.models import gpt2_block_targets, gpt2_model, load_hf_gpt2
+from literate.heads import MultiHeadAttention, load_packed_qkv, merge_heads, split_heads
+from literate.models import (gpt2_block_targets, gpt2_from_hf_config, gpt2_model,
+                             load_hf_gpt2)
+from literate.positions import apply_rope, rope_cache
 from literate.sampling import sampler
 from literate.seq2seq import EncoderDecoder
-from literate.torch_twins import torch_encoder_layer
+from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 __all__ = ["check_attention", "check_transformer2017", "check_gpt2"]
 
 
 # --8<-- [start:check_attention]
 def check_attention() -> None:
-    """Attention equals PyTorch's fused kernel (float64, with a mask, and gradients);
-    multi-head attention equals nn.MultiheadAttention; GQA's fused and transparent paths
-    agree; a cached decode equals the full forward."""
+    """Attention equals PyTorch's fused kernel (float64, causal and padding masks, a
+    random upstream gradient); multi-head attention with random biases equals
+    nn.MultiheadAttention on both of its paths, output and gradients; a padded GQA
+    layer with RoPE equals its projections through F.scaled_dot_product_attention(
+    enable_gqa=True) on both paths; a cached decode equals the full forward."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64,
-                           requires_grad=True) for _ in range(3))
-    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-    mask = causal_allowed(5, 5) & padding_allowed(valid)
+
+    def randn(*shape: int, grad: bool = False) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=grad)
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> None:
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+    def grads(out: torch.Tensor, probe: torch.Tensor, wrt: list) -> tuple:
+        return torch.autograd.grad((out * probe).sum(), wrt)
+
+    def both_paths(layer: MultiHeadAttention, x: torch.Tensor, **kwargs) -> list:
+        return [layer(x, **kwargs), layer(x, return_weights=True, **kwargs)[0]]
+
+    q, k, v = (randn(2, 3, 5, 8, grad=True) for _ in range(3))
+    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])  # right padding
+    mask = causal_allowed(5, 5) & padding_allowed(valid)  # [B, 1, T, T]
     ours = scaled_dot_product_attention(q, k, v, mask).output
     fused = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    grads = [torch.autograd.grad(o.sum(), (q, k, v)) for o in (ours, fused)]
-    torch.testing.assert_close(ours, fused, atol=1e-12, rtol=0)
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    same(ours, fused)
+    probe = randn(*ours.shape)
+    for a, b in zip(grads(ours, probe, [q, k, v]), grads(fused, probe, [q, k, v])):
+        same(a, b)
 
     torch.manual_seed(0)
     theirs = nn.MultiheadAttention(16, 4, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():  # PyTorch starts its biases at zero: make them count
+        theirs.in_proj_bias.normal_(generator=g)
+        theirs.out_proj.bias.normal_(generator=g)
     layer = MultiHeadAttention(16, 4, bias=True).double()
-    with torch.no_grad():
-        load_packed_qkv(layer, theirs.in_proj_weight, theirs.in_proj_bias)
-        layer.o_proj.weight.copy_(theirs.out_proj.weight)
-        layer.o_proj.bias.copy_(theirs.out_proj.bias)
-    x = torch.randn(2, 5, 16, generator=g, dtype=torch.float64)
-    expected = theirs(x, x, x, key_padding_mask=~valid, need_weights=False)[0]
-    torch.testing.assert_close(layer(x, causal=False, key_valid=valid), expected,
-                               atol=1e-12, rtol=0)
+    load_packed_qkv(layer, theirs.in_proj_weight.detach(),
+                    theirs.in_proj_bias.detach())
+    layer.o_proj.load_state_dict(theirs.out_proj.state_dict())
+    x = randn(2, 5, 16, grad=True)
+    expected = theirs(x, x, x, key_padding_mask=~valid, attn_mask=~causal_allowed(5, 5),
+                      need_weights=False)[0]
+    probe = randn(*expected.shape)
+    expected_grads = grads(expected, probe, [x, theirs.in_proj_weight,
+                                             theirs.in_proj_bias,
+                                             theirs.out_proj.weight,
+                                             theirs.out_proj.bias])
+    for out in both_paths(layer, x, causal=True, key_valid=valid):
+        same(out, expected)
+        gx, qw, qb, kw, kb, vw, vb, ow, ob = grads(out, probe, [x, *layer.parameters()])
+        packed = (gx, torch.cat([qw, kw, vw]), torch.cat([qb, kb, vb]), ow, ob)
+        for a, b in zip(packed, expected_grads):
+            same(a, b)
 
-    gqa = MultiHeadAttention(16, 4, 2, rope=True).double().eval()
-    fast = gqa(x, causal=True)
-    transparent, _ = gqa(x, causal=True, return_weights=True)
-    torch.testing.assert_close(fast, transparent, atol=1e-12, rtol=0)
+    gqa = MultiHeadAttention(16, 4, 2, rope=True).double()
+    q = split_heads(gqa.q_proj(x), 4)  # [B, H, T, d_head]
+    k, v = split_heads(gqa.k_proj(x), 2), split_heads(gqa.v_proj(x), 2)  # H_kv = 2
+    cos, sin = rope_cache(5, gqa.d_head)
+    kernel = F.scaled_dot_product_attention(apply_rope(q, cos, sin),
+                                            apply_rope(k, cos, sin), v,
+                                            attn_mask=mask, enable_gqa=True)
+    expected = gqa.o_proj(merge_heads(kernel))
+    wrt = [x, *gqa.parameters()]
+    expected_grads = grads(expected, probe, wrt)
+    for out in both_paths(gqa, x, causal=True, key_valid=valid):
+        same(out, expected)
+        for a, b in zip(grads(out, probe, wrt), expected_grads):
+            same(a, b)
+
     with torch.no_grad():
+        full = gqa(x, causal=True)
         cache = gqa.new_cache(batch=2, capacity=5)
         steps = [gqa(x[:, t:t + 1], causal=True, cache=cache) for t in range(5)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), fast.detach(), atol=1e-12,
-                               rtol=0)
+    same(torch.cat(steps, dim=1), full)
 # --8<-- [end:check_attention]
 
 
 # --8<-- [start:check_transformer2017]
 def check_transformer2017() -> None:
-    """The encoder layer equals nn.TransformerEncoderLayer holding its weights; the
-    model is causal in its targets and decodes greedily."""
+    """The encoder layer equals nn.TransformerEncoderLayer holding its weights, and the
+    decoder layer nn.TransformerDecoderLayer, with a causal target mask and the memory's
+    padding (float64); the model is causal in its targets and decodes greedily."""
     torch.manual_seed(0)
-    model = EncoderDecoder(13, 16, 2, 32, 2, dropout=0.0, max_length=16).double().eval()
-    layer = model.encoder[0]
+    model = EncoderDecoder(13, 16, 2, 32, 2, dropout=0.0, max_length=16)
+    model = model.double().eval()
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-    theirs = torch_encoder_layer(layer)
+    y = torch.randn(2, 4, 16, dtype=torch.float64)  # 4 target positions, memory x
+    encoder, decoder = model.encoder[0], model.decoder[0]
+    theirs_encoder = torch_encoder_layer(encoder)
+    theirs_decoder = torch_decoder_layer(decoder)
     with torch.no_grad():
-        torch.testing.assert_close(layer(x, key_valid=valid),
-                                   theirs(x, src_key_padding_mask=~valid),
+        torch.testing.assert_close(encoder(x, key_valid=valid),
+                                   theirs_encoder(x, src_key_padding_mask=~valid),
+                                   atol=1e-12, rtol=0)
+        torch.testing.assert_close(decoder(y, x, memory_valid=valid),
+                                   theirs_decoder(y, x, tgt_mask=~causal_allowed(4, 4),
+                                                  memory_key_padding_mask=~valid),
                                    atol=1e-12, rtol=0)
         source = torch.tensor([[3, 4, 5, 2, 0], [6, 7, 2, 0, 0]])
         targets = torch.tensor([[5, 4, 3, 2], [7, 6, 2, 0]])
@@ -94,8 +142,9 @@ def check_transformer2017() -> None:
 
 # --8<-- [start:check_gpt2]
 def check_gpt2() -> None:
-    """A tiny GPT-2 is causal; weights written under Hugging Face's names load back
-    into a fresh model and give the same logits; generate is greedy (each new token is
+    """A tiny GPT-2 is causal; weights written under Hugging Face's names load back,
+    into a model built from a config.json with GPT-2's defaults (attn_pdrop 0.1:
+    inference=True), and give the same logits; generate is greedy (each new token is
     the argmax after the tokens before it), and it samples reproducibly."""
     torch.manual_seed(0)
     model = gpt2_model(50, 16, 32, 4, 2, dropout=0.0).eval()
@@ -117,10 +166,11 @@ def check_gpt2() -> None:
     for i, block in enumerate(model.blocks):
         for name, (parts, conv1d) in gpt2_block_targets(block, f"h.{i}.").items():
             state[f"transformer.{name}"] = conv1d_or_same(parts, conv1d)
-    fresh = gpt2_model(50, 16, 32, 4, 2, dropout=0.0).eval()
     config = {"model_type": "gpt2", "vocab_size": 50, "n_positions": 16, "n_embd": 32,
               "n_layer": 2, "n_head": 4}  # a config.json, GPT-2's defaults for the rest
-    load_hf_gpt2(fresh, state, config)
+    fresh = load_hf_gpt2(gpt2_from_hf_config(config, inference=True), state, config)
+    if fresh.training:
+        raise AssertionError("inference=True must return the model in eval mode")
     with torch.no_grad():
         torch.testing.assert_close(fresh(ids), logits, atol=0, rtol=0)
     out = model.generate(ids[:, :4], 6)

@@ -9,7 +9,9 @@
 * `shift_right`: teacher forcing's decoder input; position i reads BOS or target i - 1,
   never target i.
 * `transformer_lr`: the learning-rate schedule of sec. 5.3.
-* `label_smoothed_nll`: cross-entropy against the smoothed target (sec. 5.4).
+* `label_smoothed_nll`: cross-entropy against the smoothed target (sec. 5.4): its
+  checks (`smoothing_targets`, one host sync), then `smoothed_nll`, the unchecked
+  core that `EncoderDecoder.loss` calls on ids it has already checked.
 * `cross_attention_weights`: what each decoder layer's cross-attention reads.
 * `smoke`: a seeded forward, backward and Adam step of a tiny model, as JSON evidence
   (`python -m literate.seq2seq --smoke`).
@@ -51,6 +53,7 @@ __all__ = [
     "shift_right",
     "transformer_lr",
     "smoothing_targets",
+    "smoothed_nll",
     "label_smoothed_nll",
     "cross_attention_weights",
     "smoke",
@@ -93,9 +96,10 @@ def transformer_lr(step: int, d_model: int, warmup_steps: int = 4000) -> float:
 
 # --8<-- [start:smoothing_targets]
 def smoothing_targets(logits: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
-    """The positions `label_smoothed_nll` averages over (targets != ignore_index), once
-    logits [..., V] and targets [...] (torch.long) are checked: metadata first, then, in
-    one host sync, that every kept target is a class id in [0, V) and one is kept."""
+    """The checks of `label_smoothed_nll` on logits [..., V] and targets [...]
+    (torch.long): metadata first, then, in one host sync, that every kept target (not
+    ignore_index) is a class id in [0, V) and that one is kept. Returns the kept
+    positions, targets != ignore_index."""
     logits = float_tensor("logits", logits)
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"ignore_index must be an int, "
@@ -122,6 +126,22 @@ def smoothing_targets(logits: Tensor, targets: Tensor, ignore_index: int) -> Ten
 
 
 # --8<-- [start:label_smoothed_nll]
+def smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float,
+                 ignore_index: int) -> Tensor:
+    """`label_smoothed_nll` without its checks: it reads no values (no host sync), so
+    its caller must have checked that every target is ignore_index or an id in [0, V)
+    and that one is kept (`EncoderDecoder.loss` has: its ids are in the vocabulary and
+    no row is only PAD), and that eps is in [0, 1)."""
+    keep = targets != ignore_index  # [...]: the positions averaged over
+    log_p = torch.log_softmax(logits, dim=-1)  # [..., V]
+    safe = torch.where(keep, targets, 0)  # [...]: ignored positions read id 0, dropped
+    nll = -log_p.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
+    uniform = -log_p.mean(dim=-1)  # [...]: cross-entropy against the uniform target
+    per_token = (1.0 - eps) * nll + eps * uniform  # [...]
+    # The mean over kept positions; where(), not per_token[keep], keeps shapes static.
+    return torch.where(keep, per_token, 0.0).sum() / keep.sum()
+
+
 def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float,
                        ignore_index: int) -> Tensor:
     """Mean cross-entropy between softmax(logits) and the smoothed target
@@ -131,17 +151,11 @@ def label_smoothed_nll(logits: Tensor, targets: Tensor, *, eps: float,
     -sum_k q_k log p_k = (1 - eps) * (-log p_target) + eps * mean_k(-log p_k): the usual
     NLL, plus a pull towards the uniform distribution. logits [..., V], targets [...]:
     class ids in [0, V) or `ignore_index`, which may lie outside the vocabulary
-    (PyTorch's default is -100).
+    (PyTorch's default is -100). The checks (one host sync), then `smoothed_nll`.
     """
     eps = probability("eps", eps)
-    keep = smoothing_targets(logits, targets, ignore_index)  # [...]
-    log_p = torch.log_softmax(logits, dim=-1)  # [..., V]
-    safe = torch.where(keep, targets, 0)  # [...]: ignored positions read id 0, dropped
-    nll = -log_p.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # [...]: -log p(target)
-    uniform = -log_p.mean(dim=-1)  # [...]: cross-entropy against the uniform target
-    per_token = (1.0 - eps) * nll + eps * uniform  # [...]
-    # The mean over kept positions; where(), not per_token[keep], keeps shapes static.
-    return torch.where(keep, per_token, 0.0).sum() / keep.sum()
+    smoothing_targets(logits, targets, ignore_index)  # the one host sync
+    return smoothed_nll(logits, targets, eps=eps, ignore_index=ignore_index)
 # --8<-- [end:label_smoothed_nll]
 
 
@@ -157,9 +171,9 @@ class EncoderDecoder(nn.Module):
     (`nn.Transformer` adds one after each stack anyway; compare against its stacks,
     `nn.TransformerEncoder` / `nn.TransformerDecoder`, which add none by default.)
 
-    Token ids are checked once, where they enter (`forward`, `greedy_decode`): one host
-    sync. The layers read no values; they are called with empty_row="zero", since
-    checked ids leave no query without a key.
+    Token ids are checked once, where they enter (`forward`, `loss`, `greedy_decode`):
+    one host sync. `run`, the layers and the loss's core read no values; the layers are
+    called with empty_row="zero", since checked ids leave no query without a key.
     """
 
     def __init__(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int,
@@ -200,7 +214,8 @@ class EncoderDecoder(nn.Module):
 
     def check(self, **tokens: object) -> list[Tensor]:
         """Ids from outside (name -> [B, T]): metadata, then one host sync for the
-        values of all of them (in the vocabulary; no row of nothing but PAD)."""
+        values of all of them (in the vocabulary; no row of nothing but PAD), then one
+        batch size for all of them."""
         checked = {name: token_ids(name, t, max_length=self.max_length)
                    for name, t in tokens.items()}
         device = self.embedding.weight.device
@@ -208,6 +223,11 @@ class EncoderDecoder(nn.Module):
             if t.device != device:
                 raise ValueError(f"{name} is on {t.device}, the model on {device}")
         ids_in_vocabulary(checked, vocab_size=self.vocab_size, pad_id=self.pad_id)
+        batches = {name: t.shape[0] for name, t in checked.items()}
+        if len(set(batches.values())) > 1:
+            (first, b), *_ = batches.items()
+            name = next(n for n, other in batches.items() if other != b)
+            raise ValueError(f"{first} has batch {b}, {name} {batches[name]}")
         return list(checked.values())
 
     def embed(self, tokens: Tensor) -> Tensor:
@@ -241,11 +261,7 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, source: Tensor, targets: Tensor) -> Tensor:
         """Teacher forcing: logits [B, T, V]; position i predicts targets[:, i]."""
-        source, targets = self.check(source=source, targets=targets)
-        if source.shape[0] != targets.shape[0]:
-            raise ValueError(f"source has batch {source.shape[0]}, "
-                             f"targets {targets.shape[0]}")
-        return self.run(source, targets)
+        return self.run(*self.check(source=source, targets=targets))
 
     def run(self, source: Tensor, targets: Tensor) -> Tensor:
         """`forward` without the checks."""
@@ -258,9 +274,14 @@ class EncoderDecoder(nn.Module):
 
     def loss(self, source: Tensor, targets: Tensor, *,
              label_smoothing: float = 0.1) -> Tensor:
-        """Label-smoothed cross-entropy (sec. 5.4), the mean over non-PAD targets."""
-        return label_smoothed_nll(self(source, targets), targets, eps=label_smoothing,
-                                  ignore_index=self.pad_id)
+        """Label-smoothed cross-entropy (sec. 5.4), the mean over non-PAD targets. One
+        host sync, the ids' check: checked targets are ids in the vocabulary and no row
+        is only PAD, all that `label_smoothed_nll` would check again, so `run` and the
+        unchecked `smoothed_nll` follow."""
+        eps = probability("label_smoothing", label_smoothing)
+        source, targets = self.check(source=source, targets=targets)
+        return smoothed_nll(self.run(source, targets), targets, eps=eps,
+                            ignore_index=self.pad_id)
 
     @torch.no_grad()
     def greedy_decode(self, source: Tensor, max_new_tokens: int) -> Tensor:

@@ -32,6 +32,7 @@ __all__ = [
     "INITS",
     "STUDY_LAYERS",
     "STUDY_DEPTHS",
+    "GPT2_INPUT_STD",
     "InitStudy",
     "init_study",
     "gradient_study",
@@ -72,6 +73,8 @@ NORM_POSITIONS = ("pre", "post")
 INITS = ("xavier", "gpt2")
 STUDY_LAYERS = 12
 STUDY_DEPTHS = (1, 2, 3, 6, 12, 24)
+# GPT-2's stream at initialisation: a token's row plus a position's, each N(0, 0.02^2)
+GPT2_INPUT_STD = 0.02 * math.sqrt(2)
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,10 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
     """Xiong et al. (2020, sec. 3)'s measurement: `n_layers` GPT-2 blocks at
     initialisation, arranged pre-norm (with GPT-2's final LayerNorm) or post-norm (whose
     output is already normalised), read Gaussian inputs of standard deviation
-    `input_std` (1: Xiong et al.'s setting; GPT-2's own embeddings, a token's plus a
-    position's, each N(0, 0.02^2), have 0.02 * sqrt(2)); a fixed random readout and
-    cross-entropy against random targets give a loss. Records the gradient norm of every
-    FFN output weight and the residual stream's RMS after every layer.
+    `input_std` (1: Xiong et al.'s setting; GPT2_INPUT_STD: the scale at which GPT-2's
+    own embeddings start the stream); a fixed random readout and cross-entropy against
+    random targets give a loss. Records the gradient norm of every FFN output weight
+    and the residual stream's RMS after every layer.
 
     init="xavier": Xavier-normal matrices (Glorot & Bengio 2010; the variance ~ 1/d of
     Xiong et al.'s analysis); init="gpt2": GPT-2's own, N(0, 0.02^2) with the two

@@ -3,6 +3,7 @@ draws each one once and then reuses it until the code behind it changes."""
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -137,15 +138,46 @@ def test_studies_are_reproducible():
     threads = torch.get_num_threads()
     for position in studies.NORM_POSITIONS:
         for init in studies.INITS:
-            once = studies.init_study(position, 3, init=init)
-            torch.set_num_threads(2)  # the study fixes its own thread count
-            try:
-                again = studies.init_study(position, 3, init=init)
-            finally:
-                torch.set_num_threads(threads)
-            assert once == again and len(once.ffn_grad) == len(once.stream_rms) == 3
+            for input_std in (1.0, studies.GPT2_INPUT_STD):
+                once = studies.init_study(position, 3, init=init, input_std=input_std)
+                torch.set_num_threads(2)  # the study fixes its own thread count
+                try:
+                    again = studies.init_study(position, 3, init=init, input_std=input_std)
+                finally:
+                    torch.set_num_threads(threads)
+                assert once == again and len(once.ffn_grad) == len(once.stream_rms) == 3
     assert studies.sampling_scenario() == studies.sampling_scenario()
-    assert studies.gradient_study("gpt2") is studies.gradient_study("gpt2")  # measured once, drawn twice
+    std = studies.GPT2_INPUT_STD
+    assert studies.gradient_study("gpt2", std) is studies.gradient_study("gpt2", std)  # measured once, drawn twice
+
+
+def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one():
+    """input_std scales what the blocks read: a pre-norm stream starts (and, under GPT-2's
+    init at width 64, stays) at that scale, the final norm dividing it out; a post-norm
+    stack normalises it away in its first layer."""
+    from literate import studies
+
+    std = studies.GPT2_INPUT_STD
+    assert std == 0.02 * math.sqrt(2)
+    small = studies.init_study("pre", 3, init="gpt2", input_std=std)
+    unit = studies.init_study("pre", 3, init="gpt2")
+    assert all(r < 0.05 for r in small.stream_rms) and all(abs(r - 1) < 0.02 for r in unit.stream_rms)
+    assert small.ffn_grad[-1] > 20 * unit.ffn_grad[-1]  # the final norm's 1 / RMS
+    post_small = studies.init_study("post", 3, init="gpt2", input_std=std)
+    post_unit = studies.init_study("post", 3, init="gpt2")
+    assert all(abs(a / b - 1) < 0.02 for a, b in zip(post_small.ffn_grad, post_unit.ffn_grad))
+
+
+def test_the_gradient_figure_draws_gpt2_at_its_embedding_scale():
+    import literate.figures.gpt2 as gpt2_figures
+    from literate import studies
+
+    assert gpt2_figures.GRADIENT_ROWS == (("xavier", "xavier", 1.0), ("gpt2", "gpt2", studies.GPT2_INPUT_STD))
+    assert gpt2_figures.CONTROL == ("gpt2", 1.0)
+    fig = gpt2_figures.gradient_figure(language="en", theme="light")
+    words = " ".join(figure_texts(fig))
+    assert "input RMS 0.028" in words and "next to the input" in words and "embeddings)" in words
+    plt.close(fig)
 
 
 def test_sampling_studies_are_next_token_distribution():
@@ -178,3 +210,5 @@ def test_studies_refuse_unknown_settings():
         studies.init_study("pre", 2, init="zeros")
     with pytest.raises(ValueError, match=r"^n_layers must be >= 1, got 0$"):
         studies.init_study("pre", 0)
+    with pytest.raises(ValueError, match=r"^input_std must be finite and > 0, got 0\.0$"):
+        studies.init_study("pre", 2, input_std=0.0)

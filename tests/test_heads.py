@@ -21,7 +21,11 @@ checks them against each other):
 - RoPE tables: computed once per layer, grown (doubled) on demand, equal to `rope_cache`
   bit for bit, not in the state dict, converted with the layer;
 - the seed's regression checks D05, D06 (attention), D07, D10, D11, D12, D13, D15;
-- every error path, with its whole message (anchored), and NaN in, NaN out.
+- every error path, with its whole message (anchored), and NaN in, NaN out; each
+  cross-attention refusal names its own option and none of the others.
+
+Hugging Face's `LlamaAttention` (GQA + RoPE, both paths, forward and backward, and a
+cached decode) is the reference of tests/test_llama_attention.py.
 
 Every random tensor comes from a fixed seed.
 """
@@ -689,13 +693,19 @@ def test_check_call_returns_the_start_and_the_number_of_keys_the_queries_see():
 
 def test_d12_cross_attention_guards_and_memory_is_read():
     x, memory = randn(gen(120), 1, 4, 32), randn(gen(121), 1, 3, 32)
-    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
-        layer(122, 32, 4, rope=True)(x, memory, causal=False)
     plain = layer(123, 32, 4)
-    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
-        plain(x, memory, causal=False, cache=plain.new_cache(1, 8))
-    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
-        plain(x, memory, causal=True)
+    cache = plain.new_cache(1, 8)
+    refused = {"rope": (layer(122, 32, 4, rope=True), {"causal": False}),
+               "causal": (plain, {"causal": True}),
+               "cache": (plain, {"causal": False, "cache": cache}),
+               "start_pos": (plain, {"causal": False, "start_pos": 0})}
+    for option, (m, kwargs) in refused.items():
+        with pytest.raises(ValueError, match="^" + CROSS[option] + "$") as info:
+            m(x, memory, **kwargs)
+        message = str(info.value)
+        others = [o for o in CROSS if o != option]
+        assert option in message and not any(o in message for o in others), message
+    assert cache.next_pos == 0  # refused before anything was written
     out = plain(x, memory, causal=False)
     assert out.shape == (1, 4, 32)
     assert max_err(out, plain(x, randn(gen(124), 1, 3, 32), causal=False)) > 1e-3  # memory is read
@@ -983,8 +993,17 @@ def test_constructor_errors(args, kwargs, error, match):
     assert type(info.value) is error
 
 
-CROSS_TAKES_NO = re.escape("cross-attention (memory given) takes no rope, causal=True, cache or start_pos: the "
-                           "whole source is read, unrotated")
+CROSS = {  # one refusal per option, each naming its own option and no other
+    "rope": re.escape("cross-attention (memory given) on a layer built with rope=True: the target and the source "
+                      "are two sequences and one rotation offset cannot place both; build the cross-attention "
+                      "layer with rope=False"),
+    "causal": re.escape("cross-attention (memory given) takes causal=False: no order runs between the target and "
+                        "the source, every query reads the whole source"),
+    "cache": re.escape("cross-attention (memory given) takes no cache: the memory is projected once per source, not "
+                       "appended at each step"),
+    "start_pos": re.escape("cross-attention (memory given) takes no start_pos: the queries' positions do not enter "
+                           "it"),
+}
 CACHE_HOLDS = re.escape("the cache holds [batch, n_kv_heads, d_head, dtype, device] = ")
 KEY_VALID = r"^key_valid must be \[B=2, T_k={}\] \(one flag per key the queries see: the memory's S, or the cached " \
             r"plus new tokens\), got {}$"
@@ -1025,10 +1044,10 @@ def forward_error_cases():
          r"^memory is torch\.float32, the layer's parameters torch\.float64$"),
         ("mem-int", (x, mem.long()), {"causal": False}, TypeError,
          r"^memory must be a floating-point tensor, got torch\.int64$"),
-        ("mem-causal", (x, mem), {"causal": True}, ValueError, "^" + CROSS_TAKES_NO + "$"),
-        ("mem-start", (x, mem), {"causal": False, "start_pos": 0}, ValueError, "^" + CROSS_TAKES_NO + "$"),
+        ("mem-causal", (x, mem), {"causal": True}, ValueError, "^" + CROSS["causal"] + "$"),
+        ("mem-start", (x, mem), {"causal": False, "start_pos": 0}, ValueError, "^" + CROSS["start_pos"] + "$"),
         ("mem-cache", (x, mem), {"causal": False, "cache": KVCache(2, 2, 8, 4, dtype=F64)}, ValueError,
-         "^" + CROSS_TAKES_NO + "$"),
+         "^" + CROSS["cache"] + "$"),
         ("cache-type", (x,), {"causal": True, "cache": object()}, TypeError, r"^cache must be a KVCache, got object$"),
         ("cache-heads", (x,), {"causal": True, "cache": KVCache(2, 4, 8, 4, dtype=F64)}, ValueError,
          "^" + CACHE_HOLDS + re.escape("[2, 4, 4, torch.float64, device(type='cpu')], this call has "
@@ -1097,7 +1116,7 @@ def test_a_layer_given_nan_returns_nan_in_the_rows_that_read_it_and_does_not_rai
 
 def test_forward_errors_cross_rope_and_missing_causal():
     x = torch.zeros(1, 2, 16, dtype=F64)
-    with pytest.raises(ValueError, match="^" + CROSS_TAKES_NO + "$"):
+    with pytest.raises(ValueError, match="^" + CROSS["rope"] + "$"):
         layer(181, 16, 4, rope=True)(x, x, causal=False)
     with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'causal'$"):
         layer(182, 16, 4)(x)  # causal has no default: forgetting it is an error, not full attention

@@ -17,8 +17,10 @@ What is checked, and against what:
   too small a temperature in the entry points (`next_token_distribution`, `greedy_step`,
   `sample_step`), with one host sync; the filters read no values at all (counted with a
   `TorchFunctionMode`), so NaN passes through them as it passes through PyTorch;
-- sampling (reproducible, vectorised, the 20,000-draw frequency check), `sampler` (settings
-  checked once, no host sync per call, draws that follow `next_token_distribution`),
+- `draw` (token for token `torch.multinomial`'s draw for the same generator, without its
+  two value checks), sampling (reproducible, vectorised, the 20,000-draw frequency check),
+  `sampler` (settings checked once, top-k against the vocabulary at every call, no host
+  sync per call, draws that follow `next_token_distribution`),
   `decode_trace` (EOS, length limit, callables, `choose=`), dtypes, and every error path.
 
 Every random tensor comes from a `torch.Generator` with a fixed seed.
@@ -43,6 +45,7 @@ from literate.sampling import (
     as_step_function,
     check_logits,
     decode_trace,
+    draw,
     filter_logits,
     greedy_step,
     next_token_distribution,
@@ -768,10 +771,63 @@ def test_sampler_checks_its_settings_when_it_is_made(settings_, error, pattern):
     assert type(info.value) is error
 
 
-def test_sampler_checks_top_k_against_the_vocabulary_at_the_first_call():
-    choose = sampler(top_k=9)  # the vocabulary is not known yet
+def test_sampler_checks_top_k_against_the_vocabulary_at_every_call():
+    choose = sampler(top_k=9, generator=gen(30))  # the vocabulary is not known yet
+    assert choose(torch.zeros(2, 10)).shape == (2,)  # 9 of 10: fine
     with pytest.raises(ValueError, match=r"^top_k must be in \[1, vocabulary size 4\], got 9$"):
-        choose(torch.zeros(2, 4))
+        choose(torch.zeros(2, 4))  # a later call with a smaller vocabulary is refused too
+    _, syncs = count_syncs(lambda: choose(torch.zeros(2, 10)))
+    assert syncs == 0  # from the shape: metadata, no value read
+
+
+# --------------------------------------------------------------------------------------
+# draw: the exponential race, torch.multinomial's own algorithm without its checks
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_draw_returns_the_tokens_multinomial_returns_for_the_same_generator(dtype):
+    probs = torch.softmax(torch.randn(300, 37, generator=gen(31), dtype=F64) * 2, -1).to(dtype)
+    probs[:, :4] = 0  # removed tokens
+    probs[7] = 0
+    probs[7, 11] = 1  # one certain token
+    for seed in (0, 1, 2):
+        ours = draw(probs, gen(seed))
+        theirs = torch.multinomial(probs, 1, generator=gen(seed))[:, 0]
+        assert torch.equal(ours, theirs)
+        assert (ours >= 4).all() and ours[7] == 11
+    one_row = probs[0]  # [V] -> a 0-dim id, as multinomial's [1]
+    assert torch.equal(draw(one_row, gen(5)), torch.multinomial(one_row, 1, generator=gen(5))[0])
+    leading = probs[:30].reshape(5, 6, 37)  # [..., V]: more leading axes, one call
+    assert torch.equal(draw(leading, gen(6)).flatten(), draw(probs[:30], gen(6)))
+
+
+def test_draw_reads_no_value_and_runs_none_of_multinomials_checks():
+    """What chapter 6 says of this PyTorch: multinomial checks the probabilities with two
+    `aten::_assert_async` calls (no host wait on a GPU, a ruined CUDA context when one
+    fails); draw runs neither and reads nothing. host_reads sees neither: C++ is
+    invisible to it."""
+    from torch.profiler import profile
+
+    probs = torch.softmax(torch.randn(4, 10, generator=gen(32)), -1)
+
+    def aten_calls(function, *args):
+        with profile() as recorded:
+            function(*args)
+        return [event.name for event in recorded.events()]
+
+    assert aten_calls(torch.multinomial, probs, 1).count("aten::_assert_async") == 2
+    in_draw = aten_calls(draw, probs)
+    assert not {"aten::_assert_async", "aten::item", "aten::_local_scalar_dense"} & set(in_draw)
+    assert count_syncs(lambda: draw(probs, gen(0)))[1] == 0
+    assert count_syncs(lambda: torch.multinomial(probs, 1))[1] == 0  # its reads are in C++
+
+
+def test_draw_checks_nothing_a_nan_row_gives_a_token_where_multinomial_raises():
+    probs = torch.tensor([[0.5, 0.5, 0.0], [math.nan, math.nan, math.nan]])
+    assert draw(probs, gen(0))[1] == 0  # the argmax of NaNs: the first
+    with pytest.raises(RuntimeError, match="probability tensor contains either"):
+        torch.multinomial(probs, 1)
 
 
 # --------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The reduced 2017 encoder-decoder: equal to a model assembled from PyTorch's own
 nn.TransformerEncoder / nn.TransformerDecoder, forward and backward; shifted targets;
 padding from token ids; greedy decoding; the schedule and the loss of sec. 5; parameter
-counts; every error path; the host syncs of a forward, a loss and greedy decoding (ids are
-checked once, where they come in); the seed's `--smoke` evidence.
+counts; every error path; the host syncs of a forward, a loss (one: the ids' check, not
+a second one of the targets) and greedy decoding (ids are checked once, where they come
+in); the seed's `--smoke` evidence.
 
 Tolerance: 1e-12 absolute in float64 (see tests/test_blocks_2017.py for why).
 """
@@ -32,6 +33,7 @@ from literate.seq2seq import (
     label_smoothed_nll,
     shift_right,
     smoke,
+    smoothed_nll,
     transformer_lr,
 )
 from literate.syncs import HostReads as HostSyncs
@@ -463,6 +465,8 @@ def test_bad_token_ids_are_refused_with_the_argument_named(tokens, error, match)
         model.greedy_decode(tokens, 4)
     with pytest.raises(error, match=match):
         model.loss(tokens, TARGETS)
+    with pytest.raises(error, match=match.replace("source", "targets")):
+        model.loss(SOURCE, tokens)  # the model's check, not the loss's second one
 
 
 def test_bad_ids_in_both_are_reported_for_the_source_first():
@@ -476,6 +480,21 @@ def test_bad_ids_in_both_are_reported_for_the_source_first():
 def test_mismatched_batches_are_refused():
     with pytest.raises(ValueError, match=r"^source has batch 3, targets 2$"):
         tiny()(SOURCE, TARGETS[:2])
+    with pytest.raises(ValueError, match=r"^source has batch 3, targets 2$"):
+        tiny().loss(SOURCE, TARGETS[:2])
+    with pytest.raises(ValueError, match=r"^a has batch 1, c 2$"):
+        tiny().check(a=SOURCE[:1], b=TARGETS[:1], c=SOURCE[:2])
+
+
+@pytest.mark.parametrize("value, error, match", [
+    (1.0, ValueError, r"^label_smoothing must be in \[0, 1\), got 1\.0$"),
+    (True, TypeError, r"^label_smoothing must be a real number in \[0, 1\), got bool$"),
+])
+def test_loss_refuses_a_bad_label_smoothing_by_name_before_reading_ids(value, error, match):
+    model = tiny()
+    with HostSyncs() as syncs, pytest.raises(error, match=match):
+        model.loss(SOURCE, TARGETS, label_smoothing=value)
+    assert syncs.calls == []  # refused before the ids' check
 
 
 def test_ids_on_another_device_are_refused_by_name():
@@ -490,20 +509,49 @@ def test_check_returns_good_ids_unchanged():
     model = tiny()
     source, targets = model.check(source=SOURCE, targets=TARGETS)
     assert source is SOURCE and targets is TARGETS
+    assert model.check() == []
 
 
 # ---------------------------------------------------------------------------------------
 # Host syncs: the ids are read once, where they come in
 
 
-def test_forward_makes_at_most_one_host_sync():
+def test_forward_and_loss_make_one_host_sync():
     model = tiny()
     _, syncs = count_syncs(lambda: model(SOURCE, TARGETS))
-    assert syncs <= 1
+    assert syncs == 1
     _, syncs = count_syncs(lambda: model.run(SOURCE, TARGETS))
     assert syncs == 0  # the unchecked path, and every layer under it, reads nothing
     _, syncs = count_syncs(lambda: model.loss(SOURCE, TARGETS))
-    assert syncs <= 2  # the forward's, and the loss's own target check
+    assert syncs == 1  # the ids' check; the targets are not checked a second time
+    model.train()  # a training step's forward and backward, dropout on
+    _, syncs = count_syncs(lambda: model.loss(SOURCE, TARGETS).backward())
+    assert syncs == 1
+
+
+def test_smoothed_nll_is_label_smoothed_nll_without_its_checks():
+    """The core reads no values; the checked function is its checks, then the core; the
+    model's loss is the core on its logits, to rounding of the same operations."""
+    logits = torch.randn(3, 5, 11, generator=gen(20), dtype=torch.float64)
+    for ignore_index in (PAD, -100):
+        targets = TARGETS.masked_fill(TARGETS == PAD, ignore_index)
+        core, syncs = count_syncs(lambda: smoothed_nll(logits, targets, eps=0.1,
+                                                       ignore_index=ignore_index))
+        assert syncs == 0
+        checked, syncs = count_syncs(lambda: label_smoothed_nll(logits, targets, eps=0.1,
+                                                                ignore_index=ignore_index))
+        assert syncs == 1 and torch.equal(core, checked)
+    # The checks are what name a bad id; the core, unchecked, fails inside torch.gather.
+    bad = TARGETS.clone()
+    bad[0, 0] = 11
+    with pytest.raises(ValueError, match=r"^targets holds id 11 at \[0, 0\]"):
+        label_smoothed_nll(logits, bad, eps=0.1, ignore_index=PAD)
+    with pytest.raises(RuntimeError, match=r"out of bounds"):
+        smoothed_nll(logits, bad, eps=0.1, ignore_index=PAD)
+    model = tiny()
+    for eps in (0.0, 0.1):
+        expected = label_smoothed_nll(model(SOURCE, TARGETS), TARGETS, eps=eps, ignore_index=PAD)
+        torch.testing.assert_close(model.loss(SOURCE, TARGETS, label_smoothing=eps), expected, **TOL)
 
 
 def test_greedy_decode_makes_at_most_max_new_tokens_host_syncs():

@@ -172,3 +172,23 @@ def test_the_model_checks_its_sizes_before_allocating_any_weight(kwargs, error, 
     with pytest.raises(error, match=message):
         EncoderDecoder(13, D, sizes["n_heads"], sizes["d_ff"], sizes["n_layers"],
                        dropout=sizes["dropout"], max_length=8)
+
+
+@pytest.mark.parametrize("twin_name", ["torch_encoder_layer", "torch_decoder_layer"])
+def test_the_2017_self_check_compares_both_layers_with_their_twins(twin_name, monkeypatch):
+    """check_transformer2017 (run by transformer2017.py) passes as it is, and fails when
+    either twin computes something else: a LayerNorm bias off by 1e-9 is enough."""
+    import literate.selfcheck as selfcheck
+
+    selfcheck.check_transformer2017()
+    make_twin = getattr(selfcheck, twin_name)
+
+    def off_by_a_little(ours):
+        theirs = make_twin(ours)
+        with torch.no_grad():
+            theirs.norm2.bias.add_(1e-9)
+        return theirs
+
+    monkeypatch.setattr(selfcheck, twin_name, off_by_a_little)
+    with pytest.raises(AssertionError):
+        selfcheck.check_transformer2017()

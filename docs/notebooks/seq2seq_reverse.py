@@ -29,6 +29,12 @@
 # label smoothing 0.1 (sec. 5.4). The notebook is executed when the site is built (a
 # failing cell fails the build); download it with the button at the top of the page and
 # change anything.
+#
+# **What it needs to run on its own**: torch, matplotlib, and the model of chapter 4.
+# The site is built with this site's `literate` package installed, and the notebook
+# imports the model from it. Without the package, download chapter 4's code as one
+# file, [transformer2017.py](../../downloads/transformer2017.py), into the directory of
+# the notebook: the first cell then imports the same model from that file.
 
 # %%
 import math
@@ -37,7 +43,17 @@ import time
 import matplotlib.pyplot as plt
 import torch
 
-from literate.seq2seq import EncoderDecoder, cross_attention_weights, transformer_lr
+try:  # the site's package, installed
+    from literate.seq2seq import EncoderDecoder, cross_attention_weights, transformer_lr
+except ImportError:  # or chapter 4's one file, next to this notebook
+    try:
+        from transformer2017 import (EncoderDecoder, cross_attention_weights,
+                                     transformer_lr)
+    except ImportError as error:
+        raise ImportError(
+            "this notebook needs the model of chapter 4: install the site's literate "
+            "package, or download transformer2017.py (chapter 4 links it) into the "
+            "notebook's directory") from error
 
 # One thread: at this size the work per operation is tiny, and a second thread costs
 # more in synchronisation than it saves (and loses badly when the machine is busy).
@@ -119,6 +135,9 @@ print(f"{sum(p.numel() for p in model.parameters()):,} parameters; "
 #
 # Each step: a fresh batch, the label-smoothed loss (`model.loss`,
 # $\epsilon_{ls} = 0.1$, PAD targets ignored), one Adam step, one step of the schedule.
+# The losses are kept as tensors and read once, after the loop, not with `loss.item()`
+# at every step, which would make Python wait for each step to finish (a host sync,
+# costly on a GPU).
 
 # %%
 model.train()
@@ -131,7 +150,8 @@ for step in range(STEPS):
     loss.backward()
     optimizer.step()
     schedule.step()
-    losses.append(loss.item())
+    losses.append(loss.detach())
+losses = torch.stack(losses).tolist()  # one read for all the steps
 train_seconds = time.perf_counter() - start
 print(f"{STEPS} steps in {train_seconds:.1f} s (measured in this run); "
       f"mean loss over the last 100 steps {sum(losses[-100:]) / 100:.3f}")
@@ -217,5 +237,6 @@ print("target position i reads source position", reads.tolist())
 print(f"the EOS row reads source position {int(weights[length].argmax())}; "
       f"the source's EOS is at {length}")
 assert reads.tolist() == list(range(length - 1, -1, -1))  # the anti-diagonal
+assert int(weights[length].argmax()) == length  # the EOS row reads the source's EOS
 print(f"trained in {train_seconds:.1f} s on one thread (measured in this run); "
       f"{accuracy:.1%} of held-out sequences reversed exactly")

@@ -83,9 +83,11 @@ FIGURES: dict[str, FigureSpec] = {
             "gpt2-prenorm-gradients",
             gpt2.gradient_figure,
             "Gradient norms of each FFN output weight at initialisation, pre-norm against "
-            "post-norm, in two rows: Xavier initialisation (post-norm's top gradient stays "
-            "level as the stack deepens, pre-norm's falls like one over the square root of "
-            "the depth) and GPT-2's own initialisation (the two arrangements nearly agree).",
+            "post-norm, in two rows: Xavier's initialisation with unit-variance inputs "
+            "(post-norm's top gradient stays level as the stack deepens, pre-norm's falls) "
+            "and GPT-2's own initialisation at its embeddings' scale (neither depends on "
+            "depth; pre-norm's gradients sit far above post-norm's; a dotted unit-input "
+            "control lies on post-norm's).",
         ),
         FigureSpec(
             "gpt2-tiny-lm-loss",

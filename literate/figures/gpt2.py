@@ -1,6 +1,7 @@
 """Figures of chapter 5: why GPT-2 normalises before each sublayer (gradients at
-initialisation, Xiong et al. 2020, sec. 3, under Xavier's and under GPT-2's own
-initialisation), and the tiny language model's loss curve.
+initialisation, Xiong et al. 2020, sec. 3: under Xavier's initialisation with
+unit-variance inputs, their setting, and under GPT-2's own initialisation at the scale
+of GPT-2's embeddings), and the tiny language model's loss curve.
 
 Plotting only: the measurements come from `literate.studies.gradient_study` and
 `literate.models.train_period_lm`, which the chapter's claims call too.
@@ -18,31 +19,39 @@ from matplotlib.figure import Figure
 from literate.figures.style import style, text
 from literate.golden import reference
 from literate.models import train_period_lm
-from literate.studies import INITS, NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS, gradient_study
+from literate.studies import (GPT2_INPUT_STD, NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS,
+                              gradient_study)
+
+# The rows of the gradient figure: (label key, init, input_std), and the control drawn
+# in the GPT-2 row: pre-norm under GPT-2's init with unit-variance inputs.
+GRADIENT_ROWS = (("xavier", "xavier", 1.0), ("gpt2", "gpt2", GPT2_INPUT_STD))
+CONTROL = ("gpt2", 1.0)
 
 GRADIENT_LABELS = {
     "en": {
-        "title_layers": "{init}: each layer's FFN gradient, $L = 12$",
-        "title_depth": "{init}: the top layer's gradient against $L$",
-        "xavier": "Xavier init",
-        "gpt2": "GPT-2 init",
-        "layer": "Layer (1 = next to the embeddings)",
+        "title_layers": "Each layer's FFN gradient, $L = 12$",
+        "title_depth": "The top layer's gradient against $L$",
+        "xavier": "Xavier's init, unit-variance input (Xiong et al.'s setting)",
+        "gpt2": "GPT-2's init, input RMS {std:.3f} (GPT-2's embeddings)",
+        "layer": "Layer (1 = next to the input)",
         "depth": "Number of layers $L$",
         "y": "$\\|\\partial \\mathcal{L} / \\partial W_2\\|_F$ at init",
         "pre": "pre-norm: $x + F(\\mathrm{LN}(x))$",
         "post": "post-norm: $\\mathrm{LN}(x + F(x))$",
+        "control": "pre-norm, input std 1 (control)",
         "slope": "slope of $1/\\sqrt{L}$",
     },
     "ru": {
-        "title_layers": "{init}: градиент FFN по слоям, $L = 12$",
-        "title_depth": "{init}: градиент верхнего слоя и $L$",
-        "xavier": "Xavier",
-        "gpt2": "GPT-2",
-        "layer": "Слой (1 — у эмбеддингов)",
+        "title_layers": "Градиент FFN по слоям, $L = 12$",
+        "title_depth": "Градиент верхнего слоя и $L$",
+        "xavier": "Инициализация Xavier, вход с дисперсией 1 (как у Xiong et al.)",
+        "gpt2": "Инициализация GPT-2, вход RMS {std:.3f} (эмбеддинги GPT-2)",
+        "layer": "Слой (1 — у входа)",
         "depth": "Число слоёв $L$",
         "y": "$\\|\\partial \\mathcal{L} / \\partial W_2\\|_F$ при инициализации",
         "pre": "pre-norm: $x + F(\\mathrm{LN}(x))$",
         "post": "post-norm: $\\mathrm{LN}(x + F(x))$",
+        "control": "pre-norm, вход std 1 (контроль)",
         "slope": "наклон $1/\\sqrt{L}$",
     },
 }
@@ -68,42 +77,54 @@ LOSS_LABELS = {
 
 
 def gradient_figure(*, language: str = "en", theme: str = "light") -> Figure:
-    """One row per initialisation (Xavier, then GPT-2's). Left: per-layer FFN gradient
-    norms in a 12-layer stack, pre versus post. Right: the top layer's gradient as the
-    stack deepens (Xiong et al. 2020, theorem 1, is about the Xavier row). The axes of
-    a column are shared, so the two rows compare directly."""
+    """One row per setting: Xavier's init with unit-variance inputs (Xiong et al.'s),
+    then GPT-2's init with inputs at the scale of GPT-2's embeddings, where the control
+    (pre-norm, GPT-2's init, unit-variance inputs) is drawn dotted. Left: per-layer FFN
+    gradient norms in a 12-layer stack, pre versus post. Right: the top layer's
+    gradient as the stack deepens (Xiong et al. 2020, theorem 1, is about the Xavier
+    row). One log scale for all four panels, so the rows compare directly."""
     t = text(GRADIENT_LABELS, language)
     with style(theme) as p:
-        fig, axes = plt.subplots(len(INITS), 2, figsize=(11.5, 8.4), layout="constrained",
-                                 sharey="col")
+        fig = plt.figure(figsize=(11.5, 8.8), layout="constrained")
+        rows = fig.subfigures(len(GRADIENT_ROWS), 1, hspace=0.06)
         layers = range(1, STUDY_LAYERS + 1)
         colours = {"pre": p.series[0], "post": p.series[1]}
-        for (left, right), init in zip(axes, INITS):
-            study = gradient_study(init)
+        for row, (key, init, input_std) in zip(rows, GRADIENT_ROWS):
+            left, right = row.subplots(1, 2, sharey=True)
+            row.suptitle(t[key].format(std=input_std), x=0.01, ha="left",
+                         fontsize=15, fontweight="bold")
+            study = gradient_study(init, input_std)
             for pos in NORM_POSITIONS:
                 left.plot(layers, study[pos][STUDY_LAYERS].ffn_grad, "o-",
                           color=colours[pos], label=t[pos])
                 top = [study[pos][depth].ffn_grad[-1] for depth in STUDY_DEPTHS]
                 right.plot(STUDY_DEPTHS, top, "o-", color=colours[pos], label=t[pos])
+            if init == CONTROL[0]:
+                control = gradient_study(*CONTROL)["pre"]
+                left.plot(layers, control[STUDY_LAYERS].ffn_grad, ":", color=p.ink,
+                          lw=1.6, label=t["control"])
+                right.plot(STUDY_DEPTHS, [control[d].ffn_grad[-1] for d in STUDY_DEPTHS],
+                           ":", color=p.ink, lw=1.6, label=t["control"])
             # The 1/sqrt(L) slope, through pre-norm's top gradient at L = 12.
             anchor = study["pre"][STUDY_LAYERS].ffn_grad[-1] * math.sqrt(STUDY_LAYERS)
             right.plot(STUDY_DEPTHS, [anchor / math.sqrt(d) for d in STUDY_DEPTHS], "--",
                        color=p.muted, lw=1.2, label=t["slope"])
-            left.set(xlabel=t["layer"], ylabel=t["y"], ylim=(0, None),
-                     title=t["title_layers"].format(init=t[init]))
+            left.set(xlabel=t["layer"], ylabel=t["y"], yscale="log",
+                     title=t["title_layers"])
             left.set_xticks(list(layers))
-            right.set(xscale="log", yscale="log", xlabel=t["depth"],
-                      title=t["title_depth"].format(init=t[init]))
+            right.set(xscale="log", xlabel=t["depth"],
+                      title=t["title_depth"])
             right.set_xticks(list(STUDY_DEPTHS), [str(d) for d in STUDY_DEPTHS])
-            right.minorticks_off()
-            ticks = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7]
-            right.set_yticks(ticks, [str(v) for v in ticks])
-            right.set_ylim(0.04, 1.0)
             for ax in (left, right):
+                ax.minorticks_off()
+                ticks = [0.1, 0.2, 0.5, 1, 2, 5]
+                ax.set_yticks(ticks, [str(v) for v in ticks])
+                ax.set_ylim(0.08, 9.0)
+                ax.title.set_fontsize(13)
                 ax.grid(alpha=0.6)
                 for spine in ("top", "right"):
                     ax.spines[spine].set_visible(False)
-            where = "lower left" if init == "xavier" else "upper right"  # clear of lines
+            where = "upper right" if init == "xavier" else "center right"  # clear of lines
             left.legend(loc=where)
             right.legend(loc=where)
     return fig
