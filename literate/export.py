@@ -157,8 +157,8 @@ def assemble(name: str) -> str:
     header = (f'"""{era.title}.\n\n'
               f"The code of {era.chapters} of Transformer Blocks, literate, as one file: the\n"
               "very sections the pages show and test, in dependency order, written by\n"
-              f"`python -m literate.export {name}`. It needs only Python >= 3.11 and torch >= 2.7.\n"
-              f"`python {name}.py` runs its self-check ({era.self_check}).\n"
+              f"`python -m literate.export {name}`. It needs only Python >= 3.11 and\n"
+              f"torch >= 2.7. `python {name}.py` runs its self-check ({era.self_check}).\n"
               '"""')
     main = (f'\n\n\nif __name__ == "__main__":\n    {era.self_check}()\n'
             f'    print("{name}.py: self-check passed")\n')
