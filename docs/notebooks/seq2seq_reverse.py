@@ -206,8 +206,10 @@ assert accuracy >= 0.99
 # may split between them), averaged over the four heads. Row $i$ is target position $i$
 # (the decoder predicting target token $i$), column $j$ is source position $j$. The
 # weight sits on the anti-diagonal: to write the $i$-th token of the reversal, the
-# decoder reads source position $L - 1 - i$. The last row, predicting EOS, puts its
-# largest weight on the source's EOS.
+# decoder reads source position $L - 1 - i$ (asserted below). Where the last row,
+# predicting EOS, looks is printed but not asserted: nothing in the task needs one
+# place (the decoder can tell it has written $L$ tokens from its own input), and it moved
+# between PyTorch versions in our runs.
 
 # %%
 n_tokens = (held_out_source != PAD).sum(dim=1) - 1  # [1000]: tokens before the EOS
@@ -237,6 +239,5 @@ print("target position i reads source position", reads.tolist())
 print(f"the EOS row reads source position {int(weights[length].argmax())}; "
       f"the source's EOS is at {length}")
 assert reads.tolist() == list(range(length - 1, -1, -1))  # the anti-diagonal
-assert int(weights[length].argmax()) == length  # the EOS row reads the source's EOS
 print(f"trained in {train_seconds:.1f} s on one thread (measured in this run); "
       f"{accuracy:.1%} of held-out sequences reversed exactly")
