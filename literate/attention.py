@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from literate.checks import (bool_tensor, choice, float_tensor, non_negative_int,
-                             positive_int)
+                             positive_float, positive_int)
 
 __all__ = [
     "AttentionResult",
@@ -167,18 +167,24 @@ def refuse_empty_rows(name: str, empty: Tensor) -> None:
 # --8<-- [start:scaled_dot_product_attention]
 def scaled_dot_product_attention(
         q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None, *,
-        empty_row: EmptyRowPolicy = "error") -> AttentionResult:
+        empty_row: EmptyRowPolicy = "error",
+        scale: float | None = None) -> AttentionResult:
     """softmax(q k^T / sqrt(d_k)) v over the allowed keys (`check_qkv` has the shapes).
 
     allowed: bool, broadcastable to [..., T_q, T_k], True = may attend; None = all.
     empty_row: a query with no allowed key raises ("error", the default) or gets zero
-    weights and a zero output ("zero", for padded queries). Half precision is computed
-    in float32; output and weights come back in the inputs' dtype.
+    weights and a zero output ("zero", for padded queries). scale: what multiplies
+    q k^T, 1 / sqrt(d_k) unless given (Gemma 3 gives its own). Half precision is
+    computed in float32; output and weights come back in the inputs' dtype.
     """
     check_qkv(q, k, v, allowed)
     empty_row = choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
     dtype = torch.promote_types(q.dtype, torch.float32)  # float16/bfloat16 -> float32
-    scores = q.to(dtype) @ k.to(dtype).transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = q.to(dtype) @ k.to(dtype).transpose(-2, -1)  # [..., T_q, T_k]
+    if scale is None:
+        scores = scores / math.sqrt(q.shape[-1])
+    else:
+        scores = scores * positive_float("scale", scale)
     if allowed is None:  # every key allowed: no row can be empty
         allowed = torch.ones((), dtype=torch.bool, device=q.device)
     elif empty_row == "error":

@@ -19,6 +19,7 @@ length, d model width.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import torch.nn.functional as F
@@ -26,10 +27,11 @@ from torch import Tensor, nn
 
 from literate.attention import EmptyRowPolicy
 from literate.cache import KVCache
-from literate.checks import positive_int, probability
-from literate.ffn import DenseFFN, gelu_tanh
+from literate.checks import positive_float, positive_int, probability
+from literate.ffn import DenseFFN, GatedFFN, gelu_tanh
 from literate.heads import MultiHeadAttention
-from literate.norms import LayerNorm
+from literate.norms import LayerNorm, RMSNorm, ZeroCentredRMSNorm
+from literate.positions import RotaryEmbedding
 
 __all__ = [
     "same_width",
@@ -40,6 +42,16 @@ __all__ = [
     "encoder_layer_2017",
     "decoder_layer_2017",
     "gpt2_block",
+    "SandwichBlock",
+    "OutputNormBlock",
+    "ParallelBlock",
+    "llama_block",
+    "qwen3_block",
+    "olmo2_block",
+    "gemma3_block",
+    "gptj_block",
+    "neox_block",
+    "cohere_block",
 ]
 
 
@@ -167,6 +179,80 @@ class PostNormBlock(nn.Module):
 # --8<-- [end:post_norm_block]
 
 
+# --8<-- [start:sandwich_block]
+class SandwichBlock(nn.Module):
+    """Gemma 3's "sandwich": a norm before *and* after each sublayer, inside the
+    residual. x = x + N2(Attn(N1(x))); x = x + N4(FFN(N3(x))). The output norms keep
+    what each sublayer adds to the stream at a fixed scale."""
+
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
+                 norm2: nn.Module, norm3: nn.Module, norm4: nn.Module, *,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2,
+                                  norm3=norm3, norm4=norm4)
+        self.attn, self.ffn = attn, ffn
+        self.norm1, self.norm2, self.norm3, self.norm4 = norm1, norm2, norm3, norm4
+        self.dropout = nn.Dropout(probability("dropout", dropout))
+
+    def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
+                cache: KVCache | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
+        a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
+                      empty_row=empty_row)
+        x = x + self.dropout(self.norm2(a))
+        return x + self.dropout(self.norm4(self.ffn(self.norm3(x))))
+# --8<-- [end:sandwich_block]
+
+
+# --8<-- [start:output_norm_block]
+class OutputNormBlock(nn.Module):
+    """OLMo 2's placement: each sublayer reads the stream as it is and its output is
+    normalised before it is added. x = x + N1(Attn(x)); x = x + N2(FFN(x))."""
+
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
+                 norm2: nn.Module, *, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2)
+        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.dropout = nn.Dropout(probability("dropout", dropout))
+
+    def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
+                cache: KVCache | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
+        a = self.attn(x, causal=True, key_valid=key_valid, cache=cache,
+                      empty_row=empty_row)
+        x = x + self.dropout(self.norm1(a))
+        return x + self.dropout(self.norm2(self.ffn(x)))
+# --8<-- [end:output_norm_block]
+
+
+# --8<-- [start:parallel_block]
+class ParallelBlock(nn.Module):
+    """The parallel residual (GPT-J, GPT-NeoX, PaLM, Cohere): attention and FFN both
+    read the block's input and their outputs are added together.
+    x = x + Attn(N1(x)) + FFN(N2(x)); with norm2=None the FFN reads N1(x) too, one
+    norm for both (GPT-J, PaLM, Cohere); GPT-NeoX has two."""
+
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
+                 norm2: nn.Module | None = None, *, dropout: float = 0.0) -> None:
+        super().__init__()
+        parts = {"attn": attn, "ffn": ffn, "norm1": norm1}
+        self.d_model = same_width(**parts, **({} if norm2 is None else {"norm2": norm2}))
+        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.dropout = nn.Dropout(probability("dropout", dropout))
+
+    def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
+                cache: KVCache | None = None,
+                empty_row: EmptyRowPolicy = "error") -> Tensor:
+        h = self.norm1(x)
+        a = self.attn(h, causal=True, key_valid=key_valid, cache=cache,
+                      empty_row=empty_row)
+        f = self.ffn(h if self.norm2 is None else self.norm2(x))
+        return x + self.dropout(a) + self.dropout(f)
+# --8<-- [end:parallel_block]
+
+
 # --8<-- [start:builders_2017]
 def encoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.1,
                        eps: float = 1e-5) -> PostNormEncoderLayer:
@@ -212,3 +298,109 @@ def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None,
         dropout=dropout,
     )
 # --8<-- [end:builder_gpt2]
+
+
+# --8<-- [start:builders_modern]
+def llama_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
+                rope_base: float = 10_000.0, eps: float = 1e-5) -> PreNormBlock:
+    """Llama 2 and 3, Mistral (Touvron et al. 2023a, b; Dubey et al. 2024): pre-norm
+    RMSNorm, grouped-query attention with RoPE, SwiGLU, no biases anywhere."""
+    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    return PreNormBlock(
+        MultiHeadAttention(d_model, n_heads, n_kv_heads,
+                           rope=RotaryEmbedding(d_head, base=rope_base)),
+        GatedFFN(d_model, d_ff, F.silu),
+        RMSNorm(d_model, eps=eps),
+        RMSNorm(d_model, eps=eps),
+    )
+
+
+def qwen3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
+                d_head: int, rope_base: float = 1_000_000.0,
+                eps: float = 1e-6) -> PreNormBlock:
+    """Qwen3: Llama's block with QK-norm, an RMSNorm of each head's q and k before
+    RoPE, and heads of their own width."""
+    return PreNormBlock(
+        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                           rope=RotaryEmbedding(d_head, base=rope_base),
+                           q_norm=RMSNorm(d_head, eps=eps), k_norm=RMSNorm(d_head, eps=eps)),
+        GatedFFN(d_model, d_ff, F.silu),
+        RMSNorm(d_model, eps=eps),
+        RMSNorm(d_model, eps=eps),
+    )
+
+
+def olmo2_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
+                rope_base: float = 500_000.0, eps: float = 1e-6) -> OutputNormBlock:
+    """OLMo 2: QK-norm over the whole q and k projections (before the heads are
+    split) and the norm on each sublayer's output, inside the residual."""
+    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    d_kv = positive_int("n_kv_heads", n_kv_heads) * d_head
+    return OutputNormBlock(
+        MultiHeadAttention(d_model, n_heads, n_kv_heads,
+                           rope=RotaryEmbedding(d_head, base=rope_base),
+                           q_norm=RMSNorm(d_model, eps=eps), k_norm=RMSNorm(d_kv, eps=eps)),
+        GatedFFN(d_model, d_ff, F.silu),
+        RMSNorm(d_model, eps=eps),
+        RMSNorm(d_model, eps=eps),
+    )
+
+
+def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
+                 d_head: int, query_pre_attn_scalar: float, rope_base: float = 1_000_000.0,
+                 eps: float = 1e-6) -> SandwichBlock:
+    """Gemma 3 (a global-attention layer): the sandwich of zero-centred RMSNorms,
+    QK-norm per head, scores scaled by query_pre_attn_scalar^-1/2, GeGLU."""
+    norm = partial(ZeroCentredRMSNorm, eps=eps)
+    return SandwichBlock(
+        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                           rope=RotaryEmbedding(d_head, base=rope_base),
+                           q_norm=norm(d_head), k_norm=norm(d_head),
+                           scale=positive_float("query_pre_attn_scalar",
+                                                query_pre_attn_scalar) ** -0.5),
+        GatedFFN(d_model, d_ff, gelu_tanh),
+        norm(d_model), norm(d_model), norm(d_model), norm(d_model),
+    )
+
+
+def gptj_block(d_model: int, n_heads: int, d_ff: int, *, rotary_dim: int,
+               eps: float = 1e-5) -> ParallelBlock:
+    """GPT-J (Wang & Komatsuzaki 2021): the parallel residual with one LayerNorm, RoPE
+    on the first `rotary_dim` coordinates of each head, interleaved, no attention
+    biases, a dense GELU FFN with biases."""
+    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    return ParallelBlock(
+        MultiHeadAttention(d_model, n_heads, rope=RotaryEmbedding(
+            d_head, rotary_dim=rotary_dim, layout="interleaved")),
+        DenseFFN(d_model, d_ff, gelu_tanh, bias=True),
+        LayerNorm(d_model, eps=eps),
+    )
+
+
+def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.25,
+               rope_base: float = 10_000.0, eps: float = 1e-5) -> ParallelBlock:
+    """GPT-NeoX (Black et al. 2022) with `use_parallel_residual`: two LayerNorms, RoPE
+    rotate-half on the first `rotary_pct` of each head, biases, exact GELU."""
+    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    rotary_dim = int(d_head * positive_float("rotary_pct", rotary_pct))
+    return ParallelBlock(
+        MultiHeadAttention(d_model, n_heads, bias=True, rope=RotaryEmbedding(
+            d_head, base=rope_base, rotary_dim=rotary_dim)),
+        DenseFFN(d_model, d_ff, F.gelu, bias=True),
+        LayerNorm(d_model, eps=eps),
+        LayerNorm(d_model, eps=eps),
+    )
+
+
+def cohere_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
+                 rope_base: float = 10_000.0, eps: float = 1e-5) -> ParallelBlock:
+    """Cohere (Command R): the parallel residual with one bias-free LayerNorm, RoPE
+    interleaved, SwiGLU, no biases."""
+    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    return ParallelBlock(
+        MultiHeadAttention(d_model, n_heads, n_kv_heads, rope=RotaryEmbedding(
+            d_head, base=rope_base, layout="interleaved")),
+        GatedFFN(d_model, d_ff, F.silu),
+        LayerNorm(d_model, eps=eps, bias=False),
+    )
+# --8<-- [end:builders_modern]

@@ -51,7 +51,7 @@ ATTENTION = (  # chapters 1-3, in reading order
     ("positions", "sinusoidal_shift"), ("positions", "learned_positions"),
     ("positions", "rope_cache"), ("positions", "rotate_half"), ("positions", "check_rope"),
     ("positions", "apply_rope"), ("positions", "apply_rope_interleaved"),
-    ("positions", "interleaved_to_half_permutation"),
+    ("positions", "interleaved_to_half_permutation"), ("positions", "rotary_embedding"),
     ("heads", "split_heads"), ("heads", "merge_heads"), ("heads", "grouped_attention"),
     ("heads", "fused_attention"), ("heads", "attention_allowed"), ("cache", "kv_cache"),
     ("heads", "checks"), ("heads", "multi_head_attention"), ("heads", "packed_qkv"),
@@ -137,7 +137,7 @@ def _imports(modules: list[str], code: str) -> list[str]:
                     if (alias.asname or alias.name) in used:
                         entry = alias.name + (f" as {alias.asname}" if alias.asname else "")
                         froms.setdefault(stmt.module, set()).add(entry)
-    lines = [f"import {m}" if False else s for s in sorted(plain)]
+    lines = sorted(plain)
     lines += [f"from {m} import {', '.join(sorted(names))}" for m, names in sorted(froms.items())]
     stdlib = sorted(s for s in lines if not s.split()[1].startswith("torch"))
     torch_ = sorted(s for s in lines if s.split()[1].startswith("torch"))

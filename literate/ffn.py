@@ -19,9 +19,9 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.checks import boolean, features, positive_int
+from literate.checks import boolean, features, positive_float, positive_int
 
-__all__ = ["DenseFFN", "GatedFFN", "gelu_tanh", "check_activation"]
+__all__ = ["DenseFFN", "GatedFFN", "gelu_tanh", "check_activation", "llama_ffn_width"]
 
 # --8<-- [start:gelu_tanh]
 # GPT-2's GELU is the tanh approximation (Hendrycks & Gimpel 2016, sec. 2).
@@ -79,3 +79,17 @@ class GatedFFN(nn.Module):
         x = features("x", x, width=self.d_model, like=self.down_proj.weight)
         return self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x))
 # --8<-- [end:gated_ffn]
+
+
+# --8<-- [start:llama_ffn_width]
+def llama_ffn_width(d_model: int, *, multiple_of: int = 256,
+                    ffn_dim_multiplier: float | None = None) -> int:
+    """The hidden width of Llama's SwiGLU (Meta's reference code): 2/3 of 4 d, so that
+    three matrices hold as many numbers as a dense FFN's two of 4 d, times an optional
+    multiplier, rounded up to a multiple of `multiple_of`."""
+    multiple_of = positive_int("multiple_of", multiple_of)
+    hidden = int(2 * 4 * positive_int("d_model", d_model) / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(positive_float("ffn_dim_multiplier", ffn_dim_multiplier) * hidden)
+    return multiple_of * -(-hidden // multiple_of)  # ceil(hidden / multiple_of)
+# --8<-- [end:llama_ffn_width]

@@ -47,9 +47,10 @@ from literate.checks import (
     features,
     float_tensor,
     non_negative_int,
+    positive_float,
     positive_int,
 )
-from literate.positions import apply_rope, base_above_one, rope_cache
+from literate.positions import RotaryEmbedding, base_above_one
 
 __all__ = [
     "split_heads",
@@ -92,7 +93,8 @@ def merge_heads(x: Tensor) -> Tensor:
 
 # --8<-- [start:grouped_attention]
 def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
-                      *, empty_row: EmptyRowPolicy = "error") -> AttentionResult:
+                      *, empty_row: EmptyRowPolicy = "error",
+                      scale: float | None = None) -> AttentionResult:
     """Chapter 1's attention where H query heads share H_kv key/value heads (GQA).
 
     q [B, H, T_q, d_head]; k [B, H_kv, T_k, d_head]; v [B, H_kv, T_k, d_v]; H = G H_kv.
@@ -103,7 +105,7 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
     K and V are never copied G times: a group's G query heads are stacked along the
     query axis, q [B, H_kv, G * T_q, d_head], so q and k have the same leading axes and
     the matmul has nothing to broadcast. Returns per-head output [B, H, T_q, d_v],
-    weights and scores [B, H, T_q, T_k].
+    weights and scores [B, H, T_q, T_k]. `scale` as in scaled_dot_product_attention.
     """
     q, k, v = (float_tensor(n, t, ndim=4) for n, t in (("q", q), ("k", k), ("v", v)))
     (b, h, t_q, d_head), (h_kv, t_k) = q.shape, k.shape[1:3]
@@ -119,7 +121,7 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
             refuse_empty_rows("allowed", ~allowed.any(dim=-1))
         allowed = allowed.reshape(b, h_kv, g * t_q, t_k)  # stacked like q below
     q = q.reshape(b, h_kv, g * t_q, d_head)  # a group's queries, stacked
-    r = scaled_dot_product_attention(q, k, v, allowed, empty_row="zero")  # see above
+    r = scaled_dot_product_attention(q, k, v, allowed, empty_row="zero", scale=scale)
     return AttentionResult(
         output=r.output.reshape(b, h, t_q, -1),  # [B, H, T_q, d_v]
         weights=r.weights.reshape(b, h, t_q, t_k),  # [B, H, T_q, T_k]
@@ -131,24 +133,25 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
 
 # --8<-- [start:fused_attention]
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
-                    *, is_causal: bool = False) -> Tensor:
+                    *, is_causal: bool = False, scale: float | None = None) -> Tensor:
     """The output of `grouped_attention` (shapes as there), from PyTorch's fused kernel:
     one call that never stores the [T_q, T_k] weights. `is_causal=True` (no `allowed`)
     asks the kernel for the square causal mask itself. A query row that `allowed`
     leaves empty gets a zero output, as with `empty_row="zero"`, on every torch version
-    (the kernel alone gives NaN or 0 there, depending on the version).
+    (the kernel alone gives NaN or 0 there, depending on the version). `scale`: the
+    score scale, 1 / sqrt(d_head) if None.
     """
     gqa = q.shape[1] != k.shape[1]  # H query heads read H_kv < H key/value heads
     if is_causal and allowed is not None:
         raise ValueError("pass allowed or is_causal=True, not both")
     if allowed is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal,
-                                              enable_gqa=gqa)
+                                              scale=scale, enable_gqa=gqa)
     empty = ~allowed.any(dim=-1, keepdim=True)  # [..., T_q, 1]: a row with no key
     # An empty row may read every key (so the kernel has something to average), and
     # its output is then zeroed.
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | empty,
-                                         enable_gqa=gqa)
+                                         scale=scale, enable_gqa=gqa)
     return out.masked_fill(empty, 0.0)  # [B, H, T_q, d_v]
 # --8<-- [end:fused_attention]
 
@@ -180,14 +183,15 @@ def attention_allowed(t_q: int, t_k: int, *, causal: bool, query_offset: int = 0
 
 
 # --8<-- [start:checks]
-def head_counts(d_model: int, n_heads: int,
-                n_kv_heads: int | None) -> tuple[int, int, int]:
-    """Validated (d_model, n_heads, n_kv_heads); n_kv_heads=None means n_heads (MHA)."""
+def head_counts(d_model: int, n_heads: int, n_kv_heads: int | None,
+                d_head: int | None = None) -> tuple[int, int, int, int]:
+    """Validated (d_model, n_heads, n_kv_heads, d_head); n_kv_heads=None means n_heads
+    (MHA); d_head=None means d_model // n_heads, which must then divide evenly."""
     d_model = positive_int("d_model", d_model)
     n_heads = positive_int("n_heads", n_heads)
     n_kv_heads = (n_heads if n_kv_heads is None
                   else positive_int("n_kv_heads", n_kv_heads))
-    if d_model % n_heads:
+    if d_head is None and d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}: a "
                          f"floored d_head would attend in "
                          f"{n_heads * (d_model // n_heads)} of {d_model} dims without "
@@ -196,7 +200,48 @@ def head_counts(d_model: int, n_heads: int,
         raise ValueError(f"n_heads={n_heads} must be divisible by "
                          f"n_kv_heads={n_kv_heads}: every key/value head serves the "
                          "same number of query heads")
-    return d_model, n_heads, n_kv_heads
+    d_head = d_model // n_heads if d_head is None else positive_int("d_head", d_head)
+    return d_model, n_heads, n_kv_heads, d_head
+
+
+def rotary_part(rope: object, base: object, d_head: int) -> RotaryEmbedding | None:
+    """The layer's RoPE part: None, RotaryEmbedding(d_head, base) for rope=True, or the
+    RotaryEmbedding given (for this d_head, with its own base)."""
+    if isinstance(rope, RotaryEmbedding):
+        if rope.d_head != d_head or base is not None:
+            raise ValueError(f"rope is a RotaryEmbedding for d_head={rope.d_head}, "
+                             f"with its own base; the layer has d_head={d_head} and "
+                             f"rope_base={base}")
+        return rope
+    if boolean("rope", rope):
+        base = 10_000.0 if base is None else base_above_one("rope_base", base)
+        if d_head % 2:
+            raise ValueError(f"rope=True needs an even d_head (pairs rotate), "
+                             f"got {d_head}")
+        return RotaryEmbedding(d_head, base=base)
+    if base is not None:
+        raise ValueError("rope_base is given but rope=False")
+    return None
+
+
+def qk_norm_scope(q_norm: object, k_norm: object,
+                  layer: "MultiHeadAttention") -> str | None:
+    """Where QK-norm goes, read from the norms' widths: "head" (width d_head, each
+    head alone), "projection" (the widths of q_proj and k_proj, before the split), or
+    None (no norms)."""
+    if q_norm is None and k_norm is None:
+        return None
+    d_head = layer.d_head
+    d_q, d_kv = layer.n_heads * d_head, layer.n_kv_heads * d_head
+    widths = tuple(getattr(n, "d_model", None) for n in (q_norm, k_norm))
+    if not all(isinstance(n, nn.Module) for n in (q_norm, k_norm)):
+        raise TypeError("q_norm and k_norm must both be modules (norms), or both None")
+    if widths == (d_head, d_head):
+        return "head"
+    if widths == (d_q, d_kv):
+        return "projection"
+    raise ValueError(f"q_norm and k_norm have widths {widths}: per head they are "
+                     f"({d_head}, {d_head}), over the projections ({d_q}, {d_kv})")
 
 
 def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
@@ -221,7 +266,7 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
         if memory.ndim != 3 or memory.shape[0] != b or memory.shape[1] == 0:
             raise ValueError(f"memory must be [B={b}, S >= 1, d], "
                              f"got {tuple(memory.shape)}")
-        if layer.rope:
+        if layer.rope is not None:
             raise ValueError("cross-attention (memory given) on a layer built with "
                              "rope=True: the target and the source are two sequences "
                              "and one rotation offset cannot place both; build the "
@@ -276,49 +321,43 @@ class MultiHeadAttention(nn.Module):
 
     Self-attention: `attn(x, causal=...)`; cross-attention: `attn(x, memory,
     causal=False)`, queries from x [B, T, d], keys and values from memory [B, S, d].
-    `rope=True` rotates q and k (never v) at their absolute positions (Su et al. 2021);
     `cache=` a KVCache for decoding. Projections are named as in Hugging Face's Llama.
+    Parts and numbers the newer blocks change (chapter 7):
+
+    - rope: a RotaryEmbedding that turns q and k (never v) at their absolute positions
+      (Su et al. 2021); `rope=True` is `RotaryEmbedding(d_head, base=rope_base)`;
+    - q_norm, k_norm: QK-norm, a norm of width d_head applied to each head (Qwen3,
+      Gemma 3) or of the projection's width applied before the split (OLMo 2);
+    - d_head: the head width, d_model // n_heads unless given (Gemma 3 and Qwen3's
+      small models project to n_heads * d_head != d_model);
+    - scale: the score scale, 1 / sqrt(d_head) unless given (Gemma 3).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *,
-                 bias: bool = False, rope: bool = False,
-                 rope_base: float = 10_000.0) -> None:
+                 d_head: int | None = None, bias: bool = False,
+                 rope: bool | RotaryEmbedding = False, rope_base: float | None = None,
+                 q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
+                 scale: float | None = None) -> None:
         super().__init__()
-        d_model, n_heads, n_kv_heads = head_counts(d_model, n_heads, n_kv_heads)
+        d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
+                                                           d_head)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.d_head = d_model // n_heads
-        self.rope = boolean("rope", rope)
-        self.rope_base = base_above_one("rope_base", rope_base)
-        if rope and self.d_head % 2:
-            raise ValueError(f"rope=True needs an even d_head (pairs rotate), "
-                             f"got {self.d_head}")
-        bias, d_kv = boolean("bias", bias), n_kv_heads * self.d_head
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_q: H heads of d_head
+        self.d_head = d_head
+        self.rope = rotary_part(rope, rope_base, self.d_head)
+        self.qk_norm = qk_norm_scope(q_norm, k_norm, self)  # None, "head", "projection"
+        self.q_norm, self.k_norm = q_norm, k_norm
+        self.scale = None if scale is None else positive_float("scale", scale)
+        bias, d_q, d_kv = boolean("bias", bias), n_heads * d_head, n_kv_heads * d_head
+        self.q_proj = nn.Linear(d_model, d_q, bias=bias)  # W_q: H heads of d_head
         self.k_proj = nn.Linear(d_model, d_kv, bias=bias)  # W_k: only H_kv heads
         self.v_proj = nn.Linear(d_model, d_kv, bias=bias)  # W_v: only H_kv heads
-        self.o_proj = nn.Linear(d_model, d_model, bias=bias)  # W_o mixes the heads
-        # RoPE's cos and sin tables, made once and grown when a longer input comes.
-        self.register_buffer("rope_cos", torch.zeros(0, self.d_head), persistent=False)
-        self.register_buffer("rope_sin", torch.zeros(0, self.d_head), persistent=False)
+        self.o_proj = nn.Linear(d_q, d_model, bias=bias)  # W_o mixes the heads
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty cache for this layer: n_kv_heads heads of d_head, never n_heads."""
         w = self.k_proj.weight
         return KVCache(batch, self.n_kv_heads, capacity, self.d_head, dtype=w.dtype,
                        device=w.device)
-
-    def rope_tables(self, length: int) -> tuple[Tensor, Tensor]:
-        """cos and sin [>= length, d_head], in float32 (apply_rope casts them to the
-        input's dtype, as Hugging Face does): computed at the first call, and again only
-        when a longer input comes (then for twice the length) or when `.to()` changed
-        their dtype (`.double()` after a bfloat16 call would keep bfloat16 rounding)."""
-        current = self.rope_cos.shape[0]
-        if length > current or self.rope_cos.dtype != torch.float32:
-            n = current if length <= current else max(length, 2 * current)
-            cos, sin = rope_cache(n, self.d_head, base=self.rope_base,
-                                  device=self.rope_cos.device)  # float32
-            self.rope_cos, self.rope_sin = cos, sin
-        return self.rope_cos, self.rope_sin
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, causal: bool,
                 key_valid: Tensor | None = None, cache: KVCache | None = None,
@@ -342,24 +381,29 @@ class MultiHeadAttention(nn.Module):
             rows = allowed.expand(x.shape[0], 1, t_q, t_k)  # [B, 1, T_q, T_k], a view
             refuse_empty_rows("causal and key_valid", ~rows.any(dim=-1)[:, 0])
         source = x if memory is None else memory  # where keys and values come from
-        q = split_heads(self.q_proj(x), self.n_heads)  # [B, H, T_q, d_head]
-        k = split_heads(self.k_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_h]
-        v = split_heads(self.v_proj(source), self.n_kv_heads)  # [B, H_kv, T_new, d_h]
-        if self.rope:  # positions start .. start + T_q - 1, for q and new k; never v
-            cos, sin = self.rope_tables(start + t_q)
-            q = apply_rope(q, cos, sin, offset=start)
-            k = apply_rope(k, cos, sin, offset=start)  # rotated before it is cached
+        q, k, v = self.q_proj(x), self.k_proj(source), self.v_proj(source)
+        if self.qk_norm == "projection":  # OLMo 2: all heads at once, before the split
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = split_heads(q, self.n_heads)  # [B, H, T_q, d_head]
+        k = split_heads(k, self.n_kv_heads)  # [B, H_kv, T_new, d_head]
+        v = split_heads(v, self.n_kv_heads)  # [B, H_kv, T_new, d_head]
+        if self.qk_norm == "head":  # Qwen3, Gemma 3: each head on its own
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None:  # positions start .. start + T_q - 1; never v
+            q = self.rope(q, offset=start)
+            k = self.rope(k, offset=start)  # rotated before it is cached
         if cache is not None:
             cache.bind(self)  # one cache, one layer
             k, v = cache.append(k, v)  # [B, H_kv, T_k, d_head]: every key so far
         if return_weights:  # the transparent path of chapter 1
             # empty rows were refused above, or are wanted: "zero"
-            result = grouped_attention(q, k, v, allowed, empty_row="zero")
+            result = grouped_attention(q, k, v, allowed, empty_row="zero",
+                                       scale=self.scale)
             out, weights = result.output, result.weights
         elif causal and key_valid is None and t_q == t_k:  # the kernel builds the mask
-            out = fused_attention(q, k, v, is_causal=True)
+            out = fused_attention(q, k, v, is_causal=True, scale=self.scale)
         else:
-            out = fused_attention(q, k, v, allowed)  # [B, H, T_q, d_head]
+            out = fused_attention(q, k, v, allowed, scale=self.scale)  # [B, H, T_q, d]
         out = self.o_proj(merge_heads(out))  # [B, T_q, d]
         return (out, weights) if return_weights else out
 # --8<-- [end:multi_head_attention]

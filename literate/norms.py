@@ -18,9 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.checks import features, float_tensor, positive_float, positive_int
+from literate.checks import (boolean, features, float_tensor, positive_float,
+                             positive_int)
 
-__all__ = ["LayerNorm", "RMSNorm", "layer_norm", "rms_norm"]
+__all__ = ["LayerNorm", "RMSNorm", "ZeroCentredRMSNorm", "layer_norm", "rms_norm"]
 
 
 # --8<-- [start:layer_norm]
@@ -61,14 +62,16 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 class LayerNorm(nn.Module):
     """`layer_norm` as a layer, with a learned gain (ones) and bias (zeros); it runs
     PyTorch's fused `F.layer_norm`, proven equal to the formula. `eps` defaults to 1e-5
-    as in `torch.nn.LayerNorm` (GPT-2 uses 1e-5 too)."""
+    as in `torch.nn.LayerNorm` (GPT-2 uses 1e-5 too); `bias=False` drops the shift."""
 
-    def __init__(self, d_model: int, *, eps: float = 1e-5) -> None:
+    def __init__(self, d_model: int, *, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         self.d_model = positive_int("d_model", d_model)
         self.eps = positive_float("eps", eps)
         self.weight = nn.Parameter(torch.ones(self.d_model))
-        self.bias = nn.Parameter(torch.zeros(self.d_model))
+        # Cohere's LayerNorm has no bias: the mean is still taken out.
+        self.bias = nn.Parameter(torch.zeros(self.d_model)) if boolean("bias", bias) \
+            else None
 
     def forward(self, x: Tensor) -> Tensor:
         x = features("x", x, width=self.d_model, like=self.weight)
@@ -92,3 +95,24 @@ class RMSNorm(nn.Module):
         x = features("x", x, width=self.d_model, like=self.weight)
         return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
 # --8<-- [end:rms_norm_module]
+
+
+# --8<-- [start:zero_centred_rms_norm]
+class ZeroCentredRMSNorm(nn.Module):
+    """RMSNorm whose gain is stored as 1 + w, with w initialised to zeros (Gemma): at
+    initialisation the layer is the plain normalisation, and weight decay pulls the
+    gain towards 1, not 0. Computed in float32 or wider, 1 + w included: in bfloat16,
+    1 + w would round every w below 2^-8 away (the gain's 8 significant bits)."""
+
+    def __init__(self, d_model: int, *, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.d_model = positive_int("d_model", d_model)
+        self.eps = positive_float("eps", eps)
+        self.weight = nn.Parameter(torch.zeros(self.d_model))  # the gain is 1 + weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = features("x", x, width=self.d_model, like=self.weight)
+        dtype = torch.promote_types(x.dtype, torch.float32)  # at least float32
+        gain = 1.0 + self.weight.to(dtype)
+        return F.rms_norm(x.to(dtype), (self.d_model,), gain, self.eps).to(x.dtype)
+# --8<-- [end:zero_centred_rms_norm]

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from literate.checks import (
+    choice,
     features,
     float_dtype,
     float_tensor,
@@ -44,6 +45,8 @@ __all__ = [
     "apply_rope",
     "apply_rope_interleaved",
     "interleaved_to_half_permutation",
+    "ROPE_LAYOUTS",
+    "RotaryEmbedding",
 ]
 
 # --8<-- [start:checks]
@@ -264,6 +267,55 @@ def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *,
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # [..., T, d]
 # --8<-- [end:apply_rope_interleaved]
+
+
+# --8<-- [start:rotary_embedding]
+ROPE_LAYOUTS = ("half", "interleaved")
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE as a part of an attention layer: rotates the first `rotary_dim` coordinates
+    of every head (all of them by default; GPT-J and GPT-NeoX turn only a slice) at
+    their absolute positions, in the rotate-half layout (GPT-NeoX, Llama) or the
+    interleaved one (RoFormer, GPT-J, Cohere); the rest pass through. The cos and sin
+    tables are float32 buffers, made at the first call and again only for a longer
+    input (then twice as long) or after `.to()` changed their dtype.
+    """
+
+    def __init__(self, d_head: int, *, base: float = 10_000.0,
+                 rotary_dim: int | None = None, layout: str = "half") -> None:
+        super().__init__()
+        self.d_head = positive_int("d_head", d_head)
+        rotary_dim = d_head if rotary_dim is None else rotary_dim
+        if even_int("rotary_dim", rotary_dim) > d_head:
+            raise ValueError(f"rotary_dim={rotary_dim} must be <= d_head={d_head}")
+        self.rotary_dim, self.base = rotary_dim, base_above_one("base", base)
+        self.layout = choice("layout", layout, ROPE_LAYOUTS)
+        self.register_buffer("cos", torch.zeros(0, rotary_dim), persistent=False)
+        self.register_buffer("sin", torch.zeros(0, rotary_dim), persistent=False)
+
+    def tables(self, length: int) -> tuple[Tensor, Tensor]:
+        """cos and sin [>= length, rotary_dim], float32 (cast at use, as HF does)."""
+        current = self.cos.shape[0]
+        if length > current or self.cos.dtype != torch.float32:
+            n = current if length <= current else max(length, 2 * current)
+            self.cos, self.sin = rope_cache(n, self.rotary_dim, base=self.base,
+                                            device=self.cos.device)
+        return self.cos, self.sin
+
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
+        """x [..., T, d_head] at positions offset .. offset + T - 1 -> rotated x."""
+        if float_tensor("x", x).ndim < 2 or x.shape[-1] != self.d_head:
+            raise ValueError(f"x must be [..., T, d_head={self.d_head}], "
+                             f"got {tuple(x.shape)}")
+        offset = non_negative_int("offset", offset)
+        cos, sin = self.tables(offset + x.shape[-2])
+        turn = apply_rope if self.layout == "half" else apply_rope_interleaved
+        if self.rotary_dim == self.d_head:
+            return turn(x, cos, sin, offset=offset)
+        rotated, rest = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
+        return torch.cat((turn(rotated, cos, sin, offset=offset), rest), dim=-1)
+# --8<-- [end:rotary_embedding]
 
 
 # --8<-- [start:interleaved_to_half_permutation]

@@ -42,7 +42,7 @@ def twin_eps(ours: PostNormEncoderLayer | PostNormDecoderLayer) -> float:
         if attn.n_kv_heads != attn.n_heads:
             raise ValueError(f"{name} has n_kv_heads={attn.n_kv_heads} != n_heads="
                              f"{attn.n_heads}: nn.MultiheadAttention has no GQA or MQA")
-        if attn.rope:
+        if attn.rope is not None:
             raise ValueError(f"{name} uses RoPE: nn.MultiheadAttention rotates nothing")
         if attn.q_proj.bias is None:
             raise ValueError(f"{name} has no biases: the 2017 twin has them everywhere")

@@ -286,7 +286,7 @@ def test_d12_cross_attention_refuses_rope_and_a_cache():
         plain(x, memory, causal=False, start_pos=2)
     assert plain(x, memory, causal=False).shape == (1, 4, D)  # plain cross-attention works
     dec = decoder(seed=34)
-    assert dec.cross_attn.rope is False
+    assert dec.cross_attn.rope is None
 
 
 def test_d14_the_decoder_layer_is_causal_by_construction():

@@ -239,9 +239,9 @@ def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent
     calls = []
     fused, transparent = heads_module.fused_attention, heads_module.grouped_attention
 
-    def spy_fused(q, k, v, allowed=None, *, is_causal=False):
+    def spy_fused(q, k, v, allowed=None, *, is_causal=False, scale=None):
         calls.append(("fused", allowed is None, is_causal))
-        return fused(q, k, v, allowed, is_causal=is_causal)
+        return fused(q, k, v, allowed, is_causal=is_causal, scale=scale)
 
     def spy_transparent(q, k, v, allowed=None, **kwargs):
         calls.append(("transparent", allowed is None, kwargs.get("empty_row")))

@@ -761,7 +761,8 @@ def test_d15_rope_tables_follow_the_layer_dtype():
 
 
 def count_rope_cache_calls(monkeypatch) -> list[int]:
-    """Record the length of every table heads.MultiHeadAttention computes."""
+    """Record the length of every table a layer's RotaryEmbedding computes."""
+    import literate.positions as positions_module
     from literate.positions import rope_cache
 
     lengths = []
@@ -770,7 +771,7 @@ def count_rope_cache_calls(monkeypatch) -> list[int]:
         lengths.append(length)
         return rope_cache(length, *args, **kwargs)
 
-    monkeypatch.setattr(heads_module, "rope_cache", spy)
+    monkeypatch.setattr(positions_module, "rope_cache", spy)
     return lengths
 
 
@@ -779,13 +780,13 @@ def test_rope_tables_are_computed_once_and_the_same_buffers_serve_shorter_calls(
 
     lengths = count_rope_cache_calls(monkeypatch)
     m = layer(190, 32, 4, 2, rope=True)  # float64, d_head 8
-    assert m.rope_cos.shape == m.rope_sin.shape == (0, 8)  # nothing computed before a call
-    cos, sin = m.rope_tables(6)
+    assert m.rope.cos.shape == m.rope.sin.shape == (0, 8)  # nothing computed before a call
+    cos, sin = m.rope.tables(6)
     assert cos.shape == sin.shape == (6, 8) and cos.dtype == torch.float32  # cast at use
     ref_cos, ref_sin = rope_cache(6, 8)
     assert torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin)  # bit for bit
     for length in (6, 5, 1):
-        again = m.rope_tables(length)
+        again = m.rope.tables(length)
         assert again[0] is cos and again[1] is sin  # the same buffer objects, not a copy
     g = gen(191)
     with torch.no_grad():
@@ -795,7 +796,7 @@ def test_rope_tables_are_computed_once_and_the_same_buffers_serve_shorter_calls(
         cache = m.new_cache(2, 6)
         for t in (4, 1, 1):
             m(randn(g, 2, t, 32), causal=True, cache=cache)  # up to position 5
-    assert lengths == [6] and m.rope_cos is cos
+    assert lengths == [6] and m.rope.cos is cos
 
 
 def test_rope_tables_grow_for_a_longer_input_equal_to_rope_cache_bit_for_bit(monkeypatch):
@@ -803,30 +804,30 @@ def test_rope_tables_grow_for_a_longer_input_equal_to_rope_cache_bit_for_bit(mon
 
     lengths = count_rope_cache_calls(monkeypatch)
     m = layer(192, 32, 4, 2, rope=True, rope_base=500_000.0)
-    m.rope_tables(6)
-    cos, sin = m.rope_tables(7)  # longer: regrown, to twice the old length
+    m.rope.tables(6)
+    cos, sin = m.rope.tables(7)  # longer: regrown, to twice the old length
     assert cos.shape == (12, 8) and lengths == [6, 12]
     assert torch.equal(cos, rope_cache(12, 8, base=500_000.0, dtype=F64)[0])
     assert torch.equal(sin, rope_cache(12, 8, base=500_000.0, dtype=F64)[1])
     assert torch.equal(cos[:7], rope_cache(7, 8, base=500_000.0, dtype=F64)[0])  # the prefix is the short table
     assert not torch.equal(cos, rope_cache(12, 8, dtype=F64)[0])  # the layer's base, not the default
-    assert m.rope_tables(12)[0] is cos and lengths == [6, 12]  # doubling: no new table up to 12
+    assert m.rope.tables(12)[0] is cos and lengths == [6, 12]  # doubling: no new table up to 12
     with torch.no_grad():
         m(randn(gen(193), 1, 30, 32), causal=True)  # more than twice: exactly what is asked
-    assert m.rope_cos.shape[0] >= 30 and lengths == [6, 12, 30]
-    assert torch.equal(m.rope_cos, rope_cache(30, 8, base=500_000.0, dtype=F64)[0])
-    assert torch.equal(m.rope_sin, rope_cache(30, 8, base=500_000.0, dtype=F64)[1])
+    assert m.rope.cos.shape[0] >= 30 and lengths == [6, 12, 30]
+    assert torch.equal(m.rope.cos, rope_cache(30, 8, base=500_000.0, dtype=F64)[0])
+    assert torch.equal(m.rope.sin, rope_cache(30, 8, base=500_000.0, dtype=F64)[1])
 
 
 def test_rope_tables_are_buffers_outside_the_state_dict():
     m = layer(194, 32, 4, 2, rope=True)
-    m.rope_tables(5)
-    assert {"rope_cos", "rope_sin"} <= {name for name, _ in m.named_buffers()}
+    m.rope.tables(5)
+    assert {"rope.cos", "rope.sin"} <= {name for name, _ in m.named_buffers()}
     assert sorted(m.state_dict()) == sorted(n for n, _ in m.named_parameters())  # nothing else saved
     fresh = MultiHeadAttention(32, 4, 2, rope=True).double()
     fresh.load_state_dict(m.state_dict(), strict=True)  # a layer that never ran loads it
     m.load_state_dict(fresh.state_dict(), strict=True)
-    assert m.rope_cos.shape == (5, 8) and fresh.rope_cos.shape == (0, 8)
+    assert m.rope.cos.shape == (5, 8) and fresh.rope.cos.shape == (0, 8)
 
 
 def test_rope_tables_stay_float32_and_are_remade_after_a_dtype_change():
@@ -837,17 +838,17 @@ def test_rope_tables_stay_float32_and_are_remade_after_a_dtype_change():
 
     torch.manual_seed(195)
     m = MultiHeadAttention(32, 4, 2, rope=True)  # float32
-    cos, _ = m.rope_tables(6)
+    cos, _ = m.rope.tables(6)
     assert cos.dtype == torch.float32 and torch.equal(cos, rope_cache(6, 8)[0])
     for dtype in (F64, torch.bfloat16):
         m.to(dtype)
-        assert m.rope_cos.dtype == m.rope_sin.dtype == dtype  # converted with the layer
-        remade = m.rope_tables(6)
+        assert m.rope.cos.dtype == m.rope.sin.dtype == dtype  # converted with the layer
+        remade = m.rope.tables(6)
         assert remade[0].dtype == torch.float32 and torch.equal(remade[0], rope_cache(6, 8)[0])
         assert torch.equal(remade[1], rope_cache(6, 8)[1])
-        assert m.rope_tables(6)[0] is remade[0]  # remade once, then reused
-    m.rope_tables(13)
-    assert torch.equal(m.rope_cos, rope_cache(13, 8)[0])
+        assert m.rope.tables(6)[0] is remade[0]  # remade once, then reused
+    m.rope.tables(13)
+    assert torch.equal(m.rope.cos, rope_cache(13, 8)[0])
 
 
 def test_rope_tables_made_in_low_precision_are_recomputed_after_double():
@@ -866,7 +867,7 @@ def test_rope_tables_made_in_low_precision_are_recomputed_after_double():
     x = randn(gen(197), 1, 6, 32)
     with torch.no_grad():
         torch.testing.assert_close(m(x, causal=True), twin(x, causal=True), **TOL)
-    assert torch.equal(m.rope_tables(6)[0][:6], rope_cache(6, 8, dtype=F64)[0])
+    assert torch.equal(m.rope.tables(6)[0][:6], rope_cache(6, 8, dtype=F64)[0])
 
 
 @PATHS
@@ -881,7 +882,7 @@ def test_a_fresh_layer_decoding_token_by_token_grows_its_tables_and_equals_the_r
         for t in range(2, 9):
             steps.append(call(m, x[:, t : t + 1], causal=True, cache=cache, return_weights=return_weights)[0])
         ref, _ = reference_gqa(m, x, causal_allowed(9, 9), rope=True)
-    assert m.rope_cos.shape[0] == 16
+    assert m.rope.cos.shape[0] == 16
     torch.testing.assert_close(torch.cat(steps, dim=1), ref, **TOL)
 
 

@@ -48,7 +48,7 @@ def pair(seed: int, n_kv: int, *, bias: bool = False, implementation: str = "sdp
                 p.bias.normal_()
     config = LlamaConfig(hidden_size=ours.d_model, num_attention_heads=ours.n_heads,
                          num_key_value_heads=ours.n_kv_heads, head_dim=ours.d_head,
-                         rope_parameters={"rope_type": "default", "rope_theta": ours.rope_base},
+                         rope_parameters={"rope_type": "default", "rope_theta": ours.rope.base},
                          attention_bias=bias, attn_implementation=implementation,
                          num_hidden_layers=1)
     theirs = LlamaAttention(config, layer_idx=0).double()
@@ -79,7 +79,7 @@ def test_the_reference_is_what_we_think_it_is():
     assert (theirs.head_dim, theirs.num_key_value_groups) == (ours.d_head, 4)
     assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10_000.0}
     x, (cos, sin) = x_and_rope(config, 1, 2, 6, start=3)
-    table_cos, table_sin = ours.rope_tables(9)
+    table_cos, table_sin = ours.rope.tables(9)
     assert torch.equal(cos[0], table_cos[3:9].double()) and torch.equal(sin[1], table_sin[3:9].double())
 
 
