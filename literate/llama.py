@@ -33,6 +33,8 @@ __all__ = [
     "llama_field",
     "llama_from_hf_config",
     "check_llama_config",
+    "HF_LLAMA_NAMES",
+    "load_renamed",
     "load_hf_llama",
 ]
 
@@ -224,21 +226,16 @@ HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
 
 
 @torch.no_grad()
-def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
-                  config: object) -> LlamaLanguageModel:
-    """Load a `LlamaForCausalLM` state dict (or a checkpoint's safetensors) by name,
-    after `check_llama_config`: all or nothing, every weight used and fitting."""
-    check_llama_config(ours, config)
+def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
+                 names: Sequence[tuple[str, str]]) -> nn.Module:
+    """Load `state_dict` into `ours` after renaming its keys (each (pattern,
+    replacement) applied in turn, `re.sub`), all or nothing: a weight missing, left
+    over or of another shape is refused before anything is copied."""
     renamed = {}
     for key, value in state_dict.items():
-        for pattern, replacement in HF_LLAMA_NAMES:
+        for pattern, replacement in names:
             key = re.sub(pattern, replacement, key)
         renamed[key] = value
-    if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
-        head = renamed.pop("lm_head.weight", None)
-        if head is not None and not torch.equal(head, renamed["token_embedding.weight"]):
-            raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
-        renamed["lm_head.weight"] = renamed["token_embedding.weight"]
     mine = ours.state_dict()
     missing, unused = sorted(set(mine) - set(renamed)), sorted(set(renamed) - set(mine))
     if missing or unused:
@@ -249,4 +246,20 @@ def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
             raise ValueError(f"{key} is {tuple(value.shape)}, ours {tuple(mine[key].shape)}")
     ours.load_state_dict(renamed)
     return ours
+
+
+def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
+                  config: object) -> LlamaLanguageModel:
+    """Load a `LlamaForCausalLM` state dict (or a checkpoint's safetensors) by name,
+    after `check_llama_config`."""
+    check_llama_config(ours, config)
+    state = dict(state_dict)
+    if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
+        head = state.pop("lm_head.weight", None)
+        embedding = state.get("model.embed_tokens.weight")
+        if head is not None and embedding is not None and not torch.equal(head, embedding):
+            raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
+        if embedding is not None:
+            state["lm_head.weight"] = embedding
+    return load_renamed(ours, state, HF_LLAMA_NAMES)
 # --8<-- [end:load_hf_llama]
