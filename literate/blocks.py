@@ -29,7 +29,7 @@ from literate.attention import EmptyRowPolicy
 from literate.cache import KVCache
 from literate.checks import positive_float, positive_int, probability
 from literate.ffn import DenseFFN, GatedFFN, gelu_tanh
-from literate.heads import MultiHeadAttention
+from literate.heads import MultiHeadAttention, head_counts
 from literate.norms import LayerNorm, RMSNorm, ZeroCentredRMSNorm
 from literate.positions import RotaryEmbedding
 
@@ -238,7 +238,9 @@ class ParallelBlock(nn.Module):
                  norm2: nn.Module | None = None, *, dropout: float = 0.0) -> None:
         super().__init__()
         parts = {"attn": attn, "ffn": ffn, "norm1": norm1}
-        self.d_model = same_width(**parts, **({} if norm2 is None else {"norm2": norm2}))
+        if norm2 is not None:
+            parts["norm2"] = norm2
+        self.d_model = same_width(**parts)
         self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
@@ -302,12 +304,16 @@ def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None,
 
 # --8<-- [start:builders_modern]
 def llama_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
-                rope_base: float = 10_000.0, eps: float = 1e-5) -> PreNormBlock:
+                d_head: int | None = None, rope_base: float = 10_000.0,
+                eps: float = 1e-5) -> PreNormBlock:
     """Llama 2 and 3, Mistral (Touvron et al. 2023a, b; Dubey et al. 2024): pre-norm
-    RMSNorm, grouped-query attention with RoPE, SwiGLU, no biases anywhere."""
-    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    RMSNorm, grouped-query attention with RoPE, SwiGLU, no biases anywhere. `d_head`:
+    d_model // n_heads unless given (Hugging Face's `head_dim`; Mistral NeMo's 128 is
+    not 5120 / 32)."""
+    d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
+                                                       d_head)
     return PreNormBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads,
+        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
                            rope=RotaryEmbedding(d_head, base=rope_base)),
         GatedFFN(d_model, d_ff, F.silu),
         RMSNorm(d_model, eps=eps),
@@ -323,7 +329,8 @@ def qwen3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     return PreNormBlock(
         MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
                            rope=RotaryEmbedding(d_head, base=rope_base),
-                           q_norm=RMSNorm(d_head, eps=eps), k_norm=RMSNorm(d_head, eps=eps)),
+                           q_norm=RMSNorm(d_head, eps=eps),
+                           k_norm=RMSNorm(d_head, eps=eps)),
         GatedFFN(d_model, d_ff, F.silu),
         RMSNorm(d_model, eps=eps),
         RMSNorm(d_model, eps=eps),
@@ -339,7 +346,8 @@ def olmo2_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     return OutputNormBlock(
         MultiHeadAttention(d_model, n_heads, n_kv_heads,
                            rope=RotaryEmbedding(d_head, base=rope_base),
-                           q_norm=RMSNorm(d_model, eps=eps), k_norm=RMSNorm(d_kv, eps=eps)),
+                           q_norm=RMSNorm(d_model, eps=eps),
+                           k_norm=RMSNorm(d_kv, eps=eps)),
         GatedFFN(d_model, d_ff, F.silu),
         RMSNorm(d_model, eps=eps),
         RMSNorm(d_model, eps=eps),
@@ -347,8 +355,8 @@ def olmo2_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
 
 
 def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
-                 d_head: int, query_pre_attn_scalar: float, rope_base: float = 1_000_000.0,
-                 eps: float = 1e-6) -> SandwichBlock:
+                 d_head: int, query_pre_attn_scalar: float,
+                 rope_base: float = 1_000_000.0, eps: float = 1e-6) -> SandwichBlock:
     """Gemma 3 (a global-attention layer): the sandwich of zero-centred RMSNorms,
     QK-norm per head, scores scaled by query_pre_attn_scalar^-1/2, GeGLU."""
     norm = partial(ZeroCentredRMSNorm, eps=eps)
@@ -366,8 +374,9 @@ def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
 def gptj_block(d_model: int, n_heads: int, d_ff: int, *, rotary_dim: int,
                eps: float = 1e-5) -> ParallelBlock:
     """GPT-J (Wang & Komatsuzaki 2021): the parallel residual with one LayerNorm, RoPE
-    on the first `rotary_dim` coordinates of each head, interleaved, no attention
-    biases, a dense GELU FFN with biases."""
+    on the first `rotary_dim` coordinates of each head (with the frequencies of a
+    rotary_dim-wide head, base 10000 as in GPT-J's code), interleaved, no attention
+    biases, a dense FFN with biases and the tanh GELU (HF's gelu_new)."""
     d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, rope=RotaryEmbedding(
@@ -378,15 +387,18 @@ def gptj_block(d_model: int, n_heads: int, d_ff: int, *, rotary_dim: int,
 
 
 def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.25,
-               rope_base: float = 10_000.0, eps: float = 1e-5) -> ParallelBlock:
-    """GPT-NeoX (Black et al. 2022) with `use_parallel_residual`: two LayerNorms, RoPE
-    rotate-half on the first `rotary_pct` of each head, biases, exact GELU."""
+               rope_base: float = 10_000.0, eps: float = 1e-5,
+               activation: Callable[[Tensor], Tensor] = F.gelu) -> ParallelBlock:
+    """GPT-NeoX (Black et al. 2022) with `use_parallel_residual`: two LayerNorms (the
+    FFN's norm reads the block's input, not the attention's output), RoPE rotate-half
+    on the first int(d_head * rotary_pct) coordinates of each head, biases everywhere,
+    exact GELU (Pythia's; `activation=gelu_tanh` for the tanh form)."""
     d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
-    rotary_dim = int(d_head * positive_float("rotary_pct", rotary_pct))
+    rotary_dim = int(d_head * positive_float("rotary_pct", rotary_pct))  # HF's rule
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, bias=True, rope=RotaryEmbedding(
             d_head, base=rope_base, rotary_dim=rotary_dim)),
-        DenseFFN(d_model, d_ff, F.gelu, bias=True),
+        DenseFFN(d_model, d_ff, activation, bias=True),
         LayerNorm(d_model, eps=eps),
         LayerNorm(d_model, eps=eps),
     )
@@ -394,8 +406,9 @@ def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.2
 
 def cohere_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                  rope_base: float = 10_000.0, eps: float = 1e-5) -> ParallelBlock:
-    """Cohere (Command R): the parallel residual with one bias-free LayerNorm, RoPE
-    interleaved, SwiGLU, no biases."""
+    """Cohere (Command R): the parallel residual with one bias-free LayerNorm (the
+    mean is still taken out), RoPE interleaved over the whole head, SwiGLU, no
+    biases."""
     d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, n_kv_heads, rope=RotaryEmbedding(

@@ -64,3 +64,11 @@ def test_a_block_that_raises_fails_naming_the_page_line(tmp_path):
     page.write_text("```python\nx = 1\n```\n\n```python\n1 / 0\n```\n", encoding="utf-8")
     with pytest.raises(RuntimeError, match=r"bad\.md:5: the block raised ZeroDivisionError"):
         run_page(str(page))
+
+
+def test_a_block_marked_as_markdown_puts_what_it_prints_on_the_page_unboxed():
+    page = ("Before.\n\n<!-- output: markdown -->\n```python\nprint(table)\n```\n\n"
+            "```python\nprint(table)\n```\n")
+    out = with_outputs(page, ["| a | b |\n|---|---|\n| 1 | 2 |\n", "| a |\n"])
+    assert "print(table)\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python" in out
+    assert out.count('{ .output title="Output" }') == 1  # the unmarked block: a box

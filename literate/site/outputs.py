@@ -4,6 +4,8 @@ The site build runs every page as pytest does (`docblocks`: includes expanded, b
 order, one namespace per page, one intra-op thread) in a worker process, captures what
 each Python block prints, and the hook shows it in an "Output" box right after the
 block. A block that prints nothing gets no box; a block that raises fails the build.
+A block preceded by the comment `<!-- output: markdown -->` prints Markdown (a table
+read from the objects, say): what it prints goes on the page as Markdown, not in a box.
 
 Outputs are cached in `.cache/outputs/`, keyed by the page's text, the fingerprint of
 `literate/` and the library versions, so an unchanged page is not run again.
@@ -24,7 +26,13 @@ __all__ = ["OUTPUT_CACHE", "SKIP", "python_blocks", "run_page", "cache_path", "w
 
 OUTPUT_CACHE = ROOT / ".cache" / "outputs"
 SKIP = re.compile(r"<!--\s*skip:\s*next\b[^>]*-->\s*$")
+AS_MARKDOWN = re.compile(r"<!--\s*output:\s*markdown\s*-->\s*$")
 MAX_LINES = 60  # a longer output is cut, with a note saying how much
+
+
+def line_before(text: str, block) -> str:
+    """The last non-blank line before `block`."""
+    return text[: block.start].rstrip().rsplit("\n", 1)[-1]
 
 
 def python_blocks(text: str):
@@ -33,8 +41,7 @@ def python_blocks(text: str):
     for block in iter_blocks(text):
         if not block.is_python:
             continue
-        before = text[: block.start].rstrip().rsplit("\n", 1)[-1]
-        if SKIP.search(before):
+        if SKIP.search(line_before(text, block)):
             continue
         blocks.append(block)
     return blocks
@@ -111,7 +118,12 @@ def with_outputs(markdown: str, outputs: list[str]) -> str:
         line_start = markdown.rfind("\n", 0, block.start) + 1
         prefix = re.match(r"[ \t]*", markdown[line_start:]).group(0)
         pieces.append(markdown[last: block.end])
-        pieces.append("\n\n" + _box(output, prefix))
+        if AS_MARKDOWN.search(line_before(markdown, block)):
+            lines = output.rstrip("\n").split("\n")
+            pieces.append("\n\n" + "\n".join(f"{prefix}{line}" if line else ""
+                                                for line in lines))
+        else:
+            pieces.append("\n\n" + _box(output, prefix))
         last = block.end
     pieces.append(markdown[last:])
     return "".join(pieces)
