@@ -22,8 +22,9 @@ import torch
 from torch import Tensor, nn
 
 from literate.blocks import llama_block, same_width
-from literate.checks import positive_float, positive_int
+from literate.checks import boolean, positive_float, positive_int
 from literate.models import GPTLanguageModel
+from literate.norms import RMSNorm
 
 __all__ = [
     "LlamaLanguageModel",
@@ -31,6 +32,9 @@ __all__ = [
     "llama_init_",
     "LLAMA_DEFAULTS",
     "llama_field",
+    "llama_rope_base",
+    "LLAMA_UNSUPPORTED",
+    "check_llama_supported",
     "llama_from_hf_config",
     "check_llama_config",
     "HF_LLAMA_NAMES",
@@ -109,19 +113,19 @@ def llama_init_(model: LlamaLanguageModel, *, std: float = 0.02) -> LlamaLanguag
 
 def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                 n_kv_heads: int, n_layers: int, d_ff: int, *,
-                rope_base: float = 10_000.0, eps: float = 1e-5,
-                tied: bool = False) -> LlamaLanguageModel:
-    """A Llama of any size, initialised as Hugging Face does."""
-    vocab_size, d_model = positive_int("vocab_size", vocab_size), positive_int("d_model", d_model)
+                d_head: int | None = None, rope_base: float = 10_000.0,
+                eps: float = 1e-5, tied: bool = False) -> LlamaLanguageModel:
+    """A Llama of any size, initialised as Hugging Face does. `tied`: the output
+    projection is the token embedding (Llama 3.2 1B and 3B)."""
+    vocab_size = positive_int("vocab_size", vocab_size)
+    d_model = positive_int("d_model", d_model)
     n_layers = positive_int("n_layers", n_layers)
-    from literate.norms import RMSNorm
-
     model = LlamaLanguageModel(
         nn.Embedding(vocab_size, d_model),
-        [llama_block(d_model, n_heads, n_kv_heads, d_ff, rope_base=rope_base, eps=eps)
-         for _ in range(n_layers)],
+        [llama_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
+                     rope_base=rope_base, eps=eps) for _ in range(n_layers)],
         RMSNorm(d_model, eps=eps),
-        None if tied else nn.Linear(d_model, vocab_size, bias=False),
+        None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
         context=context,
     )
     return llama_init_(model)
@@ -129,12 +133,13 @@ def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
 
 
 # --8<-- [start:llama_from_hf_config]
-LLAMA_DEFAULTS = {  # transformers' LlamaConfig defaults, for what a config.json leaves out
+# transformers' LlamaConfig defaults, for what a config.json leaves out
+LLAMA_DEFAULTS = {
     "num_key_value_heads": None, "hidden_act": "silu", "max_position_embeddings": 2048,
     "initializer_range": 0.02, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
-    "attention_bias": False, "mlp_bias": False, "head_dim": None, "rope_theta": 10_000.0,
-    "rope_scaling": None, "rope_parameters": None, "pretraining_tp": 1,
-    "attention_dropout": 0.0,
+    "attention_bias": False, "mlp_bias": False, "head_dim": None,
+    "rope_theta": 10_000.0, "rope_scaling": None, "rope_parameters": None,
+    "pretraining_tp": 1, "attention_dropout": 0.0,
 }
 
 
@@ -151,36 +156,47 @@ def llama_field(config: object, name: str) -> object:
 
 def llama_rope_base(config: object) -> float:
     """The RoPE base of a Llama config, refusing a RoPE scaling we do not implement:
-    transformers 5 keeps it in rope_parameters, older config.json files in rope_theta."""
+    transformers 5 keeps both in `rope_parameters` ({"rope_type", "rope_theta", ...});
+    older config.json files have `rope_theta` and `rope_scaling` (whose kind was
+    "type" before it was "rope_type")."""
     parameters = llama_field(config, "rope_parameters") or {}
-    kind = parameters.get("rope_type", "default")
-    scaling = llama_field(config, "rope_scaling")
-    if kind != "default" or (scaling and scaling.get("rope_type", "default") != "default"):
-        raise ValueError(f"RoPE scaling {kind!r} is not implemented (chapter 7 turns "
-                         "the plain frequencies)")
+    scaling = llama_field(config, "rope_scaling") or {}
+    for kind in (parameters.get("rope_type", "default"),
+                 scaling.get("rope_type", scaling.get("type", "default"))):
+        if kind != "default":
+            raise ValueError(f"RoPE scaling {kind!r} is not implemented (chapter 7 "
+                             "turns the plain frequencies)")
     return float(parameters.get("rope_theta", llama_field(config, "rope_theta")))
+
+
+LLAMA_UNSUPPORTED = {  # a field, and the one value our Llama has for it
+    "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+    "pretraining_tp": 1, "attention_dropout": 0.0,
+}
+
+
+def check_llama_supported(config: object) -> None:
+    """Refuse, rather than change, what our Llama does not do: biases, another
+    activation, tensor-parallel slicing, attention dropout (RoPE scaling:
+    `llama_rope_base`)."""
+    for name, needed in LLAMA_UNSUPPORTED.items():
+        if llama_field(config, name) != needed:
+            raise ValueError(f"config {name}={llama_field(config, name)!r} is not "
+                             f"supported (ours: {needed!r})")
 
 
 def llama_from_hf_config(config: object) -> LlamaLanguageModel:
     """Our model in the shape of a Hugging Face Llama configuration (a LlamaConfig or
-    its config.json dict). Refused rather than changed: biases, another activation,
-    another head width, RoPE scaling, tensor-parallel slicing."""
-    unsupported = {"attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
-                   "pretraining_tp": 1, "attention_dropout": 0.0}
-    for name, needed in unsupported.items():
-        if llama_field(config, name) != needed:
-            raise ValueError(f"config {name}={llama_field(config, name)!r} is not "
-                             f"supported (ours: {needed!r})")
-    d, heads = llama_field(config, "hidden_size"), llama_field(config, "num_attention_heads")
+    its config.json dict). Refused rather than changed: `check_llama_supported`."""
+    check_llama_supported(config)
+    d = llama_field(config, "hidden_size")
+    heads = llama_field(config, "num_attention_heads")
     kv = llama_field(config, "num_key_value_heads") or heads
-    head_dim = llama_field(config, "head_dim")
-    if head_dim not in (None, d // heads):
-        raise ValueError(f"config head_dim={head_dim} is not hidden_size / heads "
-                         f"= {d // heads}: not supported by llama_block")
     model = llama_model(llama_field(config, "vocab_size"),
                         llama_field(config, "max_position_embeddings"), d, heads, kv,
                         llama_field(config, "num_hidden_layers"),
                         llama_field(config, "intermediate_size"),
+                        d_head=llama_field(config, "head_dim"),
                         rope_base=llama_rope_base(config),
                         eps=llama_field(config, "rms_norm_eps"),
                         tied=bool(llama_field(config, "tie_word_embeddings")))
@@ -194,24 +210,31 @@ def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
     both sides."""
     if not isinstance(ours, LlamaLanguageModel):
         raise TypeError(f"ours must be a LlamaLanguageModel, got {type(ours).__name__}")
+    check_llama_supported(config)
     block = ours.blocks[0]
+    d = llama_field(config, "hidden_size")
     heads = llama_field(config, "num_attention_heads")
     pairs = [
-        ("vocab_size", ours.vocab_size, "vocab_size", llama_field(config, "vocab_size")),
-        ("d_model", ours.d_model, "hidden_size", llama_field(config, "hidden_size")),
+        ("vocab_size", ours.vocab_size, "vocab_size",
+         llama_field(config, "vocab_size")),
+        ("d_model", ours.d_model, "hidden_size", d),
         ("n_layers", len(ours.blocks), "num_hidden_layers",
          llama_field(config, "num_hidden_layers")),
         ("n_heads", block.attn.n_heads, "num_attention_heads", heads),
         ("n_kv_heads", block.attn.n_kv_heads, "num_key_value_heads",
          llama_field(config, "num_key_value_heads") or heads),
-        ("d_ff", block.ffn.d_ff, "intermediate_size", llama_field(config, "intermediate_size")),
+        ("d_head", block.attn.d_head, "head_dim",
+         llama_field(config, "head_dim") or d // heads),
+        ("d_ff", block.ffn.d_ff, "intermediate_size",
+         llama_field(config, "intermediate_size")),
         ("eps", block.norm1.eps, "rms_norm_eps", llama_field(config, "rms_norm_eps")),
         ("rope_base", block.attn.rope.base, "rope_theta", llama_rope_base(config)),
-        ("tied", ours.lm_head.weight is ours.token_embedding.weight, "tie_word_embeddings",
-         bool(llama_field(config, "tie_word_embeddings"))),
+        ("tied", ours.lm_head.weight is ours.token_embedding.weight,
+         "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
     ]
     for name, mine, field, theirs in pairs:
-        if mine != theirs and not (isinstance(mine, float) and math.isclose(mine, theirs)):
+        close = isinstance(mine, float) and math.isclose(mine, theirs)
+        if mine != theirs and not close:
             raise ValueError(f"ours has {name}={mine!r}, theirs {field}={theirs!r}")
 
 
@@ -243,7 +266,8 @@ def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
                          f"{unused[:6]}")
     for key, value in renamed.items():
         if mine[key].shape != value.shape:
-            raise ValueError(f"{key} is {tuple(value.shape)}, ours {tuple(mine[key].shape)}")
+            raise ValueError(f"{key} is {tuple(value.shape)}, "
+                             f"ours {tuple(mine[key].shape)}")
     ours.load_state_dict(renamed)
     return ours
 
@@ -257,7 +281,8 @@ def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
     if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
         head = state.pop("lm_head.weight", None)
         embedding = state.get("model.embed_tokens.weight")
-        if head is not None and embedding is not None and not torch.equal(head, embedding):
+        if head is not None and embedding is not None \
+                and not torch.equal(head, embedding):
             raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
         if embedding is not None:
             state["lm_head.weight"] = embedding

@@ -82,8 +82,13 @@ class LayerNorm(nn.Module):
 # --8<-- [start:rms_norm_module]
 class RMSNorm(nn.Module):
     """`rms_norm` as a layer, with a learned gain (ones); it runs PyTorch's fused
-    `F.rms_norm`. Unlike LayerNorm: no mean, no bias. `eps` defaults to 1e-6, as in
-    Llama."""
+    `F.rms_norm`, as `torch.nn.RMSNorm` does (bit for bit the same). Unlike LayerNorm:
+    no mean, no bias. eps is added to the mean square, inside the square root. `eps`
+    defaults to 1e-6, as in Hugging Face's LlamaConfig (Llama 2 and 3 set 1e-5).
+
+    Hugging Face's LlamaRMSNorm computes in float32 whatever the input (float64 too),
+    and in half precision rounds the normalised x before multiplying by the gain: one
+    rounding more than here, up to one unit in the last place apart."""
 
     def __init__(self, d_model: int, *, eps: float = 1e-6) -> None:
         super().__init__()
@@ -101,8 +106,10 @@ class RMSNorm(nn.Module):
 class ZeroCentredRMSNorm(nn.Module):
     """RMSNorm whose gain is stored as 1 + w, with w initialised to zeros (Gemma): at
     initialisation the layer is the plain normalisation, and weight decay pulls the
-    gain towards 1, not 0. Computed in float32 or wider, 1 + w included: in bfloat16,
-    1 + w would round every w below 2^-8 away (the gain's 8 significant bits)."""
+    gain towards 1, not 0. Computed in float32 or wider, 1 + w included: in bfloat16
+    (8 significant bits), 1 + w rounds back to 1 for every w in [-2^-9, 2^-8], and the
+    learned w is lost. Hugging Face's Gemma3RMSNorm computes in float32 (float64 too).
+    """
 
     def __init__(self, d_model: int, *, eps: float = 1e-6) -> None:
         super().__init__()
