@@ -302,7 +302,7 @@ def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None,
 # --8<-- [end:builder_gpt2]
 
 
-# --8<-- [start:builders_modern]
+# --8<-- [start:builder_llama]
 def llama_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                 d_head: int | None = None, rope_base: float = 10_000.0,
                 eps: float = 1e-5) -> PreNormBlock:
@@ -319,8 +319,10 @@ def llama_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
         RMSNorm(d_model, eps=eps),
         RMSNorm(d_model, eps=eps),
     )
+# --8<-- [end:builder_llama]
 
 
+# --8<-- [start:builder_qwen3]
 def qwen3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                 d_head: int, rope_base: float = 1_000_000.0,
                 eps: float = 1e-6) -> PreNormBlock:
@@ -335,25 +337,28 @@ def qwen3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
         RMSNorm(d_model, eps=eps),
         RMSNorm(d_model, eps=eps),
     )
+# --8<-- [end:builder_qwen3]
 
 
+# --8<-- [start:builder_olmo2]
 def olmo2_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                 rope_base: float = 500_000.0, eps: float = 1e-6) -> OutputNormBlock:
     """OLMo 2: QK-norm over the whole q and k projections (before the heads are
     split) and the norm on each sublayer's output, inside the residual."""
-    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
-    d_kv = positive_int("n_kv_heads", n_kv_heads) * d_head
+    d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
     return OutputNormBlock(
         MultiHeadAttention(d_model, n_heads, n_kv_heads,
                            rope=RotaryEmbedding(d_head, base=rope_base),
-                           q_norm=RMSNorm(d_model, eps=eps),
-                           k_norm=RMSNorm(d_kv, eps=eps)),
+                           q_norm=RMSNorm(n_heads * d_head, eps=eps),
+                           k_norm=RMSNorm(n_kv_heads * d_head, eps=eps)),
         GatedFFN(d_model, d_ff, F.silu),
         RMSNorm(d_model, eps=eps),
         RMSNorm(d_model, eps=eps),
     )
+# --8<-- [end:builder_olmo2]
 
 
+# --8<-- [start:builder_gemma3]
 def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                  d_head: int, query_pre_attn_scalar: float,
                  rope_base: float = 1_000_000.0, eps: float = 1e-6) -> SandwichBlock:
@@ -369,15 +374,17 @@ def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
         GatedFFN(d_model, d_ff, gelu_tanh),
         norm(d_model), norm(d_model), norm(d_model), norm(d_model),
     )
+# --8<-- [end:builder_gemma3]
 
 
+# --8<-- [start:builders_parallel]
 def gptj_block(d_model: int, n_heads: int, d_ff: int, *, rotary_dim: int,
                eps: float = 1e-5) -> ParallelBlock:
     """GPT-J (Wang & Komatsuzaki 2021): the parallel residual with one LayerNorm, RoPE
     on the first `rotary_dim` coordinates of each head (with the frequencies of a
     rotary_dim-wide head, base 10000 as in GPT-J's code), interleaved, no attention
     biases, a dense FFN with biases and the tanh GELU (HF's gelu_new)."""
-    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    d_model, n_heads, _, d_head = head_counts(d_model, n_heads, None)
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, rope=RotaryEmbedding(
             d_head, rotary_dim=rotary_dim, layout="interleaved")),
@@ -393,7 +400,7 @@ def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.2
     FFN's norm reads the block's input, not the attention's output), RoPE rotate-half
     on the first int(d_head * rotary_pct) coordinates of each head, biases everywhere,
     exact GELU (Pythia's; `activation=gelu_tanh` for the tanh form)."""
-    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    d_model, n_heads, _, d_head = head_counts(d_model, n_heads, None)
     rotary_dim = int(d_head * positive_float("rotary_pct", rotary_pct))  # HF's rule
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, bias=True, rope=RotaryEmbedding(
@@ -405,15 +412,15 @@ def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.2
 
 
 def cohere_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
-                 rope_base: float = 10_000.0, eps: float = 1e-5) -> ParallelBlock:
+                 rope_base: float, eps: float = 1e-5) -> ParallelBlock:
     """Cohere (Command R): the parallel residual with one bias-free LayerNorm (the
     mean is still taken out), RoPE interleaved over the whole head, SwiGLU, no
-    biases."""
-    d_head = positive_int("d_model", d_model) // positive_int("n_heads", n_heads)
+    biases. No default base: Command R v01 turns with 8e6, HF's config default is 5e5."""
+    d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, n_kv_heads, rope=RotaryEmbedding(
             d_head, base=rope_base, layout="interleaved")),
         GatedFFN(d_model, d_ff, F.silu),
         LayerNorm(d_model, eps=eps, bias=False),
     )
-# --8<-- [end:builders_modern]
+# --8<-- [end:builders_parallel]
