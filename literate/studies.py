@@ -9,6 +9,8 @@ same function, so the picture and the proof cannot drift apart. Plotting lives i
   against post-norm (Xiong et al. 2020, sec. 3), under two initialisations.
 * `sampling_scenario`, `nucleus_example` (chapter 6): one logit vector under four
   decoding policies; the nucleus under two temperatures.
+* `qk_norm_study` (chapter 7): attention scores as the query and key weights grow,
+  with and without QK-norm.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
+from literate.attention import causal_allowed
 from literate.blocks import PostNormBlock, gpt2_block
-from literate.checks import choice, positive_float, positive_int
-from literate.norms import LayerNorm
+from literate.checks import boolean, choice, positive_float, positive_int
+from literate.heads import MultiHeadAttention, split_heads
+from literate.norms import LayerNorm, RMSNorm
 from literate.sampling import next_token_distribution
 
 __all__ = [
@@ -43,6 +47,17 @@ __all__ = [
     "NUCLEUS_TOP_P",
     "NUCLEUS_TEMPERATURES",
     "nucleus_example",
+    "QK_SCALES",
+    "QK_D_MODEL",
+    "QK_HEADS",
+    "QK_KV_HEADS",
+    "QK_BATCH",
+    "QK_LENGTH",
+    "QK_SEED",
+    "QKNormStudy",
+    "qk_attention",
+    "qk_scores",
+    "qk_norm_study",
 ]
 
 
@@ -189,3 +204,84 @@ def nucleus_example(temperature: float) -> dict[str, list[float] | int]:
     return {"probs": probs.tolist(), "cumulative": probs.cumsum(-1).tolist(),
             "kept": int(kept.sum())}
 # --8<-- [end:nucleus_example]
+
+
+# --8<-- [start:qk_norm_study]
+QK_SCALES = tuple(2.0**e for e in range(-1, 5))  # s = 1/2, 1, 2, ..., 16
+QK_D_MODEL, QK_HEADS, QK_KV_HEADS = 64, 4, 2  # d_head = 16
+QK_BATCH, QK_LENGTH, QK_SEED = 4, 32, 0
+
+
+@dataclass(frozen=True)
+class QKNormStudy:
+    """The scores of one attention layer at one weight scale."""
+
+    d_head: int
+    max_abs_score: float  # largest |q.k| / sqrt(d_head) over the causal pairs
+    mean_entropy: float  # of the softmax rows, nats, over batch, heads and rows
+    uniform_entropy: float  # the same for uniform rows: the mean of ln(i + 1)
+
+
+def qk_attention(scale: float, *,
+                 qk_norm: bool) -> tuple[MultiHeadAttention, Tensor]:
+    """A causal RoPE layer (4 query heads reading 2 key/value heads of width 16) and
+    its input, in float64, from seed QK_SEED: both settings get the same weights.
+
+    q_proj, k_proj and v_proj are N(0, 1/d_model), so at scale 1 the entries of q and
+    k have variance 1 (chapter 1's setting); q_proj and k_proj are then multiplied by
+    `scale`. With qk_norm, RMSNorm(d_head) of unit gain normalises each head's q and k
+    before RoPE (Qwen3). x: rows of RMS 1, what a pre-norm block's norm hands over.
+    """
+    scale, qk_norm = positive_float("scale", scale), boolean("qk_norm", qk_norm)
+    d_head = QK_D_MODEL // QK_HEADS
+    norms = {"q_norm": RMSNorm(d_head), "k_norm": RMSNorm(d_head)} if qk_norm else {}
+    layer = MultiHeadAttention(QK_D_MODEL, QK_HEADS, QK_KV_HEADS, rope=True,
+                               **norms).double()
+    g = torch.Generator().manual_seed(QK_SEED)
+    with torch.no_grad():
+        for proj, s in ((layer.q_proj, scale), (layer.k_proj, scale),
+                        (layer.v_proj, 1.0)):
+            w = torch.randn(proj.weight.shape, generator=g, dtype=torch.float64)
+            proj.weight.copy_(w * s / math.sqrt(QK_D_MODEL))
+    x = torch.randn(QK_BATCH, QK_LENGTH, QK_D_MODEL, generator=g, dtype=torch.float64)
+    return layer, F.rms_norm(x, (QK_D_MODEL,))  # [B, T, d], every row of RMS 1
+
+
+def qk_scores(layer: MultiHeadAttention, x: Tensor) -> Tensor:
+    """The scores [B, H, T, T] of `layer`'s causal self-attention on x, q.k times the
+    layer's scale (-inf where causality blocks), from its own parts in the order its
+    forward runs them."""
+    q, k = layer.q_proj(x), layer.k_proj(x)  # [B, T, H d_head], [B, T, H_kv d_head]
+    if layer.qk_norm == "projection":  # OLMo 2: all heads at once
+        q, k = layer.q_norm(q), layer.k_norm(k)
+    q = split_heads(q, layer.n_heads)  # [B, H, T, d_head]
+    k = split_heads(k, layer.n_kv_heads)  # [B, H_kv, T, d_head]
+    if layer.qk_norm == "head":  # Qwen3, Gemma 3: each head on its own
+        q, k = layer.q_norm(q), layer.k_norm(k)
+    if layer.rope is not None:  # after QK-norm
+        q, k = layer.rope(q), layer.rope(k)
+    k = k.repeat_interleave(layer.n_heads // layer.n_kv_heads, dim=1)  # [B, H, T, d]
+    scale = 1 / math.sqrt(layer.d_head) if layer.scale is None else layer.scale
+    scores = q @ k.transpose(-2, -1) * scale  # [B, H, T, T]
+    allowed = causal_allowed(x.shape[1], x.shape[1], device=x.device)  # [T, T]
+    return scores.masked_fill(~allowed, -math.inf)
+
+
+def qk_norm_study(scale: float, *, qk_norm: bool) -> QKNormStudy:
+    """The largest |score| and the attention rows' mean entropy of `qk_attention`'s
+    layer. With QK-norm, |q| = |k| = sqrt(d_head) (less a hair for eps; RoPE turns,
+    it does not stretch), so |score| <= sqrt(d_head) at every scale; without it the
+    scores grow like scale**2 and the rows collapse onto one key."""
+    layer, x = qk_attention(scale, qk_norm=qk_norm)
+    with torch.no_grad():
+        scores = qk_scores(layer, x)  # [B, H, T, T]
+        _, weights = layer(x, causal=True, return_weights=True)  # [B, H, T, T]
+    allowed = scores > -math.inf  # [B, H, T, T]: the causal pairs
+    keys = allowed[0, 0].sum(-1).double()  # [T]: row i may read i + 1 keys
+    return QKNormStudy(
+        d_head=layer.d_head,
+        max_abs_score=float(scores[allowed].abs().max()),
+        mean_entropy=float(torch.special.entr(weights).sum(-1).mean()),  # -w ln w
+        uniform_entropy=float(keys.log().mean()),
+    )
+# --8<-- [end:qk_norm_study]

@@ -17,6 +17,7 @@ from literate.figures import heads
 from literate.figures import sampling
 from literate.figures import gpt2
 from literate.figures import encdec
+from literate.figures import modern
 from literate.figures.style import LANGUAGES, THEMES, svg_bytes
 
 
@@ -119,6 +120,43 @@ FIGURES: dict[str, FigureSpec] = {
             "Left: a one-hot target over 10 tokens and the smoothed one (0.91 on the right token, 0.01 "
             "on each other). Right: the one-hot cross-entropy falls to 0 as the right token's "
             "probability goes to 1; the smoothed one has its minimum at 0.91.",
+        ),
+        FigureSpec(
+            "modern-residual-topologies",
+            modern.topology_figure,
+            "Five residual functions as block diagrams, each a vertical residual "
+            "stream from the input x whose sublayer branch rejoins it at a (+): "
+            "post-norm LN(x + F(x)) (the 2017 Transformer), the LayerNorm on the "
+            "stream after the join; pre-norm x + F(N(x)) (GPT-2, Llama, Qwen3), the "
+            "norm on the branch before the sublayer; sandwich x + N2(F(N1(x))) (Gemma "
+            "3), a norm before and one after the sublayer on the branch; output-norm x "
+            "+ N(F(x)) (OLMo 2), the norm on the branch after the sublayer; parallel x "
+            "+ Attn(N1 x) + FFN(N2 x) (GPT-NeoX; GPT-J and Cohere share one norm, N1 = "
+            "N2), an attention branch and a feed-forward branch joining the stream at "
+            "one (+).",
+        ),
+        FigureSpec(
+            "modern-swiglu-gate",
+            modern.swiglu_gate_figure,
+            "Left: SiLU(a) = a sigmoid(a) beside ReLU and GELU for a from -4 to 4; "
+            "SiLU dips below zero for negative a, with its minimum marked and "
+            "labelled, and approaches ReLU as |a| grows. Right: SwiGLU's gated product "
+            "SiLU(a) b as a heatmap over the gate a and the value b, both from -4 to "
+            "4, blue negative, red positive, pale at zero: near zero over the whole "
+            "left half (the gate shut) and growing like a b on the right (the gate "
+            "open, b passing).",
+        ),
+        FigureSpec(
+            "modern-qk-norm-scores",
+            modern.qk_norm_figure,
+            "One causal RoPE attention layer (4 query heads over 2 key/value heads, "
+            "d_head = 16, inputs of RMS 1) with its query and key weights multiplied "
+            "by s from 1/2 to 16. Left, on log scales: without QK-norm the largest "
+            "|score| grows as s squared, far past the dashed line sqrt(d_head) = 4; "
+            "with QK-norm (an RMSNorm of unit gain on each head's q and k) it stays "
+            "level below that bound. Right: the mean entropy of the attention rows "
+            "falls towards 0 without QK-norm (each row on one key) and stays level "
+            "with it, below the dashed entropy of uniform rows.",
         ),
     ]
 }
