@@ -415,7 +415,7 @@ def cohere_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                  rope_base: float, eps: float = 1e-5) -> ParallelBlock:
     """Cohere (Command R): the parallel residual with one bias-free LayerNorm (the
     mean is still taken out), RoPE interleaved over the whole head, SwiGLU, no
-    biases. No default base: Command R v01 turns with 8e6, HF's config default is 5e5."""
+    biases. No default base: Command R v01 turns with 8e6 (HF's default: 5e5)."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
     return ParallelBlock(
         MultiHeadAttention(d_model, n_heads, n_kv_heads, rope=RotaryEmbedding(
