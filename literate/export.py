@@ -92,6 +92,28 @@ ERAS: dict[str, Era] = {
             ("sampling", "greedy_step"), ("sampling", "draw"), ("sampling", "sample_step"),
             ("sampling", "sampler")),
         "check_gpt2"),
+    "llama": Era(
+        "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
+        "model with generate and Hugging Face Llama loading; QK-norm, the sandwich, the\n"
+        "output norm and the parallel residual (Qwen3, OLMo 2, Gemma 3, GPT-J, GPT-NeoX,\n"
+        "Cohere)", "chapters 1-7",
+        CHECKS + ATTENTION + MODELS + (
+            ("ffn", "gelu_tanh"), ("norms", "rms_norm"), ("norms", "rms_norm_module"),
+            ("norms", "zero_centred_rms_norm"), ("ffn", "gated_ffn"),
+            ("ffn", "llama_ffn_width"), ("blocks", "pre_norm_block"),
+            ("blocks", "sandwich_block"), ("blocks", "output_norm_block"),
+            ("blocks", "parallel_block"), ("blocks", "builder_llama"),
+            ("blocks", "builder_qwen3"), ("blocks", "builder_olmo2"),
+            ("blocks", "builder_gemma3"), ("blocks", "builders_parallel"),
+            ("models", "greedy"), ("models", "gpt_language_model"),
+            ("models", "next_token_loss"),
+            ("sampling", "checks"), ("sampling", "top_k_filter"), ("sampling", "top_p_filter"),
+            ("sampling", "filter_logits"), ("sampling", "next_token_distribution"),
+            ("sampling", "greedy_step"), ("sampling", "draw"), ("sampling", "sample_step"),
+            ("sampling", "sampler"), ("llama", "llama_language_model"),
+            ("llama", "llama_model"), ("llama", "llama_from_hf_config"),
+            ("llama", "load_hf_llama")),
+        "check_llama"),
 }
 
 MARKER = "# --8<-- [{kind}:{name}]"

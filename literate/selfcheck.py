@@ -16,7 +16,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from literate.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
+from literate.blocks import (cohere_block, gemma3_block, gptj_block, llama_block,
+                             neox_block, olmo2_block, qwen3_block)
 from literate.heads import MultiHeadAttention, load_packed_qkv, merge_heads, split_heads
+from literate.llama import llama_from_hf_config, llama_model, load_hf_llama
 from literate.models import (gpt2_block_targets, gpt2_from_hf_config, gpt2_model,
                              load_hf_gpt2)
 from literate.positions import apply_rope, rope_cache
@@ -24,7 +27,7 @@ from literate.sampling import sampler
 from literate.seq2seq import EncoderDecoder
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
-__all__ = ["check_attention", "check_transformer2017", "check_gpt2"]
+__all__ = ["check_attention", "check_transformer2017", "check_gpt2", "check_llama"]
 
 
 # --8<-- [start:check_attention]
@@ -184,3 +187,55 @@ def check_gpt2() -> None:
     if not torch.equal(draws[0], draws[1]):
         raise AssertionError("seeded sampling is not reproducible")
 # --8<-- [end:check_gpt2]
+
+
+# --8<-- [start:check_llama]
+def check_llama() -> None:
+    """A tiny Llama is causal; its weights, written under Hugging Face's names, load
+    back into a model built from a config.json and give the same logits; generate is
+    greedy; and every block of chapter 7 is causal, for whatever input comes after."""
+    torch.manual_seed(0)
+    model = llama_model(50, 16, 32, 4, 2, 2, 88).eval()
+    ids = torch.randint(0, 50, (2, 10))
+    with torch.no_grad():
+        logits = model(ids)
+        changed = ids.clone()
+        changed[:, 6:] = (changed[:, 6:] + 1) % 50
+        torch.testing.assert_close(model(changed)[:, :6], logits[:, :6], atol=0, rtol=0)
+
+    to_hf = [("token_embedding.", "model.embed_tokens."),
+             ("final_norm.", "model.norm."), (".attn.", ".self_attn."),
+             (".ffn.", ".mlp."), (".norm1.", ".input_layernorm."),
+             (".norm2.", ".post_attention_layernorm."), ("blocks.", "model.layers.")]
+    state = {}
+    for name, value in model.state_dict().items():
+        for ours, theirs in to_hf:
+            name = name.replace(ours, theirs)
+        state[name] = value
+    config = {"model_type": "llama", "vocab_size": 50, "hidden_size": 32,
+              "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 2, "intermediate_size": 88,
+              "max_position_embeddings": 16, "rms_norm_eps": 1e-5,
+              "rope_theta": 10_000.0}  # as a config.json has it
+    fresh = load_hf_llama(llama_from_hf_config(config).eval(), state, config)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(ids), logits, atol=0, rtol=0)
+    out = model.generate(ids[:, :4], 6)
+    with torch.no_grad():  # greedy: each new token is the argmax of the logits before
+        expected = model(out[:, :-1])[:, 3:].argmax(dim=-1)
+    if not torch.equal(out[:, 4:], expected):
+        raise AssertionError(f"generate is not greedy: {out.tolist()}")
+
+    blocks = [llama_block(32, 4, 2, 88), qwen3_block(32, 4, 2, 88, d_head=16),
+              olmo2_block(32, 4, 2, 88),
+              gemma3_block(32, 4, 2, 88, d_head=16, query_pre_attn_scalar=24),
+              gptj_block(32, 4, 128, rotary_dim=4), neox_block(32, 4, 128),
+              cohere_block(32, 4, 2, 88, rope_base=8e6)]
+    x = torch.randn(2, 6, 32)
+    later = x.clone()
+    later[:, 4:] = torch.randn(2, 2, 32)
+    with torch.no_grad():
+        for block in blocks:
+            if not torch.equal(block(x)[:, :4], block(later)[:, :4]):
+                raise AssertionError(f"{type(block).__name__} is not causal")
+# --8<-- [end:check_llama]

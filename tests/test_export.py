@@ -150,3 +150,43 @@ def test_gpt2_file_equals_hugging_face(files):
     expected = theirs.generate(ids[:, :3], max_new_tokens=6, do_sample=False, pad_token_id=0,
                                eos_token_id=None)
     assert torch.equal(ours.generate(ids[:, :3], 6), expected)
+
+
+def test_llama_file_equals_hugging_face(files):
+    """The exported Llama against `LlamaForCausalLM` (float64, every gain random): logits
+    within 16 float32 units of their largest entry as HF computes them (its RMSNorm
+    works in float32), within 1e-12 with its norms computing in float64, and the same
+    greedy tokens as HF's generate."""
+    import transformers
+
+    era = load(files["llama"])
+    config = transformers.LlamaConfig(
+        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=88, num_hidden_layers=2, max_position_embeddings=32,
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation="sdpa")
+    torch.manual_seed(0)
+    theirs = transformers.LlamaForCausalLM(config).double().eval()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            if p.ndim == 1:
+                p.normal_(1.0, 0.3)
+    ours = era.llama_from_hf_config(config).double().eval()
+    era.load_hf_llama(ours, theirs.state_dict(), config)
+    ids = torch.randint(0, 61, (2, 9))
+    with torch.no_grad():
+        got, want = ours(ids), theirs(ids).logits
+        assert 1e-12 < (got - want).abs().max() <= 16 * 2.0**-23 * want.abs().max()
+        norms = [m for m in theirs.modules() if type(m).__name__ == "LlamaRMSNorm"]
+        for m in norms:  # HF's own formula, in the input's dtype
+            m.forward = (lambda x, m=m: m.weight * x * torch.rsqrt(
+                x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon))
+        try:
+            torch.testing.assert_close(got, theirs(ids).logits, atol=1e-12, rtol=0)
+        finally:
+            for m in norms:
+                del m.forward
+    expected = theirs.generate(ids[:, :3], attention_mask=torch.ones_like(ids[:, :3]),
+                               max_new_tokens=6, do_sample=False)
+    assert torch.equal(ours.generate(ids[:, :3], 6), expected)
