@@ -174,6 +174,125 @@ def gpt2_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: i
     return build
 
 
+def _llama_config(d: int, heads: int, kv_heads: int, d_ff: int, **extra):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=d, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                       intermediate_size=d_ff, max_position_embeddings=4096, rms_norm_eps=1e-5,
+                       attn_implementation="sdpa", **extra)
+
+
+def _hf_layer_call(theirs: nn.Module, rotary: nn.Module, x: torch.Tensor):
+    positions = torch.arange(x.shape[1])[None].expand(x.shape[0], -1)
+
+    def call():  # the rotary tables are part of the work: our layers make (or reuse) theirs
+        return theirs(x, position_embeddings=rotary(x, positions), attention_mask=None)
+    return call
+
+
+def llama_block_pass(batch: int = 2, length: int = 256, d: int = 512, heads: int = 8,
+                     kv_heads: int = 2, d_ff: int = 1376, backward: bool = False):
+    def build():
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+        from literate.blocks import llama_block
+        from literate.llama import load_renamed
+
+        torch.manual_seed(0)
+        config = _llama_config(d, heads, kv_heads, d_ff)
+        theirs = LlamaDecoderLayer(config, layer_idx=0).eval()
+        ours = llama_block(d, heads, kv_heads, d_ff,
+                           rope_base=config.rope_parameters["rope_theta"]).eval()
+        load_renamed(ours, theirs.state_dict(), [
+            (r"^self_attn\.", "attn."), (r"^mlp\.", "ffn."),
+            (r"^input_layernorm\.", "norm1."), (r"^post_attention_layernorm\.", "norm2.")])
+        x = torch.randn(batch, length, d, requires_grad=backward)
+        hf = _hf_layer_call(theirs, LlamaRotaryEmbedding(config), x)
+        if not backward:
+            a = _fwd(ours, x)
+
+            def b():
+                with torch.no_grad():
+                    return hf()
+            return a, b, _max_diff(a(), b())
+        grad = torch.randn(batch, length, d)
+
+        def a():
+            out = ours(x)
+            out.backward(grad)
+            return out
+
+        def b():
+            out = hf()
+            out.backward(grad)
+            return out
+        return a, b, _max_diff(a().detach(), b().detach())
+    return build
+
+
+def llama_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: int = 4,
+                        kv_heads: int = 2, layers: int = 4, d_ff: int = 688, vocab: int = 5000):
+    def build():
+        from transformers import LlamaForCausalLM
+
+        from literate.llama import llama_from_hf_config, load_hf_llama
+
+        torch.manual_seed(0)
+        config = _llama_config(d, heads, kv_heads, d_ff, vocab_size=vocab,
+                               num_hidden_layers=layers, bos_token_id=None, eos_token_id=None)
+        theirs = LlamaForCausalLM(config).eval()
+        ours = load_hf_llama(llama_from_hf_config(config).eval(), theirs.state_dict(), config)
+        ids = torch.randint(0, vocab, (batch, length))
+        a = _fwd(ours, ids)
+
+        def hf():
+            with torch.no_grad():
+                return theirs(ids).logits
+
+        return a, hf, _max_diff(a(), hf())
+    return build
+
+
+def neox_block_forward(batch: int = 2, length: int = 256, d: int = 512, heads: int = 8):
+    def build():
+        from transformers import GPTNeoXConfig
+        from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXLayer, GPTNeoXRotaryEmbedding
+
+        from literate.hf_parallel import load_hf_neox_block, neox_block_from_hf_config
+
+        torch.manual_seed(0)
+        config = GPTNeoXConfig(hidden_size=d, num_attention_heads=heads, intermediate_size=4 * d,
+                               use_parallel_residual=True, attn_implementation="sdpa")
+        theirs = GPTNeoXLayer(config, layer_idx=0).eval()
+        ours = load_hf_neox_block(neox_block_from_hf_config(config).eval(), theirs.state_dict(), config)
+        x = torch.randn(batch, length, d)
+        hf = _hf_layer_call(theirs, GPTNeoXRotaryEmbedding(config), x)
+        a = _fwd(ours, x)
+
+        def b():
+            with torch.no_grad():
+                return hf()
+        return a, b, _max_diff(a(), b())
+    return build
+
+
+def llama_rms_norm_forward(shape=(4, 512, 768)):
+    def build():
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+        from literate.norms import RMSNorm
+
+        theirs = LlamaRMSNorm(shape[-1], eps=1e-6)
+        ours = RMSNorm(shape[-1], eps=1e-6)
+        with torch.no_grad():
+            theirs.weight.normal_()
+            ours.weight.copy_(theirs.weight)
+        x = torch.randn(shape)
+        a, b = _fwd(ours, x), _fwd(theirs, x)
+        return a, b, _max_diff(a(), b())
+    return build
+
+
 def layer_norm_forward(shape=(4, 512, 768)):
     def build():
         from literate.norms import LayerNorm
@@ -249,8 +368,14 @@ ROWS: list[Row] = [
     Row("attention", "MHA fwd, B=4 T=128 d=512 H=8", "nn.MultiheadAttention", mha_forward()),
     Row("attention", "GQA+RoPE fwd, B=2 T=256 d=512 H=8/2", "HF LlamaAttention (sdpa)", gqa_rope_forward()),
     Row("model", "GPT-2 model fwd, 4 layers d=256 T=128 B=4", "HF GPT2LMHeadModel (sdpa)", gpt2_model_forward()),
+    Row("modern", "Llama block fwd, B=2 T=256 d=512 H=8/2", "HF LlamaDecoderLayer (sdpa)", llama_block_pass()),
+    Row("modern", "Llama block fwd+bwd, B=2 T=256 d=512", "HF LlamaDecoderLayer (sdpa)",
+        llama_block_pass(backward=True)),
+    Row("modern", "Llama model fwd, 4 layers d=256 T=128 B=4", "HF LlamaForCausalLM (sdpa)", llama_model_forward()),
+    Row("modern", "GPT-NeoX parallel block fwd, B=2 T=256 d=512", "HF GPTNeoXLayer (sdpa)", neox_block_forward()),
     Row("norm", "LayerNorm fwd [4, 512, 768]", "nn.LayerNorm", layer_norm_forward()),
     Row("norm", "RMSNorm fwd [4, 512, 768]", "nn.RMSNorm", rms_norm_forward()),
+    Row("norm", "RMSNorm fwd [4, 512, 768]", "HF LlamaRMSNorm", llama_rms_norm_forward()),
     Row("sampling", "top-k 50, [8, 50257]", "HF TopKLogitsWarper", sampling_filters(top_k=50)),
     Row("sampling", "top-p 0.9, [8, 50257]", "HF TopPLogitsWarper", sampling_filters(top_p=0.9)),
     Row("sampling", "T 0.7, top-k 50, top-p 0.9", "HF warpers, same order", sampling_filters(temperature=0.7, top_k=50, top_p=0.9)),

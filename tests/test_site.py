@@ -26,6 +26,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from literate.export import ERAS
+from literate.site.copyable import nav_pages
+
 pytestmark = pytest.mark.site
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,19 +53,15 @@ CHAPTER_1 = "/attention/scaled-dot-product/"
 CLAIMS = "/appendix/claims/"
 NOTEBOOK = "/notebooks/attention_playground/"
 # Every other page gets the same checks: it loads, its images load, nothing is logged as an
-# error, nothing is requested from another host.
+# error, nothing is requested from another host. The pages are the nav's (mkdocs.yml), so a
+# new chapter is checked without being listed here; the notebooks are not Markdown pages.
 OTHER_PAGES = [
-    "/attention/positions/",
-    "/attention/multi-head/",
-    "/eras/encoder-decoder/",
-    "/notebooks/seq2seq_reverse/",
-    "/eras/gpt2/",
-    "/decoding/sampling/",
-    "/appendix/references/",
-]
+    "/" + page.removesuffix(".md") + "/" for page in nav_pages()
+    if page not in ("index.md", "attention/scaled-dot-product.md", "appendix/claims.md")
+] + ["/notebooks/seq2seq_reverse/"]
 PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK, *OTHER_PAGES]
 # The era files the build writes (literate.export), linked from the home page and chapters.
-DOWNLOADS = ["/downloads/attention.py", "/downloads/transformer2017.py", "/downloads/gpt2.py"]
+DOWNLOADS = [f"/downloads/{name}.py" for name in ERAS]
 
 LOCAL_HOST = "127.0.0.1"
 
