@@ -35,20 +35,19 @@ from literate.blocks import (
     gemma3_block,
     gptj_block,
     llama_block,
+    neox_block,
     olmo2_block,
     qwen3_block,
 )
 from literate.ffn import DenseFFN, GatedFFN, gelu_tanh
 from literate.heads import MultiHeadAttention
 from literate.norms import LayerNorm, RMSNorm, ZeroCentredRMSNorm
-from literate.positions import RotaryEmbedding
 
 __all__ = [
     "PublishedBlock",
     "PUBLISHED_BLOCKS",
     "HF_ACTIVATIONS",
     "COLUMNS",
-    "neox_20b_block",
     "published_block",
     "describe_block",
     "expected_row",
@@ -211,7 +210,7 @@ PUBLISHED_BLOCKS: tuple[PublishedBlock, ...] = (
     # rotary_emb_base 10000, tie_word_embeddings false; use_parallel_residual and
     # attention_bias are absent: GPTNeoXConfig's defaults, True. Black et al. 2022.
     PublishedBlock(
-        "GPT-NeoX 20B", "neox_20b_block", "EleutherAI/gpt-neox-20b",
+        "GPT-NeoX 20B", "neox_block", "EleutherAI/gpt-neox-20b",
         d_model=6144, n_heads=64, n_kv_heads=64, d_head=96, ffn="dense", d_ff=24576,
         hf_activation="gelu_fast", norm="LayerNorm", eps=1e-5,
         placement="parallel (two norms)", qk_norm=None, rope_base=10_000.0,
@@ -235,21 +234,6 @@ PUBLISHED_BLOCKS: tuple[PublishedBlock, ...] = (
 # --8<-- [end:published_blocks]
 
 
-# --8<-- [start:neox_20b_block]
-def neox_20b_block(d_model: int, n_heads: int, d_ff: int, *, rotary_dim: int,
-                   rope_base: float = 10_000.0, eps: float = 1e-5) -> ParallelBlock:
-    """GPT-NeoX-20B's block from the parts: `neox_block` with the FFN's activation
-    20B's configuration names (gelu_fast, the tanh approximation); `neox_block` uses
-    exact GELU, Pythia's hidden_act."""
-    d_head = d_model // n_heads
-    return ParallelBlock(
-        MultiHeadAttention(d_model, n_heads, bias=True, rope=RotaryEmbedding(
-            d_head, base=rope_base, rotary_dim=rotary_dim)),
-        DenseFFN(d_model, d_ff, gelu_tanh, bias=True),
-        LayerNorm(d_model, eps=eps),
-        LayerNorm(d_model, eps=eps),
-    )
-# --8<-- [end:neox_20b_block]
 
 
 # --8<-- [start:published_block]
@@ -273,9 +257,11 @@ def published_block(spec: PublishedBlock) -> nn.Module:
     if s.builder == "gptj_block":  # GPT-J's RoPE base is 10,000 in its code
         return gptj_block(s.d_model, s.n_heads, s.d_ff, rotary_dim=s.rotary_dim,
                           eps=s.eps)
-    if s.builder == "neox_20b_block":
-        return neox_20b_block(s.d_model, s.n_heads, s.d_ff, rotary_dim=s.rotary_dim,
-                              rope_base=s.rope_base, eps=s.eps)
+    if s.builder == "neox_block":  # 20B's gelu_fast is the tanh form
+        activation = gelu_tanh if HF_ACTIVATIONS[s.hf_activation] == "gelu (tanh)" \
+            else F.gelu
+        return neox_block(s.d_model, s.n_heads, s.d_ff, rotary_pct=s.rotary_dim / s.d_head,
+                          rope_base=s.rope_base, eps=s.eps, activation=activation)
     if s.builder == "cohere_block":
         return cohere_block(s.d_model, s.n_heads, s.n_kv_heads, s.d_ff,
                             rope_base=s.rope_base, eps=s.eps)

@@ -115,15 +115,17 @@ def test_a_wrong_number_changes_its_cell():
     assert {k for k in changed if changed[k] != expected[k]} == {"FFN width"}
 
 
-def test_neox_block_builder_has_pythias_exact_gelu_not_20bs():
-    """Why GPT-NeoX 20B's row is built from parts: `neox_block` fixes exact GELU
-    (Pythia's hidden_act "gelu"); 20B's config says gelu_fast, the tanh form."""
+def test_neox_block_defaults_to_pythias_exact_gelu_and_takes_20bs_tanh_form():
+    """`neox_block`'s default activation is exact GELU (Pythia's hidden_act "gelu"); 20B's
+    config says gelu_fast, the tanh form, which the row passes as `activation`."""
     spec = SPECS["GPT-NeoX 20B"]
     with torch.device("meta"):
         block = neox_block(6144, 64, 24576, rotary_pct=0.25, rope_base=10_000.0)
     cells, expected = describe_block(block), expected_row(spec)
     assert {k for k in cells if cells[k] != expected[k]} == {"activation"}
     assert (cells["activation"], expected["activation"]) == ("gelu", "gelu (tanh)")
+    with torch.device("meta"):
+        assert describe_block(published_block(spec)) == expected
 
 
 def test_describe_reads_a_gpt2_block_too():
