@@ -112,6 +112,7 @@ ERAS: dict[str, Era] = {
             ("sampling", "greedy_step"), ("sampling", "draw"), ("sampling", "sample_step"),
             ("sampling", "sampler"), ("llama", "llama_language_model"),
             ("llama", "llama_model"), ("llama", "llama_from_hf_config"),
+            ("llama", "check_llama_config"), ("llama", "load_renamed"),
             ("llama", "load_hf_llama")),
         "check_llama"),
 }

@@ -114,9 +114,10 @@ def llama_init_(model: LlamaLanguageModel, *, std: float = 0.02) -> LlamaLanguag
 def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                 n_kv_heads: int, n_layers: int, d_ff: int, *,
                 d_head: int | None = None, rope_base: float = 10_000.0,
-                eps: float = 1e-5, tied: bool = False) -> LlamaLanguageModel:
-    """A Llama of any size, initialised as Hugging Face does. `tied`: the output
-    projection is the token embedding (Llama 3.2 1B and 3B)."""
+                eps: float = 1e-5, tied: bool = False,
+                std: float = 0.02) -> LlamaLanguageModel:
+    """A Llama of any size, initialised as Hugging Face does (weights ~ N(0, std^2)).
+    `tied`: the output projection is the token embedding (Llama 3.2 1B and 3B)."""
     vocab_size = positive_int("vocab_size", vocab_size)
     d_model = positive_int("d_model", d_model)
     n_layers = positive_int("n_layers", n_layers)
@@ -128,7 +129,7 @@ def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
         None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
         context=context,
     )
-    return llama_init_(model)
+    return llama_init_(model, std=std)
 # --8<-- [end:llama_model]
 
 
@@ -192,19 +193,19 @@ def llama_from_hf_config(config: object) -> LlamaLanguageModel:
     d = llama_field(config, "hidden_size")
     heads = llama_field(config, "num_attention_heads")
     kv = llama_field(config, "num_key_value_heads") or heads
-    model = llama_model(llama_field(config, "vocab_size"),
-                        llama_field(config, "max_position_embeddings"), d, heads, kv,
-                        llama_field(config, "num_hidden_layers"),
-                        llama_field(config, "intermediate_size"),
-                        d_head=llama_field(config, "head_dim"),
-                        rope_base=llama_rope_base(config),
-                        eps=llama_field(config, "rms_norm_eps"),
-                        tied=bool(llama_field(config, "tie_word_embeddings")))
-    return llama_init_(model, std=llama_field(config, "initializer_range"))
+    return llama_model(llama_field(config, "vocab_size"),
+                       llama_field(config, "max_position_embeddings"), d, heads, kv,
+                       llama_field(config, "num_hidden_layers"),
+                       llama_field(config, "intermediate_size"),
+                       d_head=llama_field(config, "head_dim"),
+                       rope_base=llama_rope_base(config),
+                       eps=llama_field(config, "rms_norm_eps"),
+                       tied=bool(llama_field(config, "tie_word_embeddings")),
+                       std=llama_field(config, "initializer_range"))
 # --8<-- [end:llama_from_hf_config]
 
 
-# --8<-- [start:load_hf_llama]
+# --8<-- [start:check_llama_config]
 def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
     """Refuse to copy weights between models of different shape or function, naming
     both sides."""
@@ -248,6 +249,10 @@ HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
 ]
 
 
+# --8<-- [end:check_llama_config]
+
+
+# --8<-- [start:load_renamed]
 @torch.no_grad()
 def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
                  names: Sequence[tuple[str, str]]) -> nn.Module:
@@ -270,6 +275,10 @@ def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
                              f"ours {tuple(mine[key].shape)}")
     ours.load_state_dict(renamed)
     return ours
+# --8<-- [end:load_renamed]
+
+
+# --8<-- [start:load_hf_llama]
 
 
 def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],

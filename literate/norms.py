@@ -47,7 +47,8 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
 # --8<-- [start:rms_norm]
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight, over the last axis. No mean is subtracted
-    and there is no bias (Zhang & Sennrich 2019, eq. 4). Half precision is normalised
+    and there is no bias (Zhang & Sennrich 2019, eq. 4, which has no eps: it sits
+    inside the root, as in Llama's code and PyTorch's). Half precision is normalised
     in float32 and cast back, as in PyTorch."""
     d = float_tensor("weight", weight, ndim=1).shape[0]
     x = features("x", x, width=d, like=weight)
