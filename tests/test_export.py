@@ -46,16 +46,32 @@ def load(path: Path):
     return module
 
 
-@pytest.mark.parametrize("name", sorted(ERAS))
-def test_the_file_runs_alone_and_imports_nothing_from_literate(name, files, tmp_path):
+@pytest.fixture(scope="module")
+def runs(files, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Every era file run at once, each in a fresh isolated interpreter from an empty
+    directory (side by side: each spends most of its time importing torch)."""
     probe = (
         "import runpy, sys\n"
-        f"runpy.run_path({str(files[name])!r}, run_name='__main__')\n"
+        "runpy.run_path(sys.argv[1], run_name='__main__')\n"
         "leaked = sorted(m for m in sys.modules if m == 'literate' or m.startswith('literate.'))\n"
         "sys.exit(f'imported {leaked}' if leaked else 0)\n"
     )
-    run = subprocess.run([sys.executable, "-I", "-c", probe], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
+    started = {}
+    for name, path in files.items():
+        empty = tmp_path_factory.mktemp(f"run_{name}")
+        started[name] = subprocess.Popen([sys.executable, "-I", "-c", probe, str(path)],
+                                         cwd=empty, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+    done = {}
+    for name, process in started.items():
+        out, err = process.communicate(timeout=300)
+        done[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    return done
+
+
+@pytest.mark.parametrize("name", sorted(ERAS))
+def test_the_file_runs_alone_and_imports_nothing_from_literate(name, runs):
+    run = runs[name]
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"{name}.py: self-check passed" in run.stdout
 

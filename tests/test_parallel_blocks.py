@@ -18,7 +18,7 @@ Hugging Face layers, partial rotary against HF's RoPE helpers, and where each FF
   helpers on q and k, bit for bit.
 - Where the FFN reads (hooks during one real forward): serially, the stream the
   attention has updated; in parallel, the same normalised input as the attention.
-- No host syncs in a forward; fullgraph compile (aot_eager) equals eager.
+- No host syncs in a forward (fullgraph compile: the page's claim).
 
 Every random tensor comes from a fixed seed. Importing the HF modules costs ~2 s: every
 test that needs them is in this file.
@@ -453,11 +453,8 @@ def test_hf_neox_layer_feeds_its_mlp_the_same_way(family):
 # --- syncs and compile -------------------------------------------------------------
 
 @pytest.mark.parametrize("family", BLOCKS)
-def test_no_host_syncs_and_fullgraph_compile_equals_eager(family):
-    torch._dynamo.reset()
+def test_no_host_syncs(family):
+    """(fullgraph compile of each block, bit for bit: the page's claim
+    modern.blocks-read-no-values, docs/modern/modern-block.md.)"""
     block = pair(family)[0].float()
-    x = torch.randn(B, T, D)
-    assert host_reads(block, x) == 0
-    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(x), block(x), atol=0, rtol=0)
+    assert host_reads(block, torch.randn(B, T, D)) == 0
