@@ -141,7 +141,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = No
     (the kernel alone gives NaN or 0 there, depending on the version). `scale`: the
     score scale, 1 / sqrt(d_head) if None.
     """
-    gqa = q.shape[1] != k.shape[1]  # H query heads read H_kv < H key/value heads
+    # H query heads read H_kv < H key/value heads. A plain bool: under dynamic shapes
+    # the comparison is symbolic, and the kernel refuses a symbolic enable_gqa.
+    gqa = True if q.shape[1] != k.shape[1] else False
     if is_causal and allowed is not None:
         raise ValueError("pass allowed or is_causal=True, not both")
     if allowed is None:

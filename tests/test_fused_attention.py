@@ -311,3 +311,17 @@ def test_an_empty_row_refusal_in_cross_attention_counts_and_names_every_query():
     with pytest.raises(ValueError, match=r"^[\w ]*key_valid leaves 3 query row\(s\) with no key to attend to, "
                                          r"at index \[\.\.\., query\] \[\[1, 0\], \[1, 1\], \[1, 2\]\]"):
         m(x, memory, causal=False, key_valid=valid)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["is_causal", "allowed"])
+def test_fused_attention_compiles_with_symbolic_shapes_grouped_or_not(masked):
+    """Under dynamic shapes `q.shape[1] != k.shape[1]` is a symbolic bool, which the
+    kernel refuses as `enable_gqa` ("must be bool, not SymBool"); the function must hand
+    it a plain bool. The compiled call equals the eager one for H_kv < H and H_kv = H."""
+    compiled = torch.compile(fused_attention, fullgraph=True, dynamic=True, backend="aot_eager")
+    for seed, (h, h_kv, t) in enumerate([(4, 2, 5), (4, 4, 5), (6, 3, 7)]):
+        g = gen(90 + seed)
+        q, k, v = randn(g, 2, h, t, 8), randn(g, 2, h_kv, t, 8), randn(g, 2, h_kv, t, 8)
+        kwargs = {"allowed": causal_allowed(t, t)} if masked else {"is_causal": True}
+        torch.testing.assert_close(compiled(q, k, v, **kwargs), fused_attention(q, k, v, **kwargs),
+                                   atol=0, rtol=0)
