@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from literate.attention import EmptyRowPolicy
-from literate.cache import KVCache
+from literate.cache import KVCache, MemoryKV
 from literate.checks import positive_float, positive_int, probability
 from literate.ffn import DenseFFN, GatedFFN, gelu_tanh
 from literate.heads import MultiHeadAttention, head_counts
@@ -107,6 +107,8 @@ class PostNormDecoderLayer(nn.Module):
     followed by add & norm. The self-attention is always causal (there is no way to
     forget the mask); the cross-attention reads the encoder's output `memory [B, S, d]`,
     whose length S need not equal T, and is not causal: the whole source is known.
+    Decoding (chapter 8) passes `cache` for the self-attention and `memory` as the
+    cross-attention's keys and values, projected once (a MemoryKV).
     """
 
     def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention,
@@ -119,10 +121,12 @@ class PostNormDecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = norm1, norm2, norm3
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
-    def forward(self, x: Tensor, memory: Tensor, *, target_valid: Tensor | None = None,
-                memory_valid: Tensor | None = None,
+    def forward(self, x: Tensor, memory: Tensor | MemoryKV, *,
+                target_valid: Tensor | None = None, memory_valid: Tensor | None = None,
+                cache: KVCache | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
-        a = self.self_attn(x, causal=True, key_valid=target_valid, empty_row=empty_row)
+        a = self.self_attn(x, causal=True, key_valid=target_valid, cache=cache,
+                           empty_row=empty_row)
         x = self.norm1(x + self.dropout(a))
         c = self.cross_attn(x, memory, causal=False, key_valid=memory_valid,
                             empty_row=empty_row)
@@ -138,8 +142,9 @@ class PreNormBlock(nn.Module):
     The residual stream x itself is never normalised, only what each sublayer reads, so
     the identity path from the first block to the last is untouched. Causal
     self-attention only: no cross-attention, no encoder, and no argument that turns the
-    causal mask off. `key_valid` (padding), `cache` (a KVCache) and `empty_row` are
-    passed on to the attention, as chapter 3 defines them.
+    causal mask off. `key_valid` (padding), `cache` (a KVCache), `positions` (each
+    row's own, for RoPE) and `empty_row` are passed on to the attention, as chapter 3
+    defines them.
     """
 
     def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
@@ -150,10 +155,10 @@ class PreNormBlock(nn.Module):
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
-                cache: KVCache | None = None,
+                cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
-                      empty_row=empty_row)
+                      positions=positions, empty_row=empty_row)
         x = x + self.dropout(a)
         return x + self.dropout(self.ffn(self.norm2(x)))
 # --8<-- [end:pre_norm_block]
@@ -196,10 +201,10 @@ class SandwichBlock(nn.Module):
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
-                cache: KVCache | None = None,
+                cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
-                      empty_row=empty_row)
+                      positions=positions, empty_row=empty_row)
         x = x + self.dropout(self.norm2(a))
         return x + self.dropout(self.norm4(self.ffn(self.norm3(x))))
 # --8<-- [end:sandwich_block]
@@ -218,10 +223,10 @@ class OutputNormBlock(nn.Module):
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
-                cache: KVCache | None = None,
+                cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.attn(x, causal=True, key_valid=key_valid, cache=cache,
-                      empty_row=empty_row)
+                      positions=positions, empty_row=empty_row)
         x = x + self.dropout(self.norm1(a))
         return x + self.dropout(self.norm2(self.ffn(x)))
 # --8<-- [end:output_norm_block]
@@ -245,11 +250,11 @@ class ParallelBlock(nn.Module):
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
-                cache: KVCache | None = None,
+                cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         h = self.norm1(x)
         a = self.attn(h, causal=True, key_valid=key_valid, cache=cache,
-                      empty_row=empty_row)
+                      positions=positions, empty_row=empty_row)
         f = self.ffn(h if self.norm2 is None else self.norm2(x))
         return x + self.dropout(a) + self.dropout(f)
 # --8<-- [end:parallel_block]

@@ -22,12 +22,15 @@ Shapes: B batch, H_kv stored heads, T new tokens, d_head head width.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
-from literate.checks import float_dtype, float_tensor, non_negative_int, positive_int
+from literate.checks import (bool_tensor, float_dtype, float_tensor, non_negative_int,
+                             positive_int)
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "MemoryKV", "DecodeCache"]
 
 
 # --8<-- [start:kv_cache]
@@ -117,3 +120,83 @@ class KVCache:
         self.v.zero_()
         self.next_pos, self.owner = 0, None
 # --8<-- [end:kv_cache]
+
+
+# --8<-- [start:memory_kv]
+class MemoryKV(NamedTuple):
+    """A static cache: the keys and values a cross-attention reads from its source,
+    `[B, H_kv, S, d_head]` each, projected once per source (`attn.keys_values(memory)`)
+    and read unchanged by every decoding step. Pass it as the layer's `memory`."""
+
+    k: Tensor
+    v: Tensor
+# --8<-- [end:memory_kv]
+
+
+# --8<-- [start:decode_cache]
+class DecodeCache:
+    """What a decoder keeps between steps: one KVCache per layer, and which of their
+    slots hold real tokens (False: left padding), so that each row's positions count
+    its real tokens only.
+
+    Every layer's slot t holds the same token. `advance(t_new, valid)` is called once
+    per model call, before the layers: it records the new tokens' flags and returns
+    `(key_valid, positions)` for that call: the flags of every slot so far [B, T_k]
+    and the new tokens' positions [B, T_new] (the real tokens before them in their
+    row), or (None, None) while no row has been padded, so that the layers run their
+    plain causal path. Reads no tensor value.
+    """
+
+    def __init__(self, layers: list[KVCache]) -> None:
+        layers = list(layers)
+        if not layers or not all(isinstance(c, KVCache) for c in layers):
+            raise TypeError("layers must be a non-empty list of KVCache, one per layer")
+        first = layers[0]
+        if any((c.batch, c.capacity, c.device) != (first.batch, first.capacity,
+                                                    first.device) for c in layers):
+            raise ValueError("the layers' caches must share batch, capacity and device")
+        self.layers = layers
+        self.valid = torch.ones(first.batch, first.capacity, dtype=torch.bool,
+                                device=first.device)  # [B, capacity]
+        self.real = torch.zeros(first.batch, dtype=torch.long, device=first.device)
+        self.next_pos, self.padded = 0, False  # slots filled; has any row a pad?
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every layer's keys and values (the flags are negligible)."""
+        return sum(c.nbytes for c in self.layers)
+
+    def advance(self, t_new: int, valid: Tensor | None = None
+                ) -> tuple[Tensor | None, Tensor | None]:
+        """Flags [B, t_new] (True: a real token; None: all real) -> (key_valid,
+        positions) for the call that appends these t_new tokens."""
+        start, end = self.next_pos, self.next_pos + positive_int("t_new", t_new)
+        if end > self.layers[0].capacity:
+            raise ValueError(f"appending {t_new} token(s) at next_pos={start} needs "
+                             f"capacity >= {end}, the cache has "
+                             f"capacity={self.layers[0].capacity}")
+        if valid is not None:
+            if bool_tensor("valid", valid).shape != (self.valid.shape[0], t_new):
+                raise ValueError(f"valid must be [B={self.valid.shape[0]}, "
+                                 f"T={t_new}], got {tuple(valid.shape)}")
+            self.valid[:, start:end] = valid
+            self.padded = True
+        self.next_pos = end
+        if not self.padded:
+            self.real += t_new
+            return None, None
+        new = self.valid[:, start:end].long()  # [B, t_new]
+        positions = self.real[:, None] + new.cumsum(dim=1) - 1  # [B, t_new]
+        self.real += new.sum(dim=1)
+        return self.valid[:, :end], positions.clamp(min=0)  # a pad's position: unused
+
+    def reorder(self, rows: Tensor) -> None:
+        """Row i of every buffer becomes row rows[i] (beam search: each surviving
+        beam continues the history of the beam it came from). In place."""
+        n = self.next_pos  # only the filled slots move
+        for c in self.layers:
+            c.k[:, :, :n] = c.k[:, :, :n].index_select(0, rows)
+            c.v[:, :, :n] = c.v[:, :, :n].index_select(0, rows)
+        self.valid[:, :n] = self.valid[:, :n].index_select(0, rows)
+        self.real.copy_(self.real.index_select(0, rows))
+# --8<-- [end:decode_cache]

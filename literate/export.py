@@ -54,6 +54,7 @@ ATTENTION = (  # chapters 1-3, in reading order
     ("positions", "interleaved_to_half_permutation"), ("positions", "rotary_embedding"),
     ("heads", "split_heads"), ("heads", "merge_heads"), ("heads", "grouped_attention"),
     ("heads", "fused_attention"), ("heads", "attention_allowed"), ("cache", "kv_cache"),
+    ("cache", "memory_kv"),
     ("heads", "checks"), ("heads", "multi_head_attention"), ("heads", "packed_qkv"),
     ("params", "attention_params"), ("params", "kv_cache_bytes_per_token"),
     ("params", "published_attention"),

@@ -39,7 +39,7 @@ from literate.attention import (
     refuse_empty_rows,
     scaled_dot_product_attention,
 )
-from literate.cache import KVCache
+from literate.cache import KVCache, MemoryKV
 from literate.checks import (
     bool_tensor,
     boolean,
@@ -248,7 +248,8 @@ def qk_norm_scope(q_norm: object, k_norm: object,
 
 def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
                causal: object, key_valid: object, cache: object, start_pos: object,
-               empty_row: object, return_weights: object) -> tuple[int, int]:
+               positions: object, empty_row: object,
+               return_weights: object) -> tuple[int, int]:
     """Everything `MultiHeadAttention.forward` refuses, from metadata alone, before
     anything is projected or cached. Returns (start, T_k): the absolute position of
     x[:, 0] and the number of keys the queries see."""
@@ -262,12 +263,20 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
     boolean("return_weights", return_weights)
     choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
     b, t_q = x.shape[:2]
-    if memory is not None:
+    if isinstance(memory, MemoryKV):  # keys and values projected once (chapter 8)
+        shape = (b, layer.n_kv_heads, memory.k.shape[-2], layer.d_head)
+        for name, kv in zip(("memory.k", "memory.v"), memory):
+            if features(name, kv, width=layer.d_head, like=x).shape != shape \
+                    or shape[2] == 0:
+                raise ValueError(f"{name} must be [B, H_kv, S >= 1, d_head] = "
+                                 f"{list(shape)}, got {tuple(kv.shape)}")
+    elif memory is not None:
         memory = features("memory", memory, width=layer.d_model,
                           like=layer.q_proj.weight)
         if memory.ndim != 3 or memory.shape[0] != b or memory.shape[1] == 0:
             raise ValueError(f"memory must be [B={b}, S >= 1, d], "
                              f"got {tuple(memory.shape)}")
+    if memory is not None:
         if layer.rope is not None:
             raise ValueError("cross-attention (memory given) on a layer built with "
                              "rope=True: the target and the source are two sequences "
@@ -281,9 +290,15 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
             raise ValueError("cross-attention (memory given) takes no cache: the "
                              "memory is projected once per source, not appended at "
                              "each step")
-        if start_pos is not None:
-            raise ValueError("cross-attention (memory given) takes no start_pos: the "
-                             "queries' positions do not enter it")
+        if start_pos is not None or positions is not None:
+            raise ValueError("cross-attention (memory given) takes no start_pos or "
+                             "positions: the queries' positions do not enter it")
+    if positions is not None:
+        if not isinstance(positions, torch.Tensor) or positions.dtype != torch.long:
+            raise TypeError("positions must be a torch.long tensor [B, T_q]")
+        if positions.shape != (b, t_q) or positions.device != x.device:
+            raise ValueError(f"positions must be [B={b}, T_q={t_q}] on {x.device}, got "
+                             f"{tuple(positions.shape)} on {positions.device}")
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
     start = 0 if start_pos is None else non_negative_int("start_pos", start_pos)
@@ -299,7 +314,8 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
                              "each layer its own cache (layer.new_cache), or reset() "
                              "this one")
     t_k = t_q if cache is None else start + t_q  # with a cache: cached and new tokens
-    t_k = memory.shape[1] if memory is not None else t_k
+    t_k = t_k if memory is None else memory[0].shape[-2] if isinstance(
+        memory, MemoryKV) else memory.shape[1]
     if key_valid is not None:
         if bool_tensor("key_valid", key_valid).shape != (b, t_k):
             raise ValueError(f"key_valid must be [B={b}, T_k={t_k}] (one flag per key "
@@ -361,39 +377,58 @@ class MultiHeadAttention(nn.Module):
         return KVCache(batch, self.n_kv_heads, capacity, self.d_head, dtype=w.dtype,
                        device=w.device)
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, *, causal: bool,
-                key_valid: Tensor | None = None, cache: KVCache | None = None,
-                start_pos: int | None = None, empty_row: EmptyRowPolicy = "error",
+    def queries(self, x: Tensor) -> Tensor:
+        """x [B, T, d] -> q [B, H, T, d_head], QK-normed if the layer has q_norm."""
+        q = self.q_proj(x)
+        if self.qk_norm == "projection":  # OLMo 2: all heads at once, before the split
+            q = self.q_norm(q)
+        q = split_heads(q, self.n_heads)  # [B, H, T, d_head]
+        return self.q_norm(q) if self.qk_norm == "head" else q  # Qwen3, Gemma 3
+
+    def keys_values(self, source: Tensor) -> MemoryKV:
+        """source [B, T, d] -> k, v [B, H_kv, T, d_head], k QK-normed like q. For
+        cross-attention, call it once per source and pass the result as `memory`."""
+        k, v = self.k_proj(source), self.v_proj(source)
+        if self.qk_norm == "projection":
+            k = self.k_norm(k)
+        k = split_heads(k, self.n_kv_heads)  # [B, H_kv, T, d_head]
+        k = self.k_norm(k) if self.qk_norm == "head" else k
+        return MemoryKV(k, split_heads(v, self.n_kv_heads))
+
+    def forward(self, x: Tensor, memory: Tensor | MemoryKV | None = None, *,
+                causal: bool, key_valid: Tensor | None = None,
+                cache: KVCache | None = None, start_pos: int | None = None,
+                positions: Tensor | None = None, empty_row: EmptyRowPolicy = "error",
                 return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """x [B, T_q, d] -> [B, T_q, d]; with return_weights, also the weights
         [B, H, T_q, T_k].
 
         causal (required, no default): True for decoder self-attention.
+        memory: the source of cross-attention, [B, S, d], or its keys and values
+        already projected (a MemoryKV from `keys_values`).
         key_valid [B, T_k]: True = a real key, one flag per key the queries see: S for
         cross-attention, T_q without a cache, cache.next_pos + T_q with one.
         start_pos: absolute position of x[:, 0]; with a cache it is cache.next_pos.
+        positions [B, T_q]: each row's own positions instead (left padding); they
+        enter through RoPE only, and each must be < start + T_q.
         """
         start, t_k = check_call(self, x, memory, causal=causal, key_valid=key_valid,
-                                cache=cache, start_pos=start_pos, empty_row=empty_row,
-                                return_weights=return_weights)
+                                cache=cache, start_pos=start_pos, positions=positions,
+                                empty_row=empty_row, return_weights=return_weights)
         t_q = x.shape[1]  # the queries are the last t_q of the t_k positions
         allowed = attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
                                     key_valid=key_valid, device=x.device)
         if key_valid is not None and empty_row == "error":  # padding can empty a row
             rows = allowed.expand(x.shape[0], 1, t_q, t_k)  # [B, 1, T_q, T_k], a view
             refuse_empty_rows("causal and key_valid", ~rows.any(dim=-1)[:, 0])
-        source = x if memory is None else memory  # where keys and values come from
-        q, k, v = self.q_proj(x), self.k_proj(source), self.v_proj(source)
-        if self.qk_norm == "projection":  # OLMo 2: all heads at once, before the split
-            q, k = self.q_norm(q), self.k_norm(k)
-        q = split_heads(q, self.n_heads)  # [B, H, T_q, d_head]
-        k = split_heads(k, self.n_kv_heads)  # [B, H_kv, T_new, d_head]
-        v = split_heads(v, self.n_kv_heads)  # [B, H_kv, T_new, d_head]
-        if self.qk_norm == "head":  # Qwen3, Gemma 3: each head on its own
-            q, k = self.q_norm(q), self.k_norm(k)
+        q = self.queries(x)  # [B, H, T_q, d_head]
+        if isinstance(memory, MemoryKV):
+            k, v = memory  # [B, H_kv, S, d_head]: projected once, read at every step
+        else:
+            k, v = self.keys_values(x if memory is None else memory)  # [B, H_kv, ., d]
         if self.rope is not None:  # positions start .. start + T_q - 1; never v
-            q = self.rope(q, offset=start)
-            k = self.rope(k, offset=start)  # rotated before it is cached
+            q = self.rope(q, offset=start, positions=positions)
+            k = self.rope(k, offset=start, positions=positions)  # before it is cached
         if cache is not None:
             cache.bind(self)  # one cache, one layer
             k, v = cache.append(k, v)  # [B, H_kv, T_k, d_head]: every key so far

@@ -90,9 +90,15 @@ class LlamaLanguageModel(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         return self.run(self.check(ids, max_length=self.context))
 
+    def embed(self, ids: Tensor, *, offset: int = 0,
+              positions: Tensor | None = None) -> Tensor:
+        """ids [B, T] -> [B, T, d]: no position is added, RoPE turns q and k inside
+        each attention (the arguments are GPT-2's `embed`'s, for chapter 8)."""
+        return self.token_embedding(ids)
+
     def run(self, ids: Tensor) -> Tensor:
         """ids [B, T] -> logits [B, T, V], unchecked."""
-        x = self.token_embedding(ids)  # [B, T, d]: no position added, RoPE does it
+        x = self.embed(ids)  # [B, T, d]
         for block in self.blocks:
             x = block(x)
         return self.lm_head(self.final_norm(x))  # [B, T, V]

@@ -138,9 +138,16 @@ class GPTLanguageModel(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         return self.run(self.check(ids, max_length=self.context))
 
+    def embed(self, ids: Tensor, *, offset: int = 0,
+              positions: Tensor | None = None) -> Tensor:
+        """ids [B, T] -> token embedding + position embedding [B, T, d], the positions
+        offset .. offset + T - 1, or each row's own (`positions` [B, T], chapter 8)."""
+        x = self.positions(self.token_embedding(ids), offset=offset, positions=positions)
+        return self.dropout(x)
+
     def run(self, ids: Tensor) -> Tensor:
         """ids [B, T] -> logits [B, T, V], unchecked."""
-        x = self.dropout(self.positions(self.token_embedding(ids)))  # [B, T, d]
+        x = self.embed(ids)  # [B, T, d]
         for block in self.blocks:
             x = block(x)  # causal: position t reads positions 0..t only
         return self.lm_head(self.final_norm(x))  # [B, T, V]

@@ -162,8 +162,11 @@ class LearnedPositions(nn.Module):
                                       device=device)
         nn.init.normal_(self.embedding.weight, mean=0.0, std=init_std)
 
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        """x `[B, T, d_model]` token embeddings -> x + P[offset : offset + T]."""
+    def forward(self, x: Tensor, *, offset: int = 0,
+                positions: Tensor | None = None) -> Tensor:
+        """x `[B, T, d_model]` token embeddings -> x + P[offset : offset + T], or
+        x + P[positions] with `positions` [B, T]: each row's own (left padding,
+        chapter 8), each < offset + T, so the length check above covers them."""
         if features("x", x, width=self.d_model, like=self.embedding.weight).ndim != 3:
             raise ValueError(f"x must be [B, T, d_model], got {tuple(x.shape)}")
         t = x.shape[1]
@@ -171,8 +174,14 @@ class LearnedPositions(nn.Module):
             raise ValueError(f"x [B, T, d] must have offset + T <= max_length="
                              f"{self.max_length} (no vector for a position never "
                              f"trained), got offset={offset} and x {tuple(x.shape)}")
-        positions = torch.arange(offset, offset + t, device=x.device)  # [T]
-        return x + self.embedding(positions)  # [B, T, d_model] + [T, d_model]
+        if positions is None:
+            positions = torch.arange(offset, offset + t, device=x.device)  # [T]
+        elif not isinstance(positions, Tensor) or positions.dtype != torch.long:
+            raise TypeError("positions must be a torch.long tensor [B, T]")
+        elif positions.shape != x.shape[:2]:
+            raise ValueError(f"positions must be [B, T] = {list(x.shape[:2])}, "
+                             f"got {list(positions.shape)}")
+        return x + self.embedding(positions)  # + [T, d_model] or [B, T, d_model]
 # --8<-- [end:learned_positions]
 
 
@@ -220,9 +229,12 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 # --8<-- [start:check_rope]
-def check_rope(x: object, cos: object, sin: object, offset: object) -> int:
+def check_rope(x: object, cos: object, sin: object, offset: object,
+               positions: object = None) -> slice | Tensor:
     """What `apply_rope` refuses: x [..., T, d_head] with an even d_head, cos and sin
-    [length, d_head] alike, an int offset >= 0 with offset + T <= length."""
+    [length, d_head] alike, an int offset >= 0 with offset + T <= length; `positions`,
+    if given, [B, T] ints for x [B, H, T, d_head]. Returns the table rows to read:
+    offset .. offset + T - 1, or `positions` (each row its own, chapter 8)."""
     if float_tensor("x", x).ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must be [..., T, d_head], d_head even, "
                          f"got {tuple(x.shape)}")
@@ -232,37 +244,46 @@ def check_rope(x: object, cos: object, sin: object, offset: object) -> int:
         raise ValueError(f"positions {offset}..{offset + t - 1} of width {d} need cos "
                          f"and sin [>= {offset + t}, {d}], got {tuple(cos.shape)}, "
                          f"{tuple(sin.shape)}")
-    return offset
+    if positions is None:
+        return slice(offset, offset + t)
+    if not isinstance(positions, Tensor) or positions.dtype != torch.long:
+        raise TypeError("positions must be a torch.long tensor [B, T]")
+    if x.ndim != 4 or positions.shape != (x.shape[0], t):
+        raise ValueError(f"positions must be [B, T] for x [B, H, T, d_head], got "
+                         f"{tuple(positions.shape)} for x {tuple(x.shape)}")
+    return positions[:, None]  # [B, 1, T]: one row of angles per token, every head
 # --8<-- [end:check_rope]
 
 
 # --8<-- [start:apply_rope]
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0) -> Tensor:
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0,
+               positions: Tensor | None = None) -> Tensor:
     """Rotate queries or keys `x [..., T, d_head]` to positions offset .. offset+T-1.
 
     Rotate-half layout (GPT-NeoX, Hugging Face Llama). Apply it to q and k only, never
     to v: the rotation is there to make q.k depend on the positions' difference, and
     values do not enter the score. `offset` is the absolute position of the first row
-    (the number of cached tokens when decoding). The tables are cast to x's dtype and
-    device, so a float32 cache serves float64 inputs in float64 and bfloat16 inputs in
-    bfloat16.
+    (the number of cached tokens when decoding); `positions` [B, T] gives each row of
+    a batch its own instead (a left-padded batch, chapter 8). The tables are cast to
+    x's dtype and device, so a float32 cache serves float64 inputs in float64 and
+    bfloat16 inputs in bfloat16.
     """
-    offset, t = check_rope(x, cos, sin, offset), x.shape[-2]
-    cos = cos[offset : offset + t].to(dtype=x.dtype, device=x.device)  # [T, d_head]
-    sin = sin[offset : offset + t].to(dtype=x.dtype, device=x.device)
+    rows = check_rope(x, cos, sin, offset, positions)
+    cos = cos[rows].to(dtype=x.dtype, device=x.device)  # [T, d] or [B, 1, T, d]
+    sin = sin[rows].to(dtype=x.dtype, device=x.device)
     return x * cos + rotate_half(x) * sin
 # --8<-- [end:apply_rope]
 
 
 # --8<-- [start:apply_rope_interleaved]
-def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *,
-                           offset: int = 0) -> Tensor:
+def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0,
+                           positions: Tensor | None = None) -> Tensor:
     """The same rotation in the interleaved layout (RoFormer paper, Meta's original
     code): coordinates (2i, 2i+1) form pair i. Takes the rotate-half tables of
     `rope_cache`."""
-    offset, t, half = check_rope(x, cos, sin, offset), x.shape[-2], x.shape[-1] // 2
-    cos = cos[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)  # [T, d/2]
-    sin = sin[offset : offset + t, :half].to(dtype=x.dtype, device=x.device)
+    rows, half = check_rope(x, cos, sin, offset, positions), x.shape[-1] // 2
+    cos = cos[rows][..., :half].to(dtype=x.dtype, device=x.device)  # [..., T, d/2]
+    sin = sin[rows][..., :half].to(dtype=x.dtype, device=x.device)
     even, odd = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # [..., T, d]
@@ -303,8 +324,11 @@ class RotaryEmbedding(nn.Module):
                                             device=self.cos.device)
         return self.cos, self.sin
 
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        """x [..., T, d_head] at positions offset .. offset + T - 1 -> rotated x."""
+    def forward(self, x: Tensor, *, offset: int = 0,
+                positions: Tensor | None = None) -> Tensor:
+        """x [..., T, d_head] at positions offset .. offset + T - 1 -> rotated x.
+        `positions` [B, T]: each row's own positions, each < offset + T (left padding
+        only lowers them), so the tables cover them without reading their values."""
         if float_tensor("x", x).ndim < 2 or x.shape[-1] != self.d_head:
             raise ValueError(f"x must be [..., T, d_head={self.d_head}], "
                              f"got {tuple(x.shape)}")
@@ -312,9 +336,10 @@ class RotaryEmbedding(nn.Module):
         cos, sin = self.tables(offset + x.shape[-2])
         turn = apply_rope if self.layout == "half" else apply_rope_interleaved
         if self.rotary_dim == self.d_head:
-            return turn(x, cos, sin, offset=offset)
+            return turn(x, cos, sin, offset=offset, positions=positions)
         rotated, rest = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
-        return torch.cat((turn(rotated, cos, sin, offset=offset), rest), dim=-1)
+        rotated = turn(rotated, cos, sin, offset=offset, positions=positions)
+        return torch.cat((rotated, rest), dim=-1)
 # --8<-- [end:rotary_embedding]
 
 

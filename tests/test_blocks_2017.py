@@ -282,8 +282,10 @@ def test_d12_cross_attention_refuses_rope_and_a_cache():
     assert cache.next_pos == 0  # refused before anything was cached
     with pytest.raises(ValueError, match=refused + r"takes causal=False: "):
         plain(x, memory, causal=True)
-    with pytest.raises(ValueError, match=refused + r"takes no start_pos: "):
+    with pytest.raises(ValueError, match=refused + r"takes no start_pos or positions: "):
         plain(x, memory, causal=False, start_pos=2)
+    with pytest.raises(ValueError, match=refused + r"takes no start_pos or positions: "):
+        plain(x, memory, causal=False, positions=torch.zeros(1, 4, dtype=torch.long))
     assert plain(x, memory, causal=False).shape == (1, 4, D)  # plain cross-attention works
     dec = decoder(seed=34)
     assert dec.cross_attn.rope is None

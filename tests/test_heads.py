@@ -665,7 +665,7 @@ def test_check_call_returns_the_start_and_the_number_of_keys_the_queries_see():
     """(start, T_k): the absolute position of x[:, 0], and how many keys its queries read."""
     m = layer(112, 32, 4, rope=True)
     x, memory = torch.zeros(2, 3, 32, dtype=F64), torch.zeros(2, 5, 32, dtype=F64)
-    plain = dict(key_valid=None, cache=None, start_pos=None, empty_row="error", return_weights=False)
+    plain = dict(key_valid=None, cache=None, start_pos=None, positions=None, empty_row="error", return_weights=False)
 
     def check(x, memory=None, *, causal=True, **changes):
         with torch.no_grad():  # a cache is refused under autograd
@@ -1002,8 +1002,8 @@ CROSS = {  # one refusal per option, each naming its own option and no other
                         "the source, every query reads the whole source"),
     "cache": re.escape("cross-attention (memory given) takes no cache: the memory is projected once per source, not "
                        "appended at each step"),
-    "start_pos": re.escape("cross-attention (memory given) takes no start_pos: the queries' positions do not enter "
-                           "it"),
+    "start_pos": re.escape("cross-attention (memory given) takes no start_pos or positions: the queries' positions "
+                           "do not enter it"),
 }
 CACHE_HOLDS = re.escape("the cache holds [batch, n_kv_heads, d_head, dtype, device] = ")
 KEY_VALID = r"^key_valid must be \[B=2, T_k={}\] \(one flag per key the queries see: the memory's S, or the cached " \

@@ -515,9 +515,10 @@ def test_error_paths(call, error, message):
 def test_check_rope_returns_the_offset_and_base_above_one_takes_the_name_first():
     import numpy as np
 
-    offset = positions.check_rope(GOOD_X, GOOD_COS, GOOD_SIN, np.int64(3))
-    assert offset == 3 and type(offset) is int
-    assert positions.check_rope(GOOD_X, GOOD_COS, GOOD_SIN, 0) == 0
+    rows = positions.check_rope(GOOD_X, GOOD_COS, GOOD_SIN, np.int64(3))
+    t = GOOD_X.shape[-2]
+    assert rows == slice(3, 3 + t) and type(rows.start) is int
+    assert positions.check_rope(GOOD_X, GOOD_COS, GOOD_SIN, 0) == slice(0, t)
     base = positions.base_above_one("rope_base", 500_000)
     assert base == 500_000.0 and type(base) is float
     with pytest.raises(ValueError, match=r"^rope_base must be > 1 \(frequencies base\^\(-2i/d\) must decrease\), "
