@@ -70,8 +70,9 @@ def check_prompt(model: nn.Module, ids: object,
         bad_rows = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
     else:
         if bool_tensor("valid", valid).shape != ids.shape or valid.device != ids.device:
-            raise ValueError(f"valid must be [B, T0] = {list(ids.shape)} on {ids.device}, "
-                             f"got {tuple(valid.shape)} on {valid.device}")
+            raise ValueError(f"valid must be [B, T0] = {list(ids.shape)} on "
+                             f"{ids.device}, got {tuple(valid.shape)} on "
+                             f"{valid.device}")
         right = (valid[:, :-1] & ~valid[:, 1:]).any(dim=1)  # a real token before a pad
         bad_rows = right | ~valid[:, -1]  # [B]: not left-padded, or nothing real
     if valid is not None:
@@ -80,11 +81,11 @@ def check_prompt(model: nn.Module, ids: object,
         return ids, valid
     if bad_rows.any():
         row = int(bad_rows.nonzero()[0])
-        raise ValueError(f"valid row {row} is not left-padded: padding (False) must come "
-                         "first and the last token must be real; pad on the left")
+        raise ValueError(f"valid row {row} is not left-padded: padding (False) must "
+                         "come first and the last token must be real; pad on the left")
     row, col = bad_ids.nonzero()[0].tolist()
-    raise ValueError(f"ids[{row}, {col}] = {int(ids[row, col])} is outside the vocabulary "
-                     f"[0, {model.vocab_size})")
+    raise ValueError(f"ids[{row}, {col}] = {int(ids[row, col])} is outside the "
+                     f"vocabulary [0, {model.vocab_size})")
 # --8<-- [end:check_prompt]
 
 
@@ -112,14 +113,16 @@ def generate(model: nn.Module, ids: Tensor, max_new_tokens: int, *,
     if eos_id is not None and non_negative_int("eos_id", eos_id) >= model.vocab_size:
         raise ValueError(f"eos_id must be < vocabulary size {model.vocab_size}, "
                          f"got {eos_id}")
-    chunk = t0 if prefill_chunk is None else positive_int("prefill_chunk", prefill_chunk)
+    chunk = t0 if prefill_chunk is None else positive_int("prefill_chunk",
+                                                          prefill_chunk)
     was_training = model.training
     model.eval()
     try:
         cache = new_decode_cache(model, b, t0 + n)
         for s in range(0, t0, chunk):  # prefill: the prompt, chunk by chunk
             piece = None if valid is None else valid[:, s:s + chunk]
-            logits = cached_run(model, ids[:, s:s + chunk], cache, valid=piece, last=True)
+            logits = cached_run(model, ids[:, s:s + chunk], cache, valid=piece,
+                                last=True)
         finished = torch.zeros(b, dtype=torch.bool, device=ids.device)  # [B]
         new, steps = [], []
         for step in range(n):

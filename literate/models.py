@@ -142,8 +142,8 @@ class GPTLanguageModel(nn.Module):
               positions: Tensor | None = None) -> Tensor:
         """ids [B, T] -> token embedding + position embedding [B, T, d], the positions
         offset .. offset + T - 1, or each row's own (`positions` [B, T], chapter 8)."""
-        x = self.positions(self.token_embedding(ids), offset=offset, positions=positions)
-        return self.dropout(x)
+        x = self.token_embedding(ids)  # [B, T, d]
+        return self.dropout(self.positions(x, offset=offset, positions=positions))
 
     def run(self, ids: Tensor) -> Tensor:
         """ids [B, T] -> logits [B, T, V], unchecked."""
