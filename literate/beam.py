@@ -41,14 +41,12 @@ from literate.decoding import cached_run, check_prompt, new_decode_cache
 __all__ = ["BeamResult", "hf_length_penalty", "gnmt_length_penalty", "beam_search",
            "beam_generate"]
 
-EarlyStopping = Literal[True, False, "never"]
-
-
 # --8<-- [start:length_penalties]
 def hf_length_penalty(exponent: float = 1.0) -> Callable[[int], float]:
     """Hugging Face's: a finished hypothesis of n tokens scores sum / n ** exponent."""
     if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
-        raise TypeError(f"exponent must be a real number, got {type(exponent).__name__}")
+        raise TypeError(f"exponent must be a real number, "
+                        f"got {type(exponent).__name__}")
     return lambda n: float(n) ** exponent
 
 
@@ -62,6 +60,9 @@ def gnmt_length_penalty(alpha: float = 0.6) -> Callable[[int], float]:
 
 
 # --8<-- [start:beam_search]
+EarlyStopping = Literal[True, False, "never"]
+
+
 class BeamResult(NamedTuple):
     """The best finished hypothesis of each input: tokens [B, L] (the generated part,
     EOS included, then `fill`), its score [B] (sum of log-probabilities / penalty) and
@@ -109,13 +110,13 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
     done = torch.zeros(b, dtype=torch.bool, device=device)  # [B]
     rank = torch.arange(m, device=device)  # [m]: a candidate's rank in its input
     for t in range(1, n + 1):  # t: the candidates' length, EOS included
-        total = torch.log_softmax(logits, dim=-1).view(b, k, vocab) + run_scores[..., None]
+        logp = torch.log_softmax(logits, dim=-1).view(b, k, vocab)  # [B, k, V]
+        total = logp + run_scores[..., None]  # each beam's sum, extended by each token
         values, index = total.view(b, k * vocab).topk(m)  # [B, m], best first
         parent, token = index // vocab, index % vocab  # which beam, which token
         seqs = torch.cat((history.gather(1, parent[..., None].expand(-1, -1, t - 1)),
                           token[..., None]), dim=2)  # [B, m, t]
-        ends = token == eos_id if eos_id is not None else torch.zeros_like(token,
-                                                                            dtype=torch.bool)
+        ends = token == (-1 if eos_id is None else eos_id)  # [B, m]: ends in EOS
         ends = ends | (t == n)  # the last step ends every candidate
         # finished: an ending candidate among the first k, of an input still open
         full = (fin_scores > -torch.inf).all(dim=1, keepdim=True)  # [B, 1]

@@ -230,12 +230,18 @@ class EncoderDecoder(nn.Module):
             raise ValueError(f"{first} has batch {b}, {name} {batches[name]}")
         return list(checked.values())
 
-    def embed(self, tokens: Tensor) -> Tensor:
-        """sqrt(d) * E[tokens] + PE[:T], then dropout: [B, T] -> [B, T, d]. The
-        sinusoids (sec. 3.5) are a fixed function of the position, not parameters."""
+    def embed(self, tokens: Tensor, *, offset: int = 0) -> Tensor:
+        """sqrt(d) * E[tokens] + PE[offset : offset + T], then dropout: [B, T] ->
+        [B, T, d]. The sinusoids (sec. 3.5) are a fixed function of the position, not
+        parameters; `offset` places tokens that follow `offset` cached ones (chapter 8).
+        """
+        offset, t = non_negative_int("offset", offset), tokens.shape[1]
+        if offset + t > self.max_length:
+            raise ValueError(f"offset={offset} + {t} tokens > "
+                             f"max_length={self.max_length}")
         x = self.embedding(tokens) * math.sqrt(self.d_model)  # [B, T, d]
-        positions = sinusoidal_table(tokens.shape[1], self.d_model, dtype=x.dtype,
-                                     device=x.device)  # [T, d]
+        positions = sinusoidal_table(offset + t, self.d_model, dtype=x.dtype,
+                                     device=x.device)[offset:]  # [T, d]
         return self.dropout(x + positions)
 
     def encode(self, x: Tensor, source_valid: Tensor) -> Tensor:

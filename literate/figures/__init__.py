@@ -18,6 +18,7 @@ from literate.figures import sampling
 from literate.figures import gpt2
 from literate.figures import encdec
 from literate.figures import modern
+from literate.figures import decoding
 from literate.figures.style import LANGUAGES, THEMES, svg_bytes
 
 
@@ -157,6 +158,18 @@ FIGURES: dict[str, FigureSpec] = {
             "level below that bound. Right: the mean entropy of the attention rows "
             "falls towards 0 without QK-norm (each row on one key) and stays level "
             "with it, below the dashed entropy of uniform rows.",
+        ),
+        FigureSpec(
+            "kv-cache-step-cost",
+            decoding.step_cost_figure,
+            "One decoding step of a tiny two-layer Llama at positions 1 to 512, counted "
+            "while it runs, on log-log axes. Left: the bytes the step writes. With a "
+            "preallocated cache both its total and what goes into the cache (one row "
+            "per layer) stay level; with a cache grown by torch.cat the bytes written "
+            "into the cache grow in proportion to the position (every stored row is "
+            "copied at every step) and come to dominate the step; with no cache the total grows fastest, the "
+            "whole prefix recomputed. Right: the token rows each layer projects: one "
+            "for either cache, t for no cache.",
         ),
     ]
 }
