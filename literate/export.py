@@ -59,6 +59,10 @@ ATTENTION = (  # chapters 1-3, in reading order
     ("params", "attention_params"), ("params", "kv_cache_bytes_per_token"),
     ("params", "published_attention"),
 )
+DECODING = (("cache", "decode_cache"), ("decoding", "cached_run"),  # chapter 8
+            ("decoding", "check_prompt"), ("decoding", "generate"),
+            ("beam", "length_penalties"), ("beam", "beam_search"), ("beam", "beam_generate"),
+            ("selfcheck", "check_decoding"))
 MODELS = (("checks", "token_ids"), ("checks", "ids_in_vocabulary"),
           ("norms", "layer_norm"), ("norms", "layer_norm_module"),
           ("ffn", "check_activation"), ("ffn", "dense_ffn"), ("blocks", "same_width"))
@@ -81,7 +85,8 @@ ERAS: dict[str, Era] = {
         "check_transformer2017"),
     "gpt2": Era(
         "GPT-2 (Radford et al. 2019): the pre-norm block, the language model,\ngenerate, "
-        "sampling, and loading Hugging Face GPT-2 weights by name", "chapters 1-6",
+        "sampling, loading Hugging Face GPT-2 weights by name, and decoding\nwith a KV "
+        "cache: left-padded batches, chunked prefill, beam search", "chapters 1-6 and 8",
         CHECKS + ATTENTION + MODELS + (
             ("ffn", "gelu_tanh"), ("blocks", "pre_norm_block"), ("blocks", "builder_gpt2"),
             ("models", "greedy"), ("models", "gpt_language_model"), ("models", "gpt2_init"),
@@ -91,13 +96,13 @@ ERAS: dict[str, Era] = {
             ("sampling", "checks"), ("sampling", "top_k_filter"), ("sampling", "top_p_filter"),
             ("sampling", "filter_logits"), ("sampling", "next_token_distribution"),
             ("sampling", "greedy_step"), ("sampling", "draw"), ("sampling", "sample_step"),
-            ("sampling", "sampler")),
+            ("sampling", "sampler")) + DECODING,
         "check_gpt2"),
     "llama": Era(
         "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
         "model with generate and Hugging Face Llama loading; QK-norm, the sandwich, the\n"
         "output norm and the parallel residual (Qwen3, OLMo 2, Gemma 3, GPT-J, GPT-NeoX,\n"
-        "Cohere)", "chapters 1-7",
+        "Cohere); decoding with a KV cache and beam search (chapter 8)", "chapters 1-8",
         CHECKS + ATTENTION + MODELS + (
             ("ffn", "gelu_tanh"), ("norms", "rms_norm"), ("norms", "rms_norm_module"),
             ("norms", "zero_centred_rms_norm"), ("ffn", "gated_ffn"),
@@ -114,7 +119,7 @@ ERAS: dict[str, Era] = {
             ("sampling", "sampler"), ("llama", "llama_language_model"),
             ("llama", "llama_model"), ("llama", "llama_from_hf_config"),
             ("llama", "check_llama_config"), ("llama", "load_renamed"),
-            ("llama", "load_hf_llama")),
+            ("llama", "load_hf_llama")) + DECODING,
         "check_llama"),
 }
 

@@ -15,9 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from literate.beam import beam_generate
 from literate.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
 from literate.blocks import (cohere_block, gemma3_block, gptj_block, llama_block,
                              neox_block, olmo2_block, qwen3_block)
+from literate.decoding import generate
 from literate.heads import MultiHeadAttention, load_packed_qkv, merge_heads, split_heads
 from literate.llama import llama_from_hf_config, llama_model, load_hf_llama
 from literate.models import (gpt2_block_targets, gpt2_from_hf_config, gpt2_model,
@@ -143,6 +145,26 @@ def check_transformer2017() -> None:
 # --8<-- [end:check_transformer2017]
 
 
+# --8<-- [start:check_decoding]
+def check_decoding(model: nn.Module) -> None:
+    """The cached `generate` of chapter 8 returns the uncached `generate`'s tokens; a
+    left-padded row decodes as its prompt alone; one beam is greedy."""
+    model = model.double().eval()
+    ids = torch.randint(0, model.vocab_size, (2, 6))
+    if not torch.equal(generate(model, ids, 5), model.generate(ids, 5)):
+        raise AssertionError("the cached generate differs from the uncached one")
+    valid = torch.ones(2, 6, dtype=torch.bool)
+    valid[1, :3] = False  # row 1: a 3-token prompt, padded on the left
+    padded, steps = generate(model, ids, 5, valid=valid, return_logits=True)
+    alone, alone_steps = generate(model, ids[1:, 3:], 5, return_logits=True)
+    if not torch.equal(padded[1, 3:], alone[0]) or \
+            (steps[1] - alone_steps[0]).abs().max() > 1e-12:
+        raise AssertionError("a left-padded row does not decode as its prompt alone")
+    if not torch.equal(beam_generate(model, ids, 1, 5, valid=valid)[0], padded):
+        raise AssertionError("beam search with one beam is not greedy")
+# --8<-- [end:check_decoding]
+
+
 # --8<-- [start:check_gpt2]
 def check_gpt2() -> None:
     """A tiny GPT-2 is causal; weights written under Hugging Face's names load back,
@@ -186,6 +208,7 @@ def check_gpt2() -> None:
     draws = [model.generate(ids[:, :4], 6, choose=choose) for choose in seeded]
     if not torch.equal(draws[0], draws[1]):
         raise AssertionError("seeded sampling is not reproducible")
+    check_decoding(model)
 # --8<-- [end:check_gpt2]
 
 
@@ -238,4 +261,5 @@ def check_llama() -> None:
         for block in blocks:
             if not torch.equal(block(x)[:, :4], block(later)[:, :4]):
                 raise AssertionError(f"{type(block).__name__} is not causal")
+    check_decoding(model)
 # --8<-- [end:check_llama]

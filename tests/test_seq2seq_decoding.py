@@ -12,7 +12,7 @@ What is proven, all in float64:
   uncached decode: once per step), the self-attention projects one query row per step
   (n in all, against n (n + 1) / 2 uncached), counted with forward hooks, not timed;
 - host syncs: one for the ids, then at most one per token; the steps make none;
-- bad input is refused by name; the mode is restored.
+- bad input is refused by name; the mode is restored; a step compiles (fullgraph).
 
 Tolerance. Cached and uncached decoding compute the same sums in different groupings
 (one query row against T keys instead of T rows; a [B, 1, d] matmul instead of
@@ -118,7 +118,7 @@ def test_the_cases_run_every_path(case):
     """The fixtures exercise what the loop does differently per row: rows that stop at
     different steps, PAD after EOS, padded sources, and (untrained) an early stop of the
     whole batch, (partly trained) a row that reaches the length limit."""
-    name, model, source, out = case
+    name, _, source, out = case
     steps = eos_steps(out)
     assert (source == PAD).any(dim=1).sum() >= 2  # right-padded source rows
     assert len({s for s in steps if s is not None}) >= 2  # rows stop at different steps
@@ -340,7 +340,7 @@ def test_one_host_sync_for_the_ids_and_at_most_one_per_token(case):
     """1 (the ids' check) + one per token asking whether every row is done, none after
     the last step: 1 + (n - 1) at the length limit, 1 + n when all rows stop early.
     Making the cache and a step read no tensor value."""
-    name, model, source, expected = case
+    _, model, source, expected = case
     n = expected.shape[1]
     with HostReads() as reads:
         out = cached_greedy_decode(model, source, MAX_NEW)
@@ -489,3 +489,21 @@ def test_pad_and_bos_are_never_produced():
     for row, s in zip(out.tolist(), eos_steps(out)):
         stop = len(row) if s is None else s + 1
         assert PAD not in row[:stop] and BOS not in row
+
+
+def test_a_compiled_step_equals_the_eager_one():
+    """A step captures as one graph (fullgraph; aot_eager: no C compiler) and gives the
+    eager step's logits bit for bit, at offset 0 and after it."""
+    model, source = untrained()
+    source_valid = source != PAD
+    memory = model.encode(model.embed(source), source_valid)
+    eager = new_seq2seq_cache(model, memory, source_valid, 2)
+    compiled = new_seq2seq_cache(model, memory, source_valid, 2)
+    step = torch.compile(cached_decode_step, fullgraph=True, backend="aot_eager")
+    tokens = torch.full((source.shape[0], 1), BOS)
+    with torch.no_grad():
+        for _ in range(2):  # offset 0, then 1 (a recompile)
+            expected = cached_decode_step(model, tokens, eager)
+            assert torch.equal(step(model, tokens, compiled), expected)
+            tokens = expected[:, -1].argmax(-1, keepdim=True)
+    assert compiled.next_pos == eager.next_pos == 2
