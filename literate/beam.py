@@ -77,7 +77,8 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
                 reorder: Callable[[Tensor], None], *, beams: int, max_new_tokens: int,
                 eos_id: int | None = None,
                 penalty: Callable[[int], float] = hf_length_penalty(1.0),
-                early_stopping: EarlyStopping = False) -> BeamResult:
+                early_stopping: EarlyStopping = False,
+                fill: int | None = None) -> BeamResult:
     """Beam search over any cached decoder.
 
     logits [N, V]: the next-token logits of N = B * k rows after the prefill, each
@@ -87,6 +88,7 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
     early_stopping: True stops an input once it has k finished hypotheses; False
     stops it when its best running beam, at its current length, cannot beat the
     worst of them; "never" when it cannot at the longest length.
+    fill: the token after a hypothesis's end (default: the EOS, as Hugging Face pads).
     """
     k, n = positive_int("beams", beams), positive_int("max_new_tokens", max_new_tokens)
     rows, vocab = logits.shape
@@ -100,7 +102,10 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
         raise ValueError(f"early_stopping must be True, False or 'never', "
                          f"got {early_stopping!r}")
     b, m, device = rows // k, 2 * k, logits.device
-    fill = 0 if eos_id is None else eos_id  # after a hypothesis ends
+    if fill is None:
+        fill = 0 if eos_id is None else eos_id  # after a hypothesis ends
+    elif non_negative_int("fill", fill) >= vocab:
+        raise ValueError(f"fill must be < V={vocab}, got {fill}")
     run_scores = torch.full((b, k), -torch.inf, dtype=logits.dtype, device=device)
     run_scores[:, 0] = 0.0  # [B, k]: the k copies of an input are one beam at first
     history = torch.zeros(b, k, 0, dtype=torch.long, device=device)  # [B, k, t]
@@ -170,9 +175,10 @@ def beam_generate(model: nn.Module, ids: Tensor, beams: int, max_new_tokens: int
     model.eval()
     try:
         cache = new_decode_cache(model, b * k, t0 + n)  # one row per beam
+        prompt = ids if valid is None else ids.masked_fill(~valid, 0)  # as generate's
         many = None if valid is None else valid.repeat_interleave(k, dim=0)
-        logits = cached_run(model, ids.repeat_interleave(k, dim=0), cache, valid=many,
-                            last=True)  # [B * k, V]
+        logits = cached_run(model, prompt.repeat_interleave(k, dim=0), cache,
+                            valid=many, last=True)  # [B * k, V]
 
         def step(tokens: Tensor) -> Tensor:
             return cached_run(model, tokens[:, None], cache, last=True)

@@ -114,6 +114,13 @@ class KVCache:
         self.v[:, :, length:self.next_pos] = 0
         self.next_pos = length
 
+    def reorder(self, rows: Tensor) -> None:
+        """Row i becomes row rows[i] [B], in the filled slots, in place (beam search:
+        each surviving beam continues the history of the beam it extends)."""
+        n = self.next_pos
+        self.k[:, :, :n] = self.k[:, :, :n].index_select(0, rows)
+        self.v[:, :, :n] = self.v[:, :, :n].index_select(0, rows)
+
     def reset(self) -> None:
         """Forget the sequence and the layer: `next_pos` back to 0, buffers zeroed."""
         self.k.zero_()
@@ -193,10 +200,9 @@ class DecodeCache:
     def reorder(self, rows: Tensor) -> None:
         """Row i of every buffer becomes row rows[i] (beam search: each surviving
         beam continues the history of the beam it came from). In place."""
-        n = self.next_pos  # only the filled slots move
         for c in self.layers:
-            c.k[:, :, :n] = c.k[:, :, :n].index_select(0, rows)
-            c.v[:, :, :n] = c.v[:, :, :n].index_select(0, rows)
+            c.reorder(rows)
+        n = self.next_pos  # only the filled slots move
         self.valid[:, :n] = self.valid[:, :n].index_select(0, rows)
         self.real.copy_(self.real.index_select(0, rows))
 # --8<-- [end:decode_cache]

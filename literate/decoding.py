@@ -119,9 +119,11 @@ def generate(model: nn.Module, ids: Tensor, max_new_tokens: int, *,
     model.eval()
     try:
         cache = new_decode_cache(model, b, t0 + n)
+        # padding is never read, but it is embedded: give it an id in the vocabulary
+        prompt = ids if valid is None else ids.masked_fill(~valid, 0)
         for s in range(0, t0, chunk):  # prefill: the prompt, chunk by chunk
             piece = None if valid is None else valid[:, s:s + chunk]
-            logits = cached_run(model, ids[:, s:s + chunk], cache, valid=piece,
+            logits = cached_run(model, prompt[:, s:s + chunk], cache, valid=piece,
                                 last=True)
         finished = torch.zeros(b, dtype=torch.bool, device=ids.device)  # [B]
         new, steps = [], []

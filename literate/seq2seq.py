@@ -296,7 +296,8 @@ class EncoderDecoder(nn.Module):
 
         A row stops at its first EOS (kept) and is PAD after it; all rows stop after
         max_new_tokens. PAD and BOS are never produced: they are not targets. There is
-        no KV cache, so the decoder reruns on the whole prefix at each step. Runs in
+        no KV cache, so the decoder reruns on the whole prefix at each step
+        (chapter 8's `cached_greedy_decode` keeps the keys and values instead). Runs in
         eval mode (no dropout), restoring the previous mode after.
         """
         (source,) = self.check(source=source)

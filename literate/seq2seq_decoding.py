@@ -32,12 +32,13 @@ import math
 import torch
 from torch import Tensor
 
+from literate.beam import BeamResult, EarlyStopping, beam_search, gnmt_length_penalty
 from literate.cache import KVCache, MemoryKV
 from literate.checks import bool_tensor, features, positive_int
 from literate.seq2seq import EncoderDecoder
 
 __all__ = ["Seq2SeqCache", "new_seq2seq_cache", "cached_decode_step",
-           "cached_greedy_decode"]
+           "cached_greedy_decode", "beam_translate"]
 
 
 # --8<-- [start:seq2seq_cache]
@@ -90,6 +91,14 @@ class Seq2SeqCache:
         """Bytes of every layer's keys and values, self- and cross-attention."""
         return sum(c.nbytes + m.k.nbytes + m.v.nbytes
                    for c, m in zip(self.layers, self.memory, strict=True))
+
+    def reorder(self, rows: Tensor) -> None:
+        """Row i of the decoded history becomes row rows[i] (beam search). The memory
+        is not moved: rows stay within their input, whose source they all read."""
+        for c in self.layers:
+            c.reorder(rows)
+        n = self.next_pos
+        self.target_valid[:, :n] = self.target_valid[:, :n].index_select(0, rows)
 # --8<-- [end:seq2seq_cache]
 
 
@@ -178,3 +187,39 @@ def cached_greedy_decode(model: EncoderDecoder, source: Tensor,
         model.train(was_training)
     return torch.stack(new, dim=1)  # [B, L]
 # --8<-- [end:cached_greedy_decode]
+
+
+# --8<-- [start:beam_translate]
+@torch.no_grad()
+def beam_translate(model: EncoderDecoder, source: Tensor, max_new_tokens: int, *,
+                   beams: int = 4, alpha: float = 0.6,
+                   early_stopping: EarlyStopping = False) -> BeamResult:
+    """The 2017 paper's decoding (Vaswani et al. 2017, sec. 6.1): beam search with
+    `beams` = 4 and Wu et al.'s length penalty with `alpha` = 0.6. source [B, S] ->
+    the best hypothesis of each row: tokens [B, L] (EOS kept, PAD after), scores [B],
+    lengths [B]. PAD and BOS are never produced, as in `greedy_decode`."""
+    (source,) = model.check(source=source)  # the one host sync for the ids
+    k, n = positive_int("beams", beams), positive_int("max_new_tokens", max_new_tokens)
+    if n > model.max_length:
+        raise ValueError(f"max_new_tokens={n} > max_length={model.max_length}")
+    was_training = model.training
+    model.eval()
+    try:
+        source_valid = source != model.pad_id  # [B, S]
+        memory = model.encode(model.embed(source), source_valid)  # [B, S, d], once
+        cache = new_seq2seq_cache(model, memory.repeat_interleave(k, dim=0),
+                                  source_valid.repeat_interleave(k, dim=0), n)
+        banned = torch.zeros(model.vocab_size, dtype=torch.bool, device=source.device)
+        banned[model.pad_id] = banned[model.bos_id] = True  # not targets: never made
+
+        def step(tokens: Tensor) -> Tensor:  # [B * k] -> [B * k, V]
+            logits = cached_decode_step(model, tokens[:, None], cache)[:, -1]
+            return logits.masked_fill(banned, -math.inf)
+
+        bos = torch.full((source.shape[0] * k,), model.bos_id, device=source.device)
+        return beam_search(step(bos), step, cache.reorder, beams=k, max_new_tokens=n,
+                           eos_id=model.eos_id, penalty=gnmt_length_penalty(alpha),
+                           early_stopping=early_stopping, fill=model.pad_id)
+    finally:
+        model.train(was_training)
+# --8<-- [end:beam_translate]

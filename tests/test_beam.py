@@ -154,6 +154,7 @@ def test_bad_arguments_are_refused():
         (dict(beams=3, eos_id=40), r"^eos_id must be < V=40, got 40$"),
         (dict(beams=3, early_stopping="sometimes"), r"^early_stopping must be True, False or 'never', got 'sometimes'$"),
         (dict(beams=3, early_stopping=1), r"^early_stopping must be True, False or 'never', got 1$"),
+        (dict(beams=3, fill=40), r"^fill must be < V=40, got 40$"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -24,11 +24,14 @@ moves logits by >= 1e-3.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from literate.seq2seq import EncoderDecoder, shift_right
 from literate.seq2seq_decoding import (
+    beam_translate,
     Seq2SeqCache,
     cached_decode_step,
     cached_greedy_decode,
@@ -507,3 +510,60 @@ def test_a_compiled_step_equals_the_eager_one():
             assert torch.equal(step(model, tokens, compiled), expected)
             tokens = expected[:, -1].argmax(-1, keepdim=True)
     assert compiled.next_pos == eager.next_pos == 2
+
+
+# --- beam search, the 2017 paper's decoder -----------------------------------------------
+
+
+def gnmt_scores(model: EncoderDecoder, source: torch.Tensor, tokens: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Each row's hypothesis scored without a cache: the summed log-probabilities (PAD and BOS banned, as the
+    decoders ban them) of its tokens through its first EOS, from one teacher-forced `run`, over Wu et al.'s
+    ((5 + n) / 6) ** alpha."""
+    with torch.no_grad():
+        logits = model.run(source, tokens)  # position i predicts tokens[:, i]
+    logits[..., [PAD, BOS]] = -math.inf
+    logp = torch.log_softmax(logits, -1).gather(2, tokens[..., None])[..., 0]  # [B, L]
+    scores = []
+    for row in range(tokens.shape[0]):
+        listed = tokens[row].tolist()
+        n = listed.index(EOS) + 1 if EOS in listed else len(listed)
+        scores.append(logp[row, :n].sum() / ((5 + n) / 6) ** alpha)
+    return torch.stack(scores)
+
+
+def test_one_beam_is_cached_greedy(case):
+    _, model, source, _ = case
+    best = beam_translate(model, source, MAX_NEW, beams=1)
+    assert torch.equal(best.tokens, cached_greedy_decode(model, source, MAX_NEW))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_a_beam_score_is_its_hypothesis_own_and_the_reordering_is_needed(case, alpha, monkeypatch):
+    _, model, source, _ = case
+    best = beam_translate(model, source, MAX_NEW, beams=4, alpha=alpha)
+    assert (best.scores - gnmt_scores(model, source, best.tokens, alpha)).abs().max() < TOL
+    lengths = [(row.tolist() + [EOS]).index(EOS) + 1 for row in best.tokens]
+    assert best.lengths.tolist() == [min(n, MAX_NEW) for n in lengths]
+    monkeypatch.setattr(Seq2SeqCache, "reorder", lambda self, rows: None)
+    broken = beam_translate(model, source, MAX_NEW, beams=4, alpha=alpha)
+    gap = (broken.scores - gnmt_scores(model, source, broken.tokens, alpha)).abs().max()
+    assert gap > 1e-6
+
+
+def test_four_beams_find_better_hypotheses_than_greedy_on_the_trained_model():
+    """Not a theorem (a beam can prune greedy's prefix), but on these inputs: no row's best hypothesis scores
+    worse than greedy's output under the same score, and at least one scores better."""
+    model, source = partly_trained()
+    best = beam_translate(model, source, MAX_NEW, beams=4, alpha=0.6)
+    greedy = gnmt_scores(model, source, cached_greedy_decode(model, source, MAX_NEW), 0.6)
+    assert (best.scores >= greedy - TOL).all() and (best.scores > greedy + 1e-6).any()
+
+
+def test_beam_translate_refuses_bad_arguments():
+    model, source = untrained()
+    with pytest.raises(ValueError, match=r"^max_new_tokens=13 > max_length=12$"):
+        beam_translate(model, source, 13)
+    with pytest.raises(ValueError, match=r"^beams must be"):
+        beam_translate(model, source, 4, beams=0)
+    with pytest.raises(ValueError, match=r"^alpha must be a real number >= 0, got -1$"):
+        beam_translate(model, source, 4, alpha=-1)
