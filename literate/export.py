@@ -74,14 +74,20 @@ ERAS: dict[str, Era] = {
         CHECKS + ATTENTION + (("studies", "score_statistics"),), "check_attention"),
     "transformer2017": Era(
         "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers,\nthe model, its "
-        "learning-rate schedule, label smoothing and greedy decoding", "chapters 1-4",
+        "learning-rate schedule, label smoothing, greedy decoding, and\ndecoding with "
+        "caches and beam search (chapter 8)", "chapters 1-4 and 8",
         CHECKS + ATTENTION + MODELS + (
             ("blocks", "post_norm_encoder_layer"), ("blocks", "post_norm_decoder_layer"),
             ("blocks", "builders_2017"), ("seq2seq", "shift_right"),
             ("seq2seq", "transformer_lr"), ("seq2seq", "smoothing_targets"),
             ("seq2seq", "label_smoothed_nll"), ("seq2seq", "encoder_decoder"),
             ("seq2seq", "cross_attention_weights"), ("torch_twins", "twin_eps"),
-            ("torch_twins", "torch_twins")),
+            ("torch_twins", "torch_twins"), ("beam", "length_penalties"),
+            ("beam", "beam_search"), ("seq2seq_decoding", "seq2seq_cache"),
+            ("seq2seq_decoding", "new_seq2seq_cache"),
+            ("seq2seq_decoding", "cached_decode_step"),
+            ("seq2seq_decoding", "cached_greedy_decode"),
+            ("seq2seq_decoding", "beam_translate")),
         "check_transformer2017"),
     "gpt2": Era(
         "GPT-2 (Radford et al. 2019): the pre-norm block, the language model,\ngenerate, "

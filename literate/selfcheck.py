@@ -27,6 +27,7 @@ from literate.models import (gpt2_block_targets, gpt2_from_hf_config, gpt2_model
 from literate.positions import apply_rope, rope_cache
 from literate.sampling import sampler
 from literate.seq2seq import EncoderDecoder
+from literate.seq2seq_decoding import beam_translate, cached_greedy_decode
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 __all__ = ["check_attention", "check_transformer2017", "check_gpt2", "check_llama"]
@@ -142,6 +143,13 @@ def check_transformer2017() -> None:
         out = model.greedy_decode(source, max_new_tokens=6)
     if out.shape[0] != 2 or out.shape[1] > 6 or not bool((out < 13).all()):
         raise AssertionError(f"greedy_decode returned {out}")
+    if not torch.equal(cached_greedy_decode(model, source, 6), out):
+        raise AssertionError("the cached greedy decode differs from greedy_decode")
+    if not torch.equal(beam_translate(model, source, 6, beams=1).tokens, out):
+        raise AssertionError("beam search with one beam is not greedy")
+    best = beam_translate(model, source, 6)  # 4 beams, alpha 0.6
+    if best.tokens.shape[0] != 2 or not bool((best.lengths <= 6).all()):
+        raise AssertionError(f"beam_translate returned {best}")
 # --8<-- [end:check_transformer2017]
 
 
