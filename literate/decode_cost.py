@@ -69,6 +69,7 @@ __all__ = [
     "TIMING_POSITIONS",
     "step_times",
     "generate_speed",
+    "step_breakdown",
     "main",
 ]
 
@@ -461,7 +462,7 @@ def generate_speed(*, prompt: int = 32, new_tokens: int = 256, rounds: int = 7,
     default DynamicCache) on a LlamaForCausalLM with the same weights, timed
     interleaved (`literate.bench.measure`, one call per round). Returns seconds per
     call, tokens per second, the ratio of speeds (ours / theirs) and whether the
-    tokens are equal (they must be: `main` asserts it)."""
+    tokens are equal (they must be: `main` raises if not)."""
     from literate.bench import measure
 
     ours, theirs = _hf_twin(TINY_LLAMA | {"n_layers": n_layers})
@@ -489,6 +490,99 @@ def generate_speed(*, prompt: int = 32, new_tokens: int = 256, rounds: int = 7,
             "tokens_equal": bool(same), "new_tokens": new_tokens, "prompt": prompt}
 
 
+def _micro(fn: Callable[[], object], *, n: int = 300, rounds: int = 7) -> float:
+    """Median seconds of one call of `fn` over `rounds` rounds of n calls."""
+    fn(), fn()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - start) / n)
+    return statistics.median(samples)
+
+
+def step_breakdown(position: int = 512, *, rounds: int = 7) -> dict[str, float]:
+    """Where one decoding step's time goes, ours against Hugging Face's, at `position`
+    keys: seconds of each piece, timed alone (a block call is undone by moving the
+    cache's next_pos back, an HF layer's by DynamicCache.crop(-1)), and the aten ops
+    of one whole step (counted, not timed)."""
+    import torch.nn.functional as F
+
+    from literate.heads import attention_allowed, check_call, fused_attention
+
+    ours, theirs = _hf_twin(TINY_LLAMA)
+    t = positive_int("position", position)
+    ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, t),
+                        generator=torch.Generator().manual_seed(SEED + 3))
+    out: dict[str, float] = {}
+    with torch.no_grad():
+        ours.run(ids)  # RoPE tables for every position
+        cache = new_decode_cache(ours, 1, t)
+        cached_run(ours, ids[:, :t - 1], cache, last=True)
+        with WriteCounter() as ours_ops:
+            cached_run(ours, ids[:, t - 1:], cache, last=True)
+        block, layer_cache = ours.blocks[0], cache.layers[0]
+        attn, x = block.attn, torch.randn(1, 1, TINY_LLAMA["d_model"])
+        layer_cache.next_pos = t - 1
+
+        def our_block():
+            block(x, cache=layer_cache, empty_row="zero")
+            layer_cache.next_pos -= 1
+
+        q = attn.queries(x)
+        k, v = layer_cache.k[:, :, :t], layer_cache.v[:, :, :t]
+        k_new, v_new = attn.keys_values(x)
+        allowed = attention_allowed(1, t, causal=True, query_offset=t - 1)
+        cos, sin = attn.rope.tables(t)
+        c, s = cos[t - 1:t], sin[t - 1:t]
+        half = q.shape[-1] // 2
+
+        def append():
+            layer_cache.append(k_new, v_new)
+            layer_cache.next_pos -= 1
+
+        pieces = {
+            "our block (attention + FFN), 1 token": our_block,
+            "  check_call (metadata checks)": lambda: check_call(
+                attn, x, None, causal=True, key_valid=None, cache=layer_cache,
+                start_pos=None, positions=None, empty_row="zero",
+                return_weights=False),
+            "  attention_allowed(1, t): the causal mask of 1 query": lambda: (
+                attention_allowed(1, t, causal=True, query_offset=t - 1)),
+            "  fused_attention with that (all-True) mask": lambda: fused_attention(
+                q, k, v, allowed),
+            "  F.scaled_dot_product_attention, no mask": lambda: (
+                F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
+            "  RotaryEmbedding on q (one of 2 calls)": lambda: attn.rope(
+                q, offset=t - 1),
+            "  its arithmetic alone (tables sliced)": lambda: (
+                q * c + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * s),
+            "  KVCache.append, 1 token": append,
+            "  RMSNorm, 1 token": lambda: block.norm1(x),
+        }
+        for name, fn in pieces.items():
+            out[name] = _micro(fn, rounds=rounds)
+        hf_cache = theirs(ids[:, :t - 1], use_cache=True).cache
+        with WriteCounter() as hf_ops:
+            theirs(ids[:, t - 1:], cache=hf_cache, use_cache=True, logits_to_keep=1)
+        hf_cache.crop(-1)
+        layer = theirs.model.layers[0]
+        where = torch.tensor([[t - 1]])
+        angles = theirs.model.rotary_emb(x, where)
+
+        def hf_layer():
+            layer(x, position_embeddings=angles, cache=hf_cache, attention_mask=None,
+                  position_ids=where, use_cache=True)
+            hf_cache.crop(-1)
+
+        out["HF LlamaDecoderLayer, 1 token (DynamicCache)"] = _micro(hf_layer,
+                                                                     rounds=rounds)
+    out["aten ops per step: ours"] = ours_ops.ops
+    out["aten ops per step: HF forward"] = hf_ops.ops
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # The report
 
@@ -503,7 +597,8 @@ def _print_facts() -> None:
               f"d_head={f['d_head']} x {f['bytes_per_value']} B = {f['formula']} B "
               f"{ok} {f['nbytes']} B / ({f['batch']} x {f['capacity']} tokens)"
               f" = {f['measured']} B")
-        assert f["formula"] == f["measured"]
+        if f["formula"] != f["measured"]:  # an explicit raise: `assert` vanishes under -O
+            raise RuntimeError(f"{name}: formula {f['formula']} B != {f['measured']} B")
     mha = facts["heads"]["mha"]["nbytes"]
     print(f"  tiny Llama, batch {mha and facts['heads']['mha']['batch']}, capacity "
           f"{facts['heads']['mha']['capacity']}:")
@@ -561,11 +656,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  cat / preallocated at {top} = {times['cat'][top] / pre[top]:.2f}")
     print(f"  no cache / preallocated at {top} = {times['none'][top] / pre[top]:.1f}")
     print()
+    breakdown = step_breakdown(rounds=3 if args.quick else 7)
+    print("Where a step goes, at t = 512 (each piece timed alone, median):")
+    for name, value in breakdown.items():
+        if name.startswith("aten ops"):
+            print(f"  {value:>8}     {name}")
+        else:
+            print(f"  {value * 1e6:8.1f} us  {name}")
+    print()
     new_tokens = 64 if args.quick else 256
     for layers in (TINY_LLAMA["n_layers"], 4):
         g = generate_speed(new_tokens=new_tokens, rounds=3 if args.quick else 7,
                            n_layers=layers)
-        assert g["tokens_equal"], "our greedy tokens differ from Hugging Face's"
+        if not g["tokens_equal"]:
+            raise RuntimeError(f"{layers} layers: our greedy tokens differ from HF's")
         print(f"generate, {layers} layers, prompt {g['prompt']} + {g['new_tokens']} "
               f"new tokens, greedy, batch 1: ours {g['ours_tok_s']:.0f} tok/s, "
               f"HF {g['theirs_tok_s']:.0f} tok/s, ours / HF = {g['speedup']:.2f}x "

@@ -118,7 +118,7 @@ def test_the_cat_step_differs_from_the_preallocated_one_by_the_copied_rows_only(
     """Everything else the two steps write is the same: the same layers, the same code."""
     per_row = traffic.n_layers * traffic.row_bytes
     pre, cat = traffic.step_bytes["preallocated"], traffic.step_bytes["cat"]
-    assert [c - p for p, c in zip(pre, cat)] == [(t - 1) * per_row
+    assert [c - p for p, c in zip(pre, cat, strict=True)] == [(t - 1) * per_row
                                                  for t in traffic.positions]
 
 
@@ -167,7 +167,7 @@ def test_the_cat_cache_decodes_what_the_preallocated_one_does():
     assert all(type(c) is ConcatCache and isinstance(c, KVCache) for c in cat.layers)
     assert cat.nbytes == 9 * 1024 * 2  # what is filled: 9 tokens x 2 rows
     assert pre.nbytes == 12 * 1024 * 2  # what is allocated: the capacity
-    for a, b in zip(pre.layers, cat.layers):
+    for a, b in zip(pre.layers, cat.layers, strict=True):
         assert torch.equal(a.k[:, :, :9], b.k) and torch.equal(a.v[:, :, :9], b.v)
 
 

@@ -69,7 +69,8 @@ def step_cost_figure(*, language: str = "en", theme: str = "light") -> Figure:
     traffic = step_traffic()
     x = traffic.positions
     with style(theme) as p:
-        colours = dict(zip(STRATEGIES, (p.series[0], p.series[1], p.series[4])))
+        colours = dict(zip(STRATEGIES, (p.series[0], p.series[1], p.series[4]),
+                           strict=True))
         fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.9),
                                           layout="constrained")
         attn = TINY_LLAMA
