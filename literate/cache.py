@@ -88,7 +88,12 @@ class KVCache:
                              f"v_new {tuple(v_new.shape)} must have one shape")
         b, h, t, d = k_new.shape
         self.check(b, h, t, d, k_new.dtype, k_new.device)
-        start, end = self.next_pos, self.next_pos + t
+        return self.write(k_new, v_new)
+
+    def write(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
+        """`append` without its checks, for a caller that has made them (the layer's
+        `check_call` does, before anything is projected)."""
+        start, end = self.next_pos, self.next_pos + k_new.shape[2]
         self.k[:, :, start:end] = k_new  # in place: no new buffer, no prefix copied
         self.v[:, :, start:end] = v_new
         self.next_pos = end

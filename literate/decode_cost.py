@@ -124,16 +124,12 @@ class ConcatCache(KVCache):
         self.dtype, self.device = dtype, self.k.device
         self.next_pos, self.owner = 0, None
 
-    def append(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
-        """Store keys and values [B, H_kv, T, d_head] by concatenation; return all."""
-        if k_new.shape != v_new.shape:
-            raise ValueError(f"k_new {tuple(k_new.shape)} and "
-                             f"v_new {tuple(v_new.shape)} must have one shape")
-        b, h, t, d = k_new.shape
-        self.check(b, h, t, d, k_new.dtype, k_new.device)
+    def write(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
+        """Store keys and values [B, H_kv, T, d_head] by concatenation; return all.
+        (`append`, inherited, checks and then calls this.)"""
         self.k = torch.cat((self.k, k_new), dim=2)  # a new tensor: the prefix copied
         self.v = torch.cat((self.v, v_new), dim=2)
-        self.next_pos += t
+        self.next_pos += k_new.shape[2]
         return self.k, self.v
 
     def truncate(self, length: int) -> None:
@@ -207,14 +203,15 @@ class WriteCounter(TorchDispatchMode):
 
 
 def _count_appends(cache: DecodeCache) -> WriteCounter:
-    """Wrap every layer cache's `append` (on the instance; the class is untouched) so
-    that the bytes it writes are counted, whatever the storage does inside."""
+    """Wrap every layer cache's `write` (what the layer calls to store its keys and
+    values; on the instance, the class is untouched) so that the bytes it writes are
+    counted, whatever the storage does inside."""
     counter = WriteCounter()
     for layer in cache.layers:
-        def append(k_new, v_new, _inner=layer.append):
+        def write(k_new, v_new, _inner=layer.write):
             with counter:
                 return _inner(k_new, v_new)
-        layer.append = append
+        layer.write = write
     return counter
 
 

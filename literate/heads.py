@@ -166,15 +166,17 @@ def attention_allowed(t_q: int, t_k: int, *, causal: bool, query_offset: int = 0
     blocked.
 
     causal: query i, at absolute position query_offset + i, may read key j iff
-    j <= query_offset + i. key_valid [B, T_k]: True for real keys. Each goes onto its
-    own axes ([1, 1, T_q, T_k] and [B, 1, 1, T_k]), so a batch size that happens to
-    equal T_q or a head count cannot be read as another axis.
+    j <= query_offset + i; when the first query already reads every key (one new token
+    after a cache), that blocks nothing and there is no causal mask. key_valid
+    [B, T_k]: True for real keys. Each goes onto its own axes ([1, 1, T_q, T_k] and
+    [B, 1, 1, T_k]), so a batch size that happens to equal T_q or a head count cannot
+    be read as another axis.
     """
     if key_valid is not None and bool_tensor("key_valid", key_valid).shape[-1] != t_k:
         raise ValueError(f"key_valid must be [B, T_k={t_k}], "
                          f"got {tuple(key_valid.shape)}")
     allowed = None
-    if boolean("causal", causal):
+    if boolean("causal", causal) and query_offset < t_k - 1:  # else: nothing blocked
         allowed = causal_allowed(t_q, t_k, query_offset=query_offset, device=device)
         allowed = allowed[None, None]  # [1, 1, T_q, T_k]
     if key_valid is not None:
@@ -427,19 +429,19 @@ class MultiHeadAttention(nn.Module):
         else:
             k, v = self.keys_values(x if memory is None else memory)  # [B, H_kv, ., d]
         if self.rope is not None:  # positions start .. start + T_q - 1; never v
-            q = self.rope(q, offset=start, positions=positions)
-            k = self.rope(k, offset=start, positions=positions)  # before it is cached
+            # k is turned before it is cached; one table lookup for both
+            q, k = self.rope.pair(q, k, offset=start, positions=positions)
         if cache is not None:
             cache.bind(self)  # one cache, one layer
-            k, v = cache.append(k, v)  # [B, H_kv, T_k, d_head]: every key so far
+            k, v = cache.write(k, v)  # [B, H_kv, T_k, d_head]: checked by check_call
         if return_weights:  # the transparent path of chapter 1
             # empty rows were refused above, or are wanted: "zero"
             result = grouped_attention(q, k, v, allowed, empty_row="zero",
                                        scale=self.scale)
             out, weights = result.output, result.weights
-        elif causal and key_valid is None and t_q == t_k:  # the kernel builds the mask
-            out = fused_attention(q, k, v, is_causal=True, scale=self.scale)
-        else:
+        elif allowed is not None and key_valid is None and t_q == t_k:  # the kernel
+            out = fused_attention(q, k, v, is_causal=True, scale=self.scale)  # masks
+        else:  # allowed None: nothing blocked (no padding, one query after a cache)
             out = fused_attention(q, k, v, allowed, scale=self.scale)  # [B, H, T_q, d]
         out = self.o_proj(merge_heads(out))  # [B, T_q, d]
         return (out, weights) if return_weights else out

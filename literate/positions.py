@@ -256,6 +256,13 @@ def check_rope(x: object, cos: object, sin: object, offset: object,
 
 
 # --8<-- [start:apply_rope]
+def turn_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """RoPE's rotation of x [..., T, d] by rows of the tables already read and cast
+    ([T, d], or [B, 1, T, d] per row), rotate-half layout; unchecked."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin  # x cos + rotate_half(x) sin
+
+
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0,
                positions: Tensor | None = None) -> Tensor:
     """Rotate queries or keys `x [..., T, d_head]` to positions offset .. offset+T-1.
@@ -271,11 +278,18 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0,
     rows = check_rope(x, cos, sin, offset, positions)
     cos = cos[rows].to(dtype=x.dtype, device=x.device)  # [T, d] or [B, 1, T, d]
     sin = sin[rows].to(dtype=x.dtype, device=x.device)
-    return x * cos + rotate_half(x) * sin
+    return turn_half(x, cos, sin)
 # --8<-- [end:apply_rope]
 
 
 # --8<-- [start:apply_rope_interleaved]
+def turn_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """The rotation in the interleaved layout, by rows [..., T, d/2]; unchecked."""
+    even, odd = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2)  # [..., T, d]
+
+
 def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int = 0,
                            positions: Tensor | None = None) -> Tensor:
     """The same rotation in the interleaved layout (RoFormer paper, Meta's original
@@ -284,9 +298,7 @@ def apply_rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor, *, offset: int =
     rows, half = check_rope(x, cos, sin, offset, positions), x.shape[-1] // 2
     cos = cos[rows][..., :half].to(dtype=x.dtype, device=x.device)  # [..., T, d/2]
     sin = sin[rows][..., :half].to(dtype=x.dtype, device=x.device)
-    even, odd = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-    return rotated.flatten(-2)  # [..., T, d]
+    return turn_interleaved(x, cos, sin)
 # --8<-- [end:apply_rope_interleaved]
 
 
@@ -329,17 +341,34 @@ class RotaryEmbedding(nn.Module):
         """x [..., T, d_head] at positions offset .. offset + T - 1 -> rotated x.
         `positions` [B, T]: each row's own positions, each < offset + T (left padding
         only lowers them), so the tables cover them without reading their values."""
-        if float_tensor("x", x).ndim < 2 or x.shape[-1] != self.d_head:
-            raise ValueError(f"x must be [..., T, d_head={self.d_head}], "
-                             f"got {tuple(x.shape)}")
-        offset = non_negative_int("offset", offset)
-        cos, sin = self.tables(offset + x.shape[-2])
-        turn = apply_rope if self.layout == "half" else apply_rope_interleaved
-        if self.rotary_dim == self.d_head:
-            return turn(x, cos, sin, offset=offset, positions=positions)
-        rotated, rest = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
-        rotated = turn(rotated, cos, sin, offset=offset, positions=positions)
-        return torch.cat((rotated, rest), dim=-1)
+        return self.pair(x, None, offset=offset, positions=positions)[0]
+
+    def pair(self, q: Tensor, k: Tensor | None, *, offset: int = 0,
+             positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """q and k (None: q alone), [..., T, d_head] each, turned to the same
+        positions: the tables are checked, read and cast once for both (what a layer
+        calls, every step)."""
+        for name, x in (("q", q), ("k", k)):
+            if x is not None and (float_tensor(name, x).ndim < 2
+                                  or x.shape[-1] != self.d_head):
+                raise ValueError(f"{name} must be [..., T, d_head={self.d_head}], "
+                                 f"got {tuple(x.shape)}")
+        offset, t = non_negative_int("offset", offset), q.shape[-2]
+        cos, sin = self.tables(offset + t)
+        r = self.rotary_dim
+        rows = check_rope(q[..., :r], cos, sin, offset, positions)
+        cos = cos[rows].to(dtype=q.dtype, device=q.device)  # [T, r] or [B, 1, T, r]
+        sin = sin[rows].to(dtype=q.dtype, device=q.device)
+        if self.layout == "interleaved":
+            cos, sin = cos[..., :r // 2], sin[..., :r // 2]
+        turn = turn_half if self.layout == "half" else turn_interleaved
+
+        def rotate(x: Tensor) -> Tensor:
+            if r == self.d_head:
+                return turn(x, cos, sin)
+            return torch.cat((turn(x[..., :r], cos, sin), x[..., r:]), dim=-1)
+
+        return rotate(q), None if k is None else rotate(k)
 # --8<-- [end:rotary_embedding]
 
 

@@ -257,12 +257,14 @@ def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent
         m(x, causal=False)
         m(x, causal=True, key_valid=VALID_6)
         m(x[:, :5], causal=True, cache=cache)  # the first call on a cache is square too
-        m(x[:, 5:], causal=True, cache=cache)  # 1 query, 6 keys: an explicit offset mask
+        m(x[:, 5:], causal=True, cache=cache)  # 1 query, 6 keys: it reads all, no mask
+        cache.truncate(3)
+        m(x[:, 3:5], causal=True, cache=cache)  # 2 queries, 5 keys: an offset mask
         layer(73, 2)(x, memory, causal=False)
         m(x, causal=True, return_weights=True)
     assert calls == [("fused", True, True), ("fused", True, False), ("fused", False, False),
-                     ("fused", True, True), ("fused", False, False), ("fused", True, False),
-                     ("transparent", False, "zero")]
+                     ("fused", True, True), ("fused", True, False), ("fused", False, False),
+                     ("fused", True, False), ("transparent", False, "zero")]
 
 
 # --------------------------------------------------------------------------------------

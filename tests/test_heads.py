@@ -923,7 +923,9 @@ def test_attention_allowed_places_each_mask_on_its_own_axes():
     for b in range(3):
         assert torch.equal(allowed[b, 0], causal_allowed(3, 3) & valid[b][None, :])
     assert attention_allowed(3, 3, causal=False) is None
-    assert attention_allowed(1, 4, causal=True, query_offset=3).tolist() == [[[[True] * 4]]]
+    # one query after a cache reads every key: a causal mask that blocks nothing is no mask
+    assert attention_allowed(1, 4, causal=True, query_offset=3) is None
+    assert attention_allowed(2, 5, causal=True, query_offset=3).tolist() == [[[[True] * 4 + [False], [True] * 5]]]
     assert attention_allowed(2, 3, causal=False, key_valid=valid[:2]).shape == (2, 1, 1, 3)
 
 
