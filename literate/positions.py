@@ -326,6 +326,8 @@ class RotaryEmbedding(nn.Module):
         self.layout = choice("layout", layout, ROPE_LAYOUTS)
         self.register_buffer("cos", torch.zeros(0, rotary_dim), persistent=False)
         self.register_buffer("sin", torch.zeros(0, rotary_dim), persistent=False)
+        # [-sin, sin] over the two halves: rotate_half(x) * sin == roll(x) * this
+        self.register_buffer("signed_sin", torch.zeros(0, rotary_dim), persistent=False)
 
     def tables(self, length: int) -> tuple[Tensor, Tensor]:
         """cos and sin [>= length, rotary_dim], float32 (cast at use, as HF does)."""
@@ -334,6 +336,8 @@ class RotaryEmbedding(nn.Module):
             n = current if length <= current else max(length, 2 * current)
             self.cos, self.sin = rope_cache(n, self.rotary_dim, base=self.base,
                                             device=self.cos.device)
+            h = self.rotary_dim // 2
+            self.signed_sin = torch.cat((-self.sin[:, :h], self.sin[:, h:]), dim=-1)
         return self.cos, self.sin
 
     def forward(self, x: Tensor, *, offset: int = 0,
@@ -346,27 +350,38 @@ class RotaryEmbedding(nn.Module):
     def pair(self, q: Tensor, k: Tensor | None, *, offset: int = 0,
              positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """q and k (None: q alone), [..., T, d_head] each, turned to the same
-        positions: the tables are checked, read and cast once for both (what a layer
-        calls, every step)."""
+        positions, the tables read and cast once for both (what a layer calls at
+        every step). Rotate-half as `x * cos + roll(x, r/2) * [-sin, sin]`: the very
+        products of `apply_rope`'s `x * cos + rotate_half(x) * sin`, one op fewer."""
         for name, x in (("q", q), ("k", k)):
             if x is not None and (float_tensor(name, x).ndim < 2
                                   or x.shape[-1] != self.d_head):
                 raise ValueError(f"{name} must be [..., T, d_head={self.d_head}], "
                                  f"got {tuple(x.shape)}")
-        offset, t = non_negative_int("offset", offset), q.shape[-2]
+        t, r = q.shape[-2], self.rotary_dim
+        offset = non_negative_int("offset", offset)
         cos, sin = self.tables(offset + t)
-        r = self.rotary_dim
-        rows = check_rope(q[..., :r], cos, sin, offset, positions)
+        if positions is None:
+            rows = slice(offset, offset + t)
+        else:
+            rows = check_rope(q[..., :r], cos, sin, offset, positions)  # [B, 1, T]
         cos = cos[rows].to(dtype=q.dtype, device=q.device)  # [T, r] or [B, 1, T, r]
-        sin = sin[rows].to(dtype=q.dtype, device=q.device)
-        if self.layout == "interleaved":
+        if self.layout == "half":
+            sin = self.signed_sin[rows].to(dtype=q.dtype, device=q.device)
+
+            def turn(x: Tensor) -> Tensor:
+                return x * cos + x.roll(r // 2, dims=-1) * sin
+        else:
+            sin = sin[rows].to(dtype=q.dtype, device=q.device)
             cos, sin = cos[..., :r // 2], sin[..., :r // 2]
-        turn = turn_half if self.layout == "half" else turn_interleaved
+
+            def turn(x: Tensor) -> Tensor:
+                return turn_interleaved(x, cos, sin)
 
         def rotate(x: Tensor) -> Tensor:
             if r == self.d_head:
-                return turn(x, cos, sin)
-            return torch.cat((turn(x[..., :r], cos, sin), x[..., r:]), dim=-1)
+                return turn(x)
+            return torch.cat((turn(x[..., :r]), x[..., r:]), dim=-1)
 
         return rotate(q), None if k is None else rotate(k)
 # --8<-- [end:rotary_embedding]

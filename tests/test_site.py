@@ -351,8 +351,10 @@ _SCROLLING_CODE = """() => {
 
 
 @pytest.mark.parametrize("path", [p for p in PAGES if "notebooks" not in p])
-def test_no_code_block_scrolls_at_1280_pixels(session: Session, path: str) -> None:
-    page = session.open(path).page
+def test_no_code_block_scrolls_at_1280_pixels(visit, path: str) -> None:
+    # the shared tab: opening every collapsed block changes nothing the tests before it
+    # looked at, and saves loading each page a second time
+    page = visit(path).page
     assert page.viewport_size["width"] == 1280
     # Material turns "# (1)!" comments into annotation markers once its script has run;
     # measure after that, or an 88-character line still holds the raw comment.
