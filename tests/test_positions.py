@@ -580,3 +580,30 @@ def test_report_max_errors_against_hugging_face():
     if MAX_ERRORS:
         print("max |ours - HF| for apply_rope:", MAX_ERRORS)
         assert max(MAX_ERRORS.values()) == 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layout, rotary_dim", [("half", None), ("half", 8), ("interleaved", None),
+                                                ("interleaved", 8)])
+def test_the_layers_rope_pass_is_apply_rope_bit_for_bit(dtype, layout, rotary_dim):
+    """`RotaryEmbedding.pair` turns q and k with `x * cos + roll(x) * [-sin, sin]` (one op fewer than
+    rotate_half): the same products, so the same bits as chapter 2's apply_rope / apply_rope_interleaved,
+    at an offset and with per-row positions, for a full and a partial rotary width."""
+    from literate.positions import RotaryEmbedding, apply_rope_interleaved
+
+    g = torch.Generator().manual_seed(5)
+    rope = RotaryEmbedding(16, rotary_dim=rotary_dim, layout=layout)
+    r = rope.rotary_dim
+    q = torch.randn(2, 4, 3, 16, generator=g).to(dtype)
+    k = torch.randn(2, 2, 3, 16, generator=g).to(dtype)
+    cos, sin = rope_cache(64, r)
+    turn = apply_rope if layout == "half" else apply_rope_interleaved
+    rows = torch.tensor([[0, 1, 2], [5, 6, 7]])
+
+    def expected(x, **where):
+        return torch.cat((turn(x[..., :r], cos, sin, **where), x[..., r:]), dim=-1)
+
+    for where in ({"offset": 0}, {"offset": 9}, {"offset": 5, "positions": rows}):
+        got_q, got_k = rope.pair(q, k, **where)
+        assert torch.equal(got_q, expected(q, **where)) and torch.equal(got_k, expected(k, **where))
+        assert torch.equal(rope(q, **where), got_q)
