@@ -360,6 +360,33 @@ def sampling_filters(batch: int = 8, vocab: int = 50257, temperature: float | No
     return build
 
 
+def llama_decoding(beams: int = 1, prompt: int = 32, new_tokens: int = 64):
+    """The tiny Llama of literate.decode_cost: our cached generate (or beam search)
+    against HF generate on the same weights; the 'diff' is 0 if the tokens are equal."""
+    def build():
+        from literate.beam import beam_generate
+        from literate.decode_cost import TINY_LLAMA, _hf_twin
+        from literate.decoding import generate
+
+        ours, theirs = _hf_twin(TINY_LLAMA)
+        ids = torch.randint(0, TINY_LLAMA["vocab_size"], (2, prompt),
+                            generator=torch.Generator().manual_seed(1))
+        hf_kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False,
+                         max_new_tokens=new_tokens, pad_token_id=0, num_beams=beams)
+
+        def a():
+            if beams == 1:
+                return generate(ours, ids, new_tokens)
+            return beam_generate(ours, ids, beams, new_tokens)[0]
+
+        def b():
+            with torch.no_grad():
+                return theirs.generate(ids, **hf_kwargs)
+
+        return a, b, 0.0 if torch.equal(a(), b()) else float("nan")
+    return build
+
+
 ROWS: list[Row] = [
     Row("gpt2", "GPT-2 block fwd, B=1 T=128 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(1, 128)),
     Row("gpt2", "GPT-2 block fwd, B=4 T=512 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(4, 512)),
@@ -373,6 +400,10 @@ ROWS: list[Row] = [
         llama_block_pass(backward=True)),
     Row("modern", "Llama model fwd, 4 layers d=256 T=128 B=4", "HF LlamaForCausalLM (sdpa)", llama_model_forward()),
     Row("modern", "GPT-NeoX parallel block fwd, B=2 T=256 d=512", "HF GPTNeoXLayer (sdpa)", neox_block_forward()),
+    Row("decoding", "Llama generate, greedy, tiny, B=2 32+64", "HF generate (DynamicCache)",
+        llama_decoding()),
+    Row("decoding", "Llama beam search k=4, tiny, B=2 32+64", "HF generate(num_beams=4)",
+        llama_decoding(beams=4)),
     Row("norm", "LayerNorm fwd [4, 512, 768]", "nn.LayerNorm", layer_norm_forward()),
     Row("norm", "RMSNorm fwd [4, 512, 768]", "nn.RMSNorm", rms_norm_forward()),
     Row("norm", "RMSNorm fwd [4, 512, 768]", "HF LlamaRMSNorm", llama_rms_norm_forward()),
