@@ -75,7 +75,7 @@ def test_built_on_meta_nothing_has_storage_and_the_block_runs(built, name):
     block = built[name]
     tensors = [*block.parameters(), *block.buffers()]
     assert tensors and all(t.is_meta for t in tensors)
-    assert {n.rsplit(".", 1)[-1] for n, _ in block.named_buffers()} == {"cos", "sin"}
+    assert {n.rsplit(".", 1)[-1] for n, _ in block.named_buffers()} == {"cos", "sin", "signed_sin"}
     y = block(torch.empty(2, 5, block.d_model, device="meta"))
     assert y.is_meta and y.shape == (2, 5, block.d_model)
     assert block.attn.rope.cos.is_meta and block.attn.rope.cos.shape[0] >= 5
