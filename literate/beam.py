@@ -16,17 +16,21 @@ The rules of the search are Hugging Face's `generate(num_beams=k, do_sample=Fals
 candidate counts only if it ranks among the first k, a finished hypothesis's length
 counts the generated tokens, EOS included, and not the prompt, and the three
 `early_stopping` rules. Hugging Face computes every score in float32 whatever the
-model's dtype; here they stay in the logits' dtype. Every beam has its own history, so every layer's cache is
-**reordered** after each step: row i of the new cache is the row of the beam that
-candidate i extends (`DecodeCache.reorder`).
+model's dtype; here they stay in the logits' dtype. Every beam has its own history, so
+every layer's cache is **reordered** after each step: row i of the new cache is the row
+of the beam that candidate i extends (`DecodeCache.reorder`). That copies the filled
+part of every cache at every step, as Hugging Face's `reorder_cache` does; serving
+systems avoid the copy with paged caches whose blocks beams share.
 
-Host syncs: one per step (is every row done?).
+Host syncs: one per step but the last (is every input done?), and one at the end (the
+longest hypothesis's length).
 
 Shapes: B inputs, k beams, N = B * k rows, V vocabulary, n new tokens.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
@@ -36,31 +40,48 @@ from torch import Tensor
 from torch import nn
 
 from literate.checks import non_negative_int, positive_int
-from literate.decoding import cached_run, check_prompt, new_decode_cache
+from literate.decoding import cached_run, check_prompt, check_request, new_decode_cache
 
 __all__ = ["BeamResult", "hf_length_penalty", "gnmt_length_penalty", "beam_search",
            "beam_generate"]
 
 # --8<-- [start:length_penalties]
-def hf_length_penalty(exponent: float = 1.0) -> Callable[[int], float]:
-    """Hugging Face's: a finished hypothesis of n tokens scores sum / n ** exponent."""
-    if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
-        raise TypeError(f"exponent must be a real number, "
-                        f"got {type(exponent).__name__}")
-    return lambda n: float(n) ** exponent
+def finite_real(name: str, value: object) -> float:
+    """`value` as a float if it is a finite real number (not a bool)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return float(value)
+
+
+def hf_length_penalty(length_penalty: float = 1.0) -> Callable[[int], float]:
+    """Hugging Face's: a finished hypothesis of n tokens scores sum / n ** a, with a
+    its `length_penalty` (1 by default; 0: no penalty)."""
+    a = finite_real("length_penalty", length_penalty)
+    return lambda n: float(n) ** a
 
 
 def gnmt_length_penalty(alpha: float = 0.6) -> Callable[[int], float]:
     """Wu et al. (2016), eq. 14: lp(n) = (5 + n)^alpha / (5 + 1)^alpha; alpha = 0.6 is
-    the 2017 Transformer's (Vaswani et al. 2017, sec. 6.1)."""
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
-        raise ValueError(f"alpha must be a real number >= 0, got {alpha!r}")
+    the 2017 Transformer's (Vaswani et al. 2017, sec. 6.1). (Eq. 14 adds a coverage
+    penalty, which the 2017 paper does not use.)"""
+    if finite_real("alpha", alpha) < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
     return lambda n: ((5.0 + n) / 6.0) ** alpha
 # --8<-- [end:length_penalties]
 
 
 # --8<-- [start:beam_search]
 EarlyStopping = Literal[True, False, "never"]
+
+
+def stopping_rule(early_stopping: object) -> EarlyStopping:
+    """`early_stopping` if it is True, False or "never" (a bool, not 0 or 1.0)."""
+    if not (isinstance(early_stopping, bool) or early_stopping == "never"):
+        raise ValueError(f"early_stopping must be True, False or 'never', "
+                         f"got {early_stopping!r}")
+    return early_stopping
 
 
 class BeamResult(NamedTuple):
@@ -88,7 +109,8 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
     early_stopping: True stops an input once it has k finished hypotheses; False
     stops it when its best running beam, at its current length, cannot beat the
     worst of them; "never" when it cannot at the longest length.
-    fill: the token after a hypothesis's end (default: the EOS, as Hugging Face pads).
+    fill: the token after a hypothesis's end (default: the EOS; Hugging Face appends
+    its pad_token_id, which `generate` sets to the EOS when it is not given).
     """
     k, n = positive_int("beams", beams), positive_int("max_new_tokens", max_new_tokens)
     rows, vocab = logits.shape
@@ -97,10 +119,7 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
                          f"got {tuple(logits.shape)} for beams={k}")
     if eos_id is not None and non_negative_int("eos_id", eos_id) >= vocab:
         raise ValueError(f"eos_id must be < V={vocab}, got {eos_id}")
-    if early_stopping not in (True, False, "never") or isinstance(early_stopping, int) \
-            and not isinstance(early_stopping, bool):
-        raise ValueError(f"early_stopping must be True, False or 'never', "
-                         f"got {early_stopping!r}")
+    early_stopping = stopping_rule(early_stopping)
     b, m, device = rows // k, 2 * k, logits.device
     if fill is None:
         fill = 0 if eos_id is None else eos_id  # after a hypothesis ends
@@ -124,9 +143,7 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
         ends = token == (-1 if eos_id is None else eos_id)  # [B, m]: ends in EOS
         ends = ends | (t == n)  # the last step ends every candidate
         # finished: an ending candidate among the first k, of an input still open
-        full = (fin_scores > -torch.inf).all(dim=1, keepdim=True)  # [B, 1]
-        closed = done[:, None] | (full if early_stopping is True else False)
-        keep = ends & (rank < k) & ~closed  # [B, m]
+        keep = ends & (rank < k) & ~done[:, None]  # [B, m]
         cand = torch.where(keep, values / penalty(t), -torch.inf)
         pool = torch.cat((fin_scores, cand), dim=1)  # [B, k + m]
         fin_scores, pick = pool.topk(k)  # the best k of old and new
@@ -143,7 +160,7 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
         full = (fin_scores > -torch.inf).all(dim=1)
         worst = torch.where(full, fin_scores.min(dim=1).values, -torch.inf)
         done |= ~(run_scores[:, 0] / penalty(length) > worst)
-        if early_stopping is True:
+        if early_stopping is True:  # k finished hypotheses: the input is done
             done |= full
         if t == n or done.all():  # the one host sync of a step
             break
@@ -159,18 +176,19 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
 @torch.no_grad()
 def beam_generate(model: nn.Module, ids: Tensor, beams: int, max_new_tokens: int, *,
                   valid: Tensor | None = None, eos_id: int | None = None,
-                  length_penalty: float = 1.0,
+                  pad_id: int | None = None, length_penalty: float = 1.0,
                   early_stopping: EarlyStopping = False) -> tuple[Tensor, Tensor]:
     """Beam search for a decoder-only model (GPT-2's or Llama's layout): ids [B, T0]
     (`valid` [B, T0]: False marks left padding) -> (sequences [B, T0 + L], the prompt
     first, and their scores [B]), as Hugging Face's `generate(num_beams=beams,
-    do_sample=False, length_penalty=..., early_stopping=...)` returns them."""
-    ids, valid = check_prompt(model, ids, valid)
+    do_sample=False, length_penalty=..., early_stopping=...)` returns them; a
+    hypothesis shorter than the longest is followed by `pad_id` (default: the EOS)."""
+    n = check_request(model, ids, max_new_tokens, eos_id, pad_id)
+    k = positive_int("beams", beams)
+    penalty = hf_length_penalty(length_penalty)
+    early_stopping = stopping_rule(early_stopping)
+    ids, valid = check_prompt(model, ids, valid)  # the one host sync of the prompt
     b, t0 = ids.shape
-    k, n = positive_int("beams", beams), positive_int("max_new_tokens", max_new_tokens)
-    if t0 + n > model.context:
-        raise ValueError(f"the prompt ({t0} tokens) and max_new_tokens={n} need "
-                         f"{t0 + n} positions, the model has context={model.context}")
     was_training = model.training
     model.eval()
     try:
@@ -184,8 +202,8 @@ def beam_generate(model: nn.Module, ids: Tensor, beams: int, max_new_tokens: int
             return cached_run(model, tokens[:, None], cache, last=True)
 
         best = beam_search(logits, step, cache.reorder, beams=k, max_new_tokens=n,
-                           eos_id=eos_id, penalty=hf_length_penalty(length_penalty),
-                           early_stopping=early_stopping)
+                           eos_id=eos_id, penalty=penalty,
+                           early_stopping=early_stopping, fill=pad_id)
     finally:
         model.train(was_training)
     return torch.cat((ids, best.tokens), dim=1), best.scores

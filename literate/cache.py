@@ -156,7 +156,9 @@ class DecodeCache:
     `(key_valid, positions)` for that call: the flags of every slot so far [B, T_k]
     and the new tokens' positions [B, T_new] (the real tokens before them in their
     row), or (None, None) while no row has been padded, so that the layers run their
-    plain causal path. Reads no tensor value.
+    plain causal path. Reads no tensor value. Its position is its layers' (`next_pos`),
+    and layers that disagree (a call that failed half-way, a layer reset on its own)
+    are an error, not a silent shift.
     """
 
     def __init__(self, layers: list[KVCache]) -> None:
@@ -170,18 +172,31 @@ class DecodeCache:
         self.layers = layers
         self.valid = torch.ones(first.batch, first.capacity, dtype=torch.bool,
                                 device=first.device)  # [B, capacity]
-        self.real = torch.zeros(first.batch, dtype=torch.long, device=first.device)
-        self.next_pos, self.padded = 0, False  # slots filled; has any row a pad?
+        self.padded = False  # has any row been given a padding flag?
+        self.check_in_step()
+
+    @property
+    def next_pos(self) -> int:
+        """The slot of the next token: the number of tokens every layer holds."""
+        return self.layers[0].next_pos
 
     @property
     def nbytes(self) -> int:
         """Bytes of every layer's keys and values (the flags are negligible)."""
         return sum(c.nbytes for c in self.layers)
 
+    def check_in_step(self) -> None:
+        """Refuse layers that hold different numbers of tokens."""
+        held = [c.next_pos for c in self.layers]
+        if len(set(held)) > 1:
+            raise ValueError(f"the layers' caches hold {held} tokens: they must move "
+                             "in step (reset() the cache to start again)")
+
     def advance(self, t_new: int, valid: Tensor | None = None
                 ) -> tuple[Tensor | None, Tensor | None]:
         """Flags [B, t_new] (True: a real token; None: all real) -> (key_valid,
         positions) for the call that appends these t_new tokens."""
+        self.check_in_step()
         start, end = self.next_pos, self.next_pos + positive_int("t_new", t_new)
         if end > self.layers[0].capacity:
             raise ValueError(f"appending {t_new} token(s) at next_pos={start} needs "
@@ -191,15 +206,12 @@ class DecodeCache:
             if bool_tensor("valid", valid).shape != (self.valid.shape[0], t_new):
                 raise ValueError(f"valid must be [B={self.valid.shape[0]}, "
                                  f"T={t_new}], got {tuple(valid.shape)}")
-            self.valid[:, start:end] = valid
             self.padded = True
-        self.next_pos = end
         if not self.padded:
-            self.real += t_new
             return None, None
-        new = self.valid[:, start:end].long()  # [B, t_new]
-        positions = self.real[:, None] + new.cumsum(dim=1) - 1  # [B, t_new]
-        self.real += new.sum(dim=1)
+        self.valid[:, start:end] = True if valid is None else valid
+        real = self.valid[:, :end].long().cumsum(dim=1)  # [B, end]: real tokens so far
+        positions = real[:, start:] - 1  # [B, t_new]: the real tokens before each
         return self.valid[:, :end], positions.clamp(min=0)  # a pad's position: unused
 
     def reorder(self, rows: Tensor) -> None:
@@ -209,5 +221,11 @@ class DecodeCache:
             c.reorder(rows)
         n = self.next_pos  # only the filled slots move
         self.valid[:, :n] = self.valid[:, :n].index_select(0, rows)
-        self.real.copy_(self.real.index_select(0, rows))
+
+    def reset(self) -> None:
+        """Forget the sequences: every layer's cache reset, no padding recorded."""
+        for c in self.layers:
+            c.reset()
+        self.valid.fill_(True)
+        self.padded = False
 # --8<-- [end:decode_cache]

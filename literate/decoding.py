@@ -29,7 +29,7 @@ from literate.cache import DecodeCache
 from literate.checks import bool_tensor, non_negative_int, positive_int, token_ids
 from literate.models import greedy
 
-__all__ = ["new_decode_cache", "cached_run", "check_prompt", "generate"]
+__all__ = ["new_decode_cache", "cached_run", "check_prompt", "check_request", "generate"]
 
 
 # --8<-- [start:cached_run]
@@ -86,6 +86,26 @@ def check_prompt(model: nn.Module, ids: object,
     row, col = bad_ids.nonzero()[0].tolist()
     raise ValueError(f"ids[{row}, {col}] = {int(ids[row, col])} is outside the "
                      f"vocabulary [0, {model.vocab_size})")
+
+
+def check_request(model: nn.Module, ids: object, max_new_tokens: object,
+                  eos_id: object, pad_id: object) -> int:
+    """What a generation request asks, from metadata, before the prompt's values are
+    read: ids [B, T0] and max_new_tokens >= 1 within the model's context, eos_id and
+    pad_id ids of the vocabulary (pad_id only with an eos_id). Returns n."""
+    t0 = token_ids("ids", ids).shape[1]
+    n = positive_int("max_new_tokens", max_new_tokens)
+    if t0 + n > model.context:
+        raise ValueError(f"the prompt ({t0} tokens) and max_new_tokens={n} need "
+                         f"{t0 + n} positions, the model has context={model.context}")
+    for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
+        if value is not None and non_negative_int(name, value) >= model.vocab_size:
+            raise ValueError(f"{name} must be < vocabulary size {model.vocab_size}, "
+                             f"got {value}")
+    if pad_id is not None and eos_id is None:
+        raise ValueError("pad_id fills the rows that have produced eos_id: give an "
+                         "eos_id too")
+    return n
 # --8<-- [end:check_prompt]
 
 
@@ -93,26 +113,23 @@ def check_prompt(model: nn.Module, ids: object,
 @torch.no_grad()
 def generate(model: nn.Module, ids: Tensor, max_new_tokens: int, *,
              valid: Tensor | None = None, eos_id: int | None = None,
-             choose: Callable[[Tensor], Tensor] = greedy,
+             pad_id: int | None = None, choose: Callable[[Tensor], Tensor] = greedy,
              prefill_chunk: int | None = None,
              return_logits: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Chapter 5's `generate` with a KV cache: ids [B, T0] -> [B, T0 + n], n <=
     max_new_tokens, the prompt first. `valid` [B, T0]: False marks left padding.
     `choose` turns logits [B, V] into ids [B] (`greedy`, or chapter 6's `sampler`).
-    A row that has produced `eos_id` repeats it while the others go on; decoding stops
-    when all rows have. `prefill_chunk`: feed the prompt in pieces of that many tokens
-    (the same result, a smaller peak of memory). `return_logits`: also the logits of
-    every step, [B, n, V]. The prompt and the new tokens must fit the model's context.
+    A row that has produced `eos_id` goes on with `pad_id` (by default the EOS again,
+    as in chapter 5; Hugging Face's `pad_token_id`) while the others go on; decoding
+    stops when all rows have. `prefill_chunk`: feed the prompt in pieces of that many
+    tokens (the same result, a smaller peak of memory). `return_logits`: also the
+    logits of every step, [B, n, V]. The prompt and the new tokens must fit the
+    model's context.
     """
-    ids, valid = check_prompt(model, ids, valid)
+    n = check_request(model, ids, max_new_tokens, eos_id, pad_id)
+    ids, valid = check_prompt(model, ids, valid)  # the one host sync of the prompt
     b, t0 = ids.shape
-    n = positive_int("max_new_tokens", max_new_tokens)
-    if t0 + n > model.context:
-        raise ValueError(f"the prompt ({t0} tokens) and max_new_tokens={n} need "
-                         f"{t0 + n} positions, the model has context={model.context}")
-    if eos_id is not None and non_negative_int("eos_id", eos_id) >= model.vocab_size:
-        raise ValueError(f"eos_id must be < vocabulary size {model.vocab_size}, "
-                         f"got {eos_id}")
+    fill = eos_id if pad_id is None else pad_id  # what a finished row appends
     chunk = t0 if prefill_chunk is None else positive_int("prefill_chunk",
                                                           prefill_chunk)
     was_training = model.training
@@ -130,7 +147,7 @@ def generate(model: nn.Module, ids: Tensor, max_new_tokens: int, *,
         for step in range(n):
             next_id = choose(logits)  # [B]
             if eos_id is not None:
-                next_id = next_id.masked_fill(finished, eos_id)  # done: repeat it
+                next_id = next_id.masked_fill(finished, fill)  # done: pad
                 finished |= next_id == eos_id
             new.append(next_id)
             steps.append(logits)

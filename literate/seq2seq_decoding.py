@@ -32,9 +32,10 @@ import math
 import torch
 from torch import Tensor
 
-from literate.beam import BeamResult, EarlyStopping, beam_search, gnmt_length_penalty
+from literate.beam import (BeamResult, EarlyStopping, beam_search, gnmt_length_penalty,
+                           stopping_rule)
 from literate.cache import KVCache, MemoryKV
-from literate.checks import bool_tensor, features, positive_int
+from literate.checks import bool_tensor, features, positive_int, token_ids
 from literate.seq2seq import EncoderDecoder
 
 __all__ = ["Seq2SeqCache", "new_seq2seq_cache", "cached_decode_step",
@@ -104,12 +105,14 @@ class Seq2SeqCache:
 
 # --8<-- [start:new_seq2seq_cache]
 def new_seq2seq_cache(model: EncoderDecoder, memory: Tensor, source_valid: Tensor,
-                      capacity: int) -> Seq2SeqCache:
+                      capacity: int, *, beams: int = 1) -> Seq2SeqCache:
     """The caches for decoding `capacity` input tokens against memory [B, S, d] (the
     encoder's output) with source_valid [B, S]: each decoder layer gets an empty
     self-attention KVCache and its cross-attention's keys and values of the memory,
-    projected here, once. Metadata checks only: no value is read."""
-    capacity = positive_int("capacity", capacity)
+    projected here, once. `beams`: each row becomes that many consecutive rows (beam
+    search), the projected keys and values repeated, not projected again. Metadata
+    checks only: no value is read."""
+    capacity, k = positive_int("capacity", capacity), positive_int("beams", beams)
     if capacity > model.max_length:
         raise ValueError(f"capacity={capacity} > max_length={model.max_length}")
     memory = features("memory", memory, width=model.d_model,
@@ -118,9 +121,13 @@ def new_seq2seq_cache(model: EncoderDecoder, memory: Tensor, source_valid: Tenso
         raise ValueError(f"memory must be [B, S >= 1, d={model.d_model}], "
                          f"got {tuple(memory.shape)}")
     b, layers = memory.shape[0], model.decoder
-    return Seq2SeqCache([layer.self_attn.new_cache(b, capacity) for layer in layers],
-                        [layer.cross_attn.keys_values(memory) for layer in layers],
-                        source_valid)
+    projected = [layer.cross_attn.keys_values(memory) for layer in layers]  # once
+    if k > 1:
+        projected = [MemoryKV(*(t.repeat_interleave(k, dim=0) for t in kv))
+                     for kv in projected]
+        source_valid = source_valid.repeat_interleave(k, dim=0)
+    own = [layer.self_attn.new_cache(b * k, capacity) for layer in layers]
+    return Seq2SeqCache(own, projected, source_valid)
 # --8<-- [end:new_seq2seq_cache]
 
 
@@ -191,24 +198,33 @@ def cached_greedy_decode(model: EncoderDecoder, source: Tensor,
 
 # --8<-- [start:beam_translate]
 @torch.no_grad()
-def beam_translate(model: EncoderDecoder, source: Tensor, max_new_tokens: int, *,
-                   beams: int = 4, alpha: float = 0.6,
-                   early_stopping: EarlyStopping = False) -> BeamResult:
+def beam_translate(model: EncoderDecoder, source: Tensor,
+                   max_new_tokens: int | None = None, *, beams: int = 4,
+                   alpha: float = 0.6,
+                   early_stopping: EarlyStopping = "never") -> BeamResult:
     """The 2017 paper's decoding (Vaswani et al. 2017, sec. 6.1): beam search with
-    `beams` = 4 and Wu et al.'s length penalty with `alpha` = 0.6. source [B, S] ->
-    the best hypothesis of each row: tokens [B, L] (EOS kept, PAD after), scores [B],
-    lengths [B]. PAD and BOS are never produced, as in `greedy_decode`."""
-    (source,) = model.check(source=source)  # the one host sync for the ids
-    k, n = positive_int("beams", beams), positive_int("max_new_tokens", max_new_tokens)
+    `beams` = 4, Wu et al.'s length penalty with `alpha` = 0.6, and at most the source
+    length + 50 tokens (`max_new_tokens` None; and no more than the model's
+    max_length). source [B, S] -> the best hypothesis of each row: tokens [B, L] (EOS
+    kept, PAD after), scores [B], lengths [B]. PAD and BOS are never produced, as in
+    `greedy_decode`. "never": an input is done only when no running beam could beat
+    its finished ones even at the longest length, the bound of the paper's own code
+    (tensor2tensor's beam search)."""
+    early_stopping = stopping_rule(early_stopping)
+    penalty = gnmt_length_penalty(alpha)
+    k = positive_int("beams", beams)
+    limit = min(token_ids("source", source).shape[1] + 50, model.max_length)
+    n = limit if max_new_tokens is None else positive_int("max_new_tokens",
+                                                          max_new_tokens)
     if n > model.max_length:
         raise ValueError(f"max_new_tokens={n} > max_length={model.max_length}")
+    (source,) = model.check(source=source)  # the one host sync for the ids
     was_training = model.training
     model.eval()
     try:
         source_valid = source != model.pad_id  # [B, S]
         memory = model.encode(model.embed(source), source_valid)  # [B, S, d], once
-        cache = new_seq2seq_cache(model, memory.repeat_interleave(k, dim=0),
-                                  source_valid.repeat_interleave(k, dim=0), n)
+        cache = new_seq2seq_cache(model, memory, source_valid, n, beams=k)
         banned = torch.zeros(model.vocab_size, dtype=torch.bool, device=source.device)
         banned[model.pad_id] = banned[model.bos_id] = True  # not targets: never made
 
@@ -218,7 +234,7 @@ def beam_translate(model: EncoderDecoder, source: Tensor, max_new_tokens: int, *
 
         bos = torch.full((source.shape[0] * k,), model.bos_id, device=source.device)
         return beam_search(step(bos), step, cache.reorder, beams=k, max_new_tokens=n,
-                           eos_id=model.eos_id, penalty=gnmt_length_penalty(alpha),
+                           eos_id=model.eos_id, penalty=penalty,
                            early_stopping=early_stopping, fill=model.pad_id)
     finally:
         model.train(was_training)

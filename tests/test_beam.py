@@ -55,37 +55,50 @@ def hf_and_ours(family: str):
 MODELS = {family: hf_and_ours(family) for family in ("gpt2", "llama")}
 
 
-def liked_eos(hf) -> int:
-    """The token the model likes most along its greedy continuations: EOS then ends beams mid-way."""
+def liked_eos(hf, rank: int = 0) -> int:
+    """The token the model likes `rank`-th most along its greedy continuations: EOS then ends beams mid-way."""
     with torch.no_grad():
         greedy = hf.generate(IDS, attention_mask=MASK, max_new_tokens=8, do_sample=False, pad_token_id=0)
-        return int(torch.softmax(hf(greedy).logits[:, 5:], -1).mean((0, 1)).argmax())
+        liked = torch.softmax(hf(greedy).logits[:, 5:], -1).mean((0, 1))
+        return int(liked.topk(rank + 1).indices[rank])
 
 
-SETTINGS = [(2, 1.0, False), (3, 0.6, True), (4, 2.0, "never"), (4, 0.6, False), (3, 2.0, False),
-            (2, 0.6, "never")]
+# Each (beams, length_penalty) pair runs with the three stopping rules, 20 new tokens: with fewer, HF's
+# outputs hardly depend on the rule, and a broken rule would pass. The EOS (GPT-2: its second most liked
+# token) is one for which "never" and False lead HF to different outputs; the test asserts they do.
+PAIRS = [(2, 1.0), (4, 2.0)]
+RULES = (False, True, "never")
+NEW = 20
+EOS_RANK = {"gpt2": 1, "llama": 0}
 
 
 @pytest.mark.parametrize("family", MODELS)
 def test_beam_generate_equals_hugging_face(family):
     hf, ours = MODELS[family]
-    eos = liked_eos(hf)
-    ended_early = 0
-    for beams, lp, stopping in SETTINGS:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            theirs = hf.generate(IDS, attention_mask=MASK, num_beams=beams, do_sample=False, length_penalty=lp,
-                                 early_stopping=stopping, max_new_tokens=8, eos_token_id=eos, pad_token_id=eos,
-                                 output_scores=True, return_dict_in_generate=True)
-        sequences, scores = beam_generate(ours, IDS, beams, 8, valid=VALID, eos_id=eos, length_penalty=lp,
-                                          early_stopping=stopping)
-        assert torch.equal(sequences, theirs.sequences), (beams, lp, stopping)
-        # HF: float32 log_softmax and sums of <= 8 terms; 16 float32 units of the score is a wide margin
-        bound = 16 * F32_UNIT * theirs.sequences_scores.abs().max()
-        assert (scores - theirs.sequences_scores).abs().max() < bound, (beams, lp, stopping)
-        assert (scores - theirs.sequences_scores).abs().max() > 1e-12  # HF really is in float32
-        ended_early += int((sequences[:, 6:-1] == eos).any())
-    assert ended_early >= 2  # EOS ended hypotheses before the last step, in several settings
+    eos = liked_eos(hf, EOS_RANK[family])
+    ended_early, differ = 0, set()
+    for beams, lp in PAIRS:
+        outputs = {}
+        for stopping in RULES:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                theirs = hf.generate(IDS, attention_mask=MASK, num_beams=beams, do_sample=False,
+                                     length_penalty=lp, early_stopping=stopping, max_new_tokens=NEW,
+                                     eos_token_id=eos, pad_token_id=1, output_scores=True,
+                                     return_dict_in_generate=True)
+            # pad 1, not 0: HF fills with `pad_token_id or eos`, so a pad id of 0 gives the EOS
+            sequences, scores = beam_generate(ours, IDS, beams, NEW, valid=VALID, eos_id=eos, pad_id=1,
+                                              length_penalty=lp, early_stopping=stopping)
+            assert torch.equal(sequences, theirs.sequences), (beams, lp, stopping)
+            # HF: float32 log_softmax and sums of <= 20 terms; 16 float32 units of the score is a wide margin
+            bound = 16 * F32_UNIT * theirs.sequences_scores.abs().max()
+            assert (scores - theirs.sequences_scores).abs().max() < bound, (beams, lp, stopping)
+            assert (scores - theirs.sequences_scores).abs().max() > 1e-12  # HF really is in float32
+            ended_early += int((sequences[:, 6:-1] == eos).any())
+            outputs[stopping] = theirs.sequences
+        differ |= {rule for rule in RULES[1:] if not torch.equal(outputs[False], outputs[rule])}
+    assert ended_early >= 2  # EOS ended hypotheses before the last step
+    assert differ == ({True, "never"} if family == "gpt2" else {True})  # the rules are exercised
 
 
 def recomputed_scores(model, sequences, prompt_valid, eos, penalty):
@@ -139,10 +152,17 @@ def test_length_penalties():
     assert gnmt_length_penalty(0.6)(7) == pytest.approx((12 / 6) ** 0.6, rel=1e-15)
     assert gnmt_length_penalty(0.0)(30) == 1.0
     assert hf_length_penalty(2.0)(3) == 9.0
-    with pytest.raises(ValueError, match=r"^alpha must be a real number >= 0, got -0.1$"):
+    with pytest.raises(ValueError, match=r"^alpha must be >= 0, got -0.1$"):
         gnmt_length_penalty(-0.1)
-    with pytest.raises(TypeError, match=r"^exponent must be a real number, got str$"):
+    with pytest.raises(TypeError, match=r"^length_penalty must be a real number, got str$"):
         hf_length_penalty("1")
+    with pytest.raises(ValueError, match=r"^length_penalty must be finite, got nan$"):
+        hf_length_penalty(float("nan"))
+    _, ours = MODELS["gpt2"]
+    with pytest.raises(TypeError, match=r"^length_penalty must be a real number, got str$"):
+        beam_generate(ours, IDS, 2, 4, length_penalty="a")
+    with pytest.raises(ValueError, match=r"^early_stopping must be True, False or 'never', got 0.0$"):
+        beam_generate(ours, IDS, 2, 4, early_stopping=0.0)
 
 
 def test_bad_arguments_are_refused():
