@@ -489,7 +489,8 @@ def generate_speed(*, prompt: int = 32, new_tokens: int = 256, rounds: int = 7,
 
 def _micro(fn: Callable[[], object], *, n: int = 300, rounds: int = 7) -> float:
     """Median seconds of one call of `fn` over `rounds` rounds of n calls."""
-    fn(), fn()
+    for _ in range(20):  # warm: the first calls allocate and fill caches
+        fn()
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()

@@ -246,3 +246,59 @@ def test_bind_ties_the_cache_to_one_layer_until_reset():
     assert cache.owner is None
     cache.bind(b)
     assert cache.owner == id(b)
+
+
+# --- DecodeCache: a whole model's cache moves in step --------------------------------------
+
+
+def _tiny_llama():
+    from literate.llama import llama_model
+
+    torch.manual_seed(0)
+    return llama_model(40, 16, 16, 2, 1, 2, 32).double().eval()
+
+
+def test_a_decode_cache_refuses_layers_out_of_step_and_reset_starts_again():
+    from literate.cache import DecodeCache
+    from literate.decoding import cached_run, new_decode_cache
+
+    model = _tiny_llama()
+    ids = torch.randint(0, 40, (1, 5))
+    cache = new_decode_cache(model, 1, 8)
+    with torch.no_grad():
+        expected = cached_run(model, ids, cache)
+        cache.layers[1].reset()  # one layer reset on its own
+        with pytest.raises(ValueError, match=r"^the layers' caches hold \[5, 0\] tokens: they must move in step"):
+            cached_run(model, ids[:, :1], cache)
+        cache.reset()
+        assert cache.next_pos == 0 and all(c.next_pos == 0 for c in cache.layers)
+        torch.testing.assert_close(cached_run(model, ids, cache), expected, atol=0, rtol=0)
+    used = model.blocks[0].attn.new_cache(1, 8)
+    used.append(torch.zeros(1, 1, 2, 8, dtype=torch.float64), torch.zeros(1, 1, 2, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^the layers' caches hold \[2, 0\] tokens"):
+        DecodeCache([used, model.blocks[1].attn.new_cache(1, 8)])
+
+
+def test_a_call_that_fails_half_way_is_an_error_next_time_not_a_shift():
+    """A call that fails in its second layer (here: grad enabled reaches the second layer's check only
+    after the first layer wrote) leaves the layers out of step: the next call says so."""
+    from literate.decoding import cached_run, new_decode_cache
+
+    model = _tiny_llama()
+    cache = new_decode_cache(model, 1, 8)
+    ids = torch.randint(0, 40, (1, 3))
+    first = model.blocks[0].attn
+    original = first.forward
+
+    def first_then_fail(*args, **kwargs):
+        out = original(*args, **kwargs)
+        raise RuntimeError("interrupted after layer 0 wrote")
+
+    first.forward = first_then_fail
+    try:
+        with torch.no_grad(), pytest.raises(RuntimeError, match="interrupted"):
+            cached_run(model, ids, cache)
+    finally:
+        del first.forward
+    with torch.no_grad(), pytest.raises(ValueError, match=r"^the layers' caches hold \[3, 0\] tokens"):
+        cached_run(model, ids, cache)
