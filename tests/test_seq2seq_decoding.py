@@ -24,6 +24,7 @@ moves logits by >= 1e-3.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -75,6 +76,7 @@ def reversal_batch(g: torch.Generator, batch: int, width: int = 7):
     return source, targets
 
 
+@functools.lru_cache(maxsize=1)  # trained once per run (1-2 s); the tests do not change it
 def partly_trained() -> tuple[EncoderDecoder, torch.Tensor]:
     """60 Adam steps on reversing the source: the model has learned to stop at
     different lengths (EOS at step 2 on four rows, 4 on one) but not to reverse a long
