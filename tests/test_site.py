@@ -218,17 +218,27 @@ class Session:
             self.external.append(request.url)
             EXTERNAL_REQUESTS.append(request.url)
 
-    def open(self, path: str, wait_until: str = "load") -> Tab:
+    def start(self, path: str) -> tuple[Tab, Any]:
+        """Open a tab and send it to `path`, returning as soon as the response has begun
+        (so that several pages load at once); `finish` waits for it."""
         page = self.context.new_page()
         tab = Tab(path, page, [])
         page.on("console", lambda msg: msg.type == "error" and tab.errors.append(f"console: {msg.text}"))
         page.on("pageerror", lambda exc: tab.errors.append(f"pageerror: {exc}"))
         page.on("response", lambda r: r.status >= 400 and tab.errors.append(f"HTTP {r.status}: {r.url}"))
-        response = page.goto(self.base_url + path, wait_until=wait_until)
-        assert response is not None, path
-        assert response.status == 200, f"{path}: HTTP {response.status}"
-        page.wait_for_load_state("load")
+        return tab, page.goto(self.base_url + tab.path, wait_until="commit")
+
+    @staticmethod
+    def finish(tab: Tab, response: Any, wait_until: str = "load") -> Tab:
+        assert response is not None, tab.path
+        assert response.status == 200, f"{tab.path}: HTTP {response.status}"
+        tab.page.wait_for_load_state("load")
+        if wait_until != "load":
+            tab.page.wait_for_load_state(wait_until)
         return tab
+
+    def open(self, path: str, wait_until: str = "load") -> Tab:
+        return self.finish(*self.start(path), wait_until=wait_until)
 
 
 @pytest.fixture
@@ -248,11 +258,15 @@ def visit(browser, base_url: str) -> Iterator[Callable[[str], Tab]]:
     The page stays open: every looking test sees the same load, with the console errors
     and requests it made until the network went quiet."""
     sess = Session(browser, base_url)
+    # every page starts loading at once, then each is waited for until its network is
+    # quiet: the same loads, in parallel instead of one after another
+    started = {path: sess.start(path) for path in PAGES}
     tabs: dict[str, Tab] = {}
 
     def open_once(path: str) -> Tab:
         if path not in tabs:
-            tabs[path] = sess.open(path, wait_until="networkidle")
+            tab, response = started.pop(path) if path in started else sess.start(path)
+            tabs[path] = sess.finish(tab, response, wait_until="networkidle")
         return tabs[path]
 
     try:
