@@ -387,6 +387,35 @@ def llama_decoding(beams: int = 1, prompt: int = 32, new_tokens: int = 64):
     return build
 
 
+def mixtral_moe_forward(experts_implementation: str, batch: int = 2, length: int = 256,
+                        d: int = 256, d_ff: int = 128, n_experts: int = 64, top_k: int = 6):
+    """Fine-grained MoE, inference: our MoEFFN (dispatch's grouped_mm path in float32)
+    against HF's MixtralSparseMoeBlock with the same weights, its experts run by
+    `experts_implementation` ("grouped_mm", a MixtralForCausalLM's default, or "eager",
+    a loop over the experts hit)."""
+    def build():
+        from functools import partial
+
+        from transformers import MixtralConfig
+        from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+        from literate.moe import Experts, MoEFFN, Router, mixtral_router
+
+        torch.manual_seed(0)
+        config = MixtralConfig(hidden_size=d, intermediate_size=d_ff, num_local_experts=n_experts,
+                               num_experts_per_tok=top_k, router_jitter_noise=0.0)
+        config._experts_implementation = experts_implementation
+        theirs = MixtralSparseMoeBlock(config).eval()
+        ours = MoEFFN(Router(d, n_experts, partial(mixtral_router, top_k=top_k)),
+                      Experts(n_experts, d, d_ff)).eval()
+        theirs.load_state_dict({k.replace("router.", "gate."): v for k, v in ours.state_dict().items()},
+                               strict=True)
+        x = torch.randn(batch, length, d)
+        a, b = _fwd(ours, x), _fwd(theirs, x)
+        return a, b, _max_diff(a(), b())
+    return build
+
+
 ROWS: list[Row] = [
     Row("gpt2", "GPT-2 block fwd, B=1 T=128 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(1, 128)),
     Row("gpt2", "GPT-2 block fwd, B=4 T=512 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(4, 512)),
@@ -410,6 +439,10 @@ ROWS: list[Row] = [
     Row("sampling", "top-k 50, [8, 50257]", "HF TopKLogitsWarper", sampling_filters(top_k=50)),
     Row("sampling", "top-p 0.9, [8, 50257]", "HF TopPLogitsWarper", sampling_filters(top_p=0.9)),
     Row("sampling", "T 0.7, top-k 50, top-p 0.9", "HF warpers, same order", sampling_filters(temperature=0.7, top_k=50, top_p=0.9)),
+    Row("moe", "MoE fwd, 64 experts top-6, d=256 I=128 N=512", "HF Mixtral block (grouped_mm)",
+        mixtral_moe_forward("grouped_mm")),
+    Row("moe", "MoE fwd, 64 experts top-6, d=256 I=128 N=512", "HF Mixtral block (eager)",
+        mixtral_moe_forward("eager")),
 ]
 
 

@@ -50,8 +50,10 @@ __all__ = [
     "clamped_swiglu",
     "GptOssExperts",
     "dispatch",
+    "dropped_pairs",
     "MoEFFN",
     "load_balancing_loss",
+    "update_balancing_bias",
 ]
 
 Routing = tuple[Tensor, Tensor]  # (weights [N, k], experts [N, k] long)
@@ -219,12 +221,62 @@ class DeepSeekV3Router(nn.Module):
 # --8<-- [end:deepseek_v3_router_module]
 
 
+# --8<-- [start:grouped_mm]
+@torch.library.custom_op("literate::grouped_mm", mutates_args=())
+def _grouped_mm(rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
+    """rows `[M, i]` sorted by expert, `weight (E, o, i)`, `offs [E]` int32 (the running
+    counts, offs[-1] = M): rows offs[e-1]:offs[e] times weight[e]^T, `[M, o]`. An op of
+    its own, opaque to torch.compile: torch 2.13's fake kernel of grouped_mm accepts
+    bfloat16 only, and would stop a float32 fullgraph compile."""
+    return F.grouped_mm(rows, weight.mT, offs=offs)
+
+
+@_grouped_mm.register_fake
+def _grouped_mm_shape(rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
+    return rows.new_empty(rows.shape[0], weight.shape[1])
+
+
+@torch.library.custom_op("literate::grouped_mm_backward", mutates_args=())
+def _grouped_mm_backward(grad: Tensor, rows: Tensor, weight: Tensor,
+                         offs: Tensor) -> tuple[Tensor, Tensor]:
+    """(d rows, d weight); an expert with no rows gets a zero gradient. `contiguous`:
+    grouped_mm refuses a gradient of stride 0, as `out.sum()` hands back."""
+    grad = grad.contiguous()
+    return (F.grouped_mm(grad, weight, offs=offs),
+            F.grouped_mm(grad.mT, rows, offs=offs))  # (E, o, i)
+
+
+@_grouped_mm_backward.register_fake
+def _grouped_mm_backward_shape(grad: Tensor, rows: Tensor, weight: Tensor,
+                               offs: Tensor) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(rows), torch.empty_like(weight)
+
+
+class _GroupedMM(torch.autograd.Function):
+    """`_grouped_mm` with its backward, both opaque ops."""
+
+    @staticmethod
+    def forward(ctx, rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
+        ctx.save_for_backward(rows, weight, offs)
+        return _grouped_mm(rows, weight, offs)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        return *_grouped_mm_backward(grad, *ctx.saved_tensors), None
+# --8<-- [end:grouped_mm]
+
+
 # --8<-- [start:experts]
 class Experts(nn.Module):
     """E gated FFNs, down(act(gate(x)) * up(x)), in HF's fused layout (Mixtral,
     Qwen3-MoE, DeepSeek-V3): `gate_up_proj (E, 2I, d)`, the gate's rows then the up's,
     and `down_proj (E, d, I)`. Runs all experts at once on groups `[E, C, d]`, expert e
-    on group e: `[E, C, d] -> [E, C, d]`."""
+    on group e: `[E, C, d] -> [E, C, d]` (the transparent path, any float dtype).
+
+    `grouped(rows, offs)`, the fast path: the same experts on rows sorted by expert,
+    `[M, d] -> [M, d]`, expert e on rows offs[e-1]:offs[e], by `F.grouped_mm`: each row
+    computed once. `takes_grouped(dtype)` says whether it runs: float32 or bfloat16
+    (torch 2.13 has no float64 kernel), and rows of d and I that are whole 16 bytes."""
 
     def __init__(self, n_experts: int, d_model: int, d_ff: int,
                  activation: Callable[[Tensor], Tensor] = F.silu) -> None:
@@ -243,6 +295,15 @@ class Experts(nn.Module):
     def forward(self, groups: Tensor) -> Tensor:
         gate, up = (groups @ self.gate_up_proj.mT).chunk(2, dim=-1)  # [E, C, I] each
         return (self.activation(gate) * up) @ self.down_proj.mT  # [E, C, d]
+
+    def takes_grouped(self, dtype: torch.dtype) -> bool:
+        size = torch.empty((), dtype=dtype).element_size()
+        return (dtype in (torch.float32, torch.bfloat16)
+                and self.d_model * size % 16 == 0 and self.d_ff * size % 16 == 0)
+
+    def grouped(self, rows: Tensor, offs: Tensor) -> Tensor:
+        gate, up = _GroupedMM.apply(rows, self.gate_up_proj, offs).chunk(2, dim=-1)
+        return _GroupedMM.apply(self.activation(gate) * up, self.down_proj, offs)
 # --8<-- [end:experts]
 
 
@@ -308,7 +369,15 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     `capacity=None` is dropless: C = N, since an expert is chosen at most once per
     token. A capacity C < N is Switch's (Fedus et al. 2021, sec. 2.2): the pairs an
     expert gets beyond its first C are dropped, their output 0 (the residual carries
-    the token). Only index arithmetic on tensors: no value is read into Python."""
+    the token). Only index arithmetic on tensors: no value is read into Python.
+
+    One path, two speeds. That padded layout computes E C rows for N k pairs, E / k
+    times the work when dropless. If `expert_fn` offers `grouped` and
+    `expert_fn.takes_grouped(x.dtype)` (`Experts` in float32 or bfloat16), a dropless
+    dispatch runs `_sorted_dispatch` instead: the same sort, the same sum, each pair
+    computed once. Equal to the padded path up to float rounding (its products are
+    summed in another order), gradients included; float64, a capacity, or experts
+    without `grouped` (`GptOssExperts`) take the padded path."""
     x = float_tensor("x", x, ndim=2)
     weights = float_tensor("weights", weights, ndim=2)
     if not isinstance(experts, Tensor) or experts.dtype != torch.long:
@@ -323,6 +392,9 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     e = positive_int("n_experts", n_experts)
     (n, d), k = x.shape, experts.shape[1]
     c = n if capacity is None else positive_int("capacity", capacity)
+    takes = getattr(expert_fn, "takes_grouped", None)
+    if capacity is None and hasattr(expert_fn, "grouped") and takes and takes(x.dtype):
+        return _sorted_dispatch(x, weights, experts, expert_fn, e)
     flat = experts.reshape(-1)  # [N k]: pair p is token p // k
     order = torch.argsort(flat, stable=True)  # [N k]: the pairs, expert by expert
     counts = torch.zeros(e, dtype=torch.long, device=x.device).scatter_add_(
@@ -339,7 +411,38 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     kept = (position < c)[:, None]  # [N k, 1]
     y = torch.where(kept, out[flat, position.clamp(max=c - 1)], 0)  # [N k, d]
     return (y.view(n, k, d) * weights[..., None]).sum(dim=1).to(x.dtype)
+
+
+def _sorted_dispatch(x: Tensor, weights: Tensor, experts: Tensor,
+                     expert_fn: nn.Module, e: int) -> Tensor:
+    """`dispatch`'s fast path: the N k pairs sorted by expert into one `[N k, d]`, the
+    offsets a running count kept as a tensor (no host read), `expert_fn.grouped` on
+    them, each output put back at its pair and gated."""
+    (n, d), k = x.shape, experts.shape[1]
+    flat = experts.reshape(-1)  # [N k]: pair p is token p // k
+    order = torch.argsort(flat, stable=True)  # [N k]: the pairs, expert by expert
+    counts = torch.zeros(e, dtype=torch.long, device=x.device).scatter_add_(
+        0, flat, torch.ones_like(flat))  # [E]
+    offs = counts.cumsum(0).to(torch.int32)  # [E]: where each expert's rows end
+    out = expert_fn.grouped(x[order // k], offs)  # [N k, d], row i is pair order[i]
+    y = torch.empty_like(out).index_copy(0, order, out)  # [N k, d], pair by pair
+    return (y.view(n, k, d) * weights[..., None]).sum(dim=1).to(x.dtype)
 # --8<-- [end:dispatch]
+
+
+# --8<-- [start:dropped_pairs]
+def dropped_pairs(experts: Tensor, n_experts: int, capacity: int) -> Tensor:
+    """How many (token, expert) pairs of `experts [N, k]` a capacity of `capacity`
+    slots per expert drops (Switch, Fedus et al. 2021, sec. 2.2): a 0-d tensor, the
+    sum over experts of what each receives beyond its capacity."""
+    if not isinstance(experts, Tensor) or experts.dtype != torch.long:
+        raise TypeError("experts must be a torch.long tensor [N, k]")
+    e, c = positive_int("n_experts", n_experts), positive_int("capacity", capacity)
+    flat = experts.reshape(-1)
+    load = torch.zeros(e, dtype=torch.long, device=flat.device).scatter_add_(
+        0, flat, torch.ones_like(flat))  # [E]
+    return (load - c).clamp(min=0).sum()
+# --8<-- [end:dropped_pairs]
 
 
 # --8<-- [start:moe_ffn]
@@ -349,7 +452,8 @@ class MoEFFN(nn.Module):
     `experts` (a module `[E, C, d] -> [E, C, d]` with `n_experts` and `d_model`), and a
     `shared` FFN, if given, is added for every token (DeepSeek-V3's shared expert,
     Dai et al. 2024). `router_logits` holds the logits `[B T, E]` of the last call, for
-    `load_balancing_loss`."""
+    `load_balancing_loss`, `chosen` its experts (for `update_balancing_bias`), and,
+    with a `capacity`, `dropped` the number of (token, expert) pairs it dropped."""
 
     def __init__(self, router: nn.Module, experts: nn.Module,
                  shared: nn.Module | None = None, *,
@@ -366,12 +470,16 @@ class MoEFFN(nn.Module):
         self.capacity = None if capacity is None else positive_int("capacity", capacity)
         self.router, self.experts, self.shared = router, experts, shared
         self.router_logits: Tensor | None = None
+        self.chosen: Tensor | None = None  # [B T, k]: the experts of the last call
+        self.dropped: Tensor | None = None  # pairs over capacity in the last call
 
     def forward(self, x: Tensor) -> Tensor:
         x = features("x", x, width=self.d_model, like=self.router.weight)
         flat = x.reshape(-1, self.d_model)  # [N, d], N = B T
         logits, weights, experts = self.router(flat)
-        self.router_logits = logits
+        self.router_logits, self.chosen = logits, experts
+        if self.capacity is not None:  # a tensor: counting it reads no value
+            self.dropped = dropped_pairs(experts, self.n_experts, self.capacity)
         y = dispatch(flat, weights, experts, self.experts, n_experts=self.n_experts,
                      capacity=self.capacity)
         if self.shared is not None:
@@ -416,3 +524,24 @@ def load_balancing_loss(router_logits: Tensor | Sequence[Tensor], top_k: int,
         f, p = (chosen * valid).sum(dim=0) / rows, (probs * valid).sum(dim=0) / rows
     return e * (f * p).sum()
 # --8<-- [end:load_balancing_loss]
+
+
+# --8<-- [start:update_balancing_bias]
+@torch.no_grad()
+def update_balancing_bias(bias: Tensor, experts: Tensor, *,
+                          speed: float = 1e-3) -> Tensor:
+    """DeepSeek-V3's auxiliary-loss-free balancing (DeepSeek-AI 2024, sec. 2.1.2), in
+    place, after a training step: each expert's selection bias `bias [E]` goes down
+    by `speed` (their gamma, 0.001) if the step's tokens chose it more often than the
+    average expert, and up by `speed` if less; `experts [N, k]` are the step's choices.
+    No loss and no gradient: the bias changes which experts are chosen, never the
+    weights they get."""
+    bias = float_tensor("bias", bias, ndim=1)
+    if not isinstance(experts, Tensor) or experts.dtype != torch.long:
+        raise TypeError("experts must be a torch.long tensor [N, k]")
+    speed = positive_float("speed", speed)
+    flat = experts.reshape(-1)
+    load = torch.zeros_like(bias).scatter_add_(0, flat,
+                                               torch.ones_like(flat, dtype=bias.dtype))
+    return bias.add_(speed * torch.sign(load.mean() - load))  # [E]
+# --8<-- [end:update_balancing_bias]

@@ -44,11 +44,13 @@ from literate.moe import (
     Router,
     deepseek_v3_router,
     dispatch,
+    dropped_pairs,
     gpt_oss_router,
     load_balancing_loss,
     mixtral_router,
     qwen3_moe_router,
     switch_router,
+    update_balancing_bias,
 )
 from literate.syncs import host_reads
 
@@ -417,3 +419,103 @@ def test_fullgraph_compile_equals_eager_bit_for_bit():
             grads = torch.autograd.grad(out.square().sum(), list(moe.parameters()))
             results.append((out, moe.router_logits, *grads))
         assert all(torch.equal(a, b) for a, b in zip(*results)), name
+
+
+# --- the fast path: grouped_mm on the sorted pairs ------------------------------------
+F32_ULPS = 8 * 2.0**-23  # times the largest |entry|: float32 sums in another order
+
+
+def test_grouped_path_equals_padded_path_with_idle_experts_values_and_gradients():
+    """float32, 3 tokens x top-2 = 6 pairs for 8 experts: at least 2 get no token. The
+    fast path (`Experts.grouped`) against the padded one (the bare `forward`, which has
+    no `grouped`): outputs and every gradient within 8 float32 ulps of the largest
+    entry (measured: <= 2 ulps); idle experts' gradients exactly 0 on both. The loss is
+    `.sum()`, whose gradient of stride 0 grouped_mm's own backward refuses."""
+    torch.manual_seed(19)
+    experts_module = Experts(E, D, I)
+    assert experts_module.takes_grouped(torch.float32)
+    assert not experts_module.takes_grouped(F64)
+    assert not experts_module.takes_grouped(torch.bfloat16)  # I = 12: 24 bytes
+    x = torch.randn(3, D, requires_grad=True)
+    router = Router(D, E, partial(mixtral_router, top_k=K))
+    _, weights, experts = router(x)
+    idle = [e for e in range(E) if e not in experts.unique().tolist()]
+    assert len(idle) >= 2
+    params = [x, experts_module.gate_up_proj, experts_module.down_proj]
+    results = []
+    for fn in (experts_module, experts_module.forward):
+        out = dispatch(x, weights.detach(), experts, fn, n_experts=E)
+        results.append((out, *torch.autograd.grad(out.sum(), params)))
+    for name, a, b in zip(["output", "x", "gate_up", "down"], *results):
+        assert (a - b).abs().max() <= F32_ULPS * b.abs().max(), name
+    for g in results[0][2:]:
+        assert torch.count_nonzero(g[idle]) == 0
+
+
+def test_grouped_path_makes_no_host_sync_and_compiles_whole():
+    """The offsets stay a tensor: no read; under torch.compile(fullgraph=True,
+    aot_eager) grouped_mm is an opaque op (its fake kernel is bfloat16-only), and the
+    compiled forward and gradients equal eager's bit for bit."""
+    moe = all_moes()["mixtral"]
+    assert moe.experts.takes_grouped(torch.float32)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(20))
+    assert host_reads(moe, x) == 0
+    compiled = torch.compile(moe, fullgraph=True, backend="aot_eager")
+    results = []
+    for run in (moe, compiled):
+        out = run(x)
+        results.append((out, *torch.autograd.grad(out.square().sum(),
+                                                  list(moe.parameters()))))
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
+
+def test_a_capacity_reports_what_it_drops_and_a_large_one_is_dropless():
+    """Switch's capacity form: with C >= the busiest expert's load it equals the dropless dispatch (to
+    float64 rounding, 1e-15 of outputs of size 1e-2: the batched matmuls have other shapes, C rows instead of
+    N, so the kernel may block the sums differently), and drops 0 pairs; with a smaller C, `dropped` counts
+    the pairs over capacity (no sync)."""
+    torch.manual_seed(3)
+    e, d = 4, 8
+    experts_module = Experts(e, d, 12).double()
+    router = Router(d, e, lambda logits: switch_router(logits)).double()
+    x = torch.randn(2, 6, d, dtype=torch.float64)
+    dropless = MoEFFN(router, experts_module)
+    with torch.no_grad():
+        expected = dropless(x)
+        load = torch.bincount(dropless.chosen.flatten(), minlength=e)
+        roomy = MoEFFN(router, experts_module, capacity=int(load.max()))
+        assert (roomy(x) - expected).abs().max() < 1e-15 and int(roomy.dropped) == 0
+        tight = MoEFFN(router, experts_module, capacity=1)
+        capped = tight(x)
+    assert int(tight.dropped) == int((load - 1).clamp(min=0).sum()) > 0
+    assert int(dropped_pairs(dropless.chosen, e, 1)) == int(tight.dropped)
+    kept = (capped - expected).abs().amax(-1).flatten() < 1e-15  # [N]: untouched tokens
+    assert int((~kept).sum()) == int(tight.dropped)  # top-1: a dropped pair is a token
+
+
+def test_the_loss_free_bias_evens_out_a_skewed_load():
+    """DeepSeek-V3's bias update (sign rule, step `speed`): router logits skewed towards the last
+    experts; after 200 updates the busiest expert's load is within 1.5x of the mean, from over 3x."""
+    torch.manual_seed(0)
+    e, n, k = 16, 512, 2
+    skew = torch.linspace(-1.5, 1.5, e)
+    bias = torch.zeros(e)
+
+    def imbalance() -> float:
+        logits = torch.randn(n, e) + skew
+        _, chosen = deepseek_v3_router(logits, k, score_bias=bias, n_group=4, topk_group=2,
+                                       norm_topk_prob=True, routed_scaling_factor=1.0)
+        load = torch.bincount(chosen.flatten(), minlength=e).float()
+        update_balancing_bias(bias, chosen, speed=0.01)
+        return float(load.max() / load.mean())
+
+    first = imbalance()
+    for _ in range(200):
+        last = imbalance()
+    assert first > 3 and last < 1.5
+    before = bias.clone()
+    update_balancing_bias(bias, torch.zeros(4, 2, dtype=torch.long), speed=0.01)
+    assert bias[0] == before[0] - 0.01 and (bias[1:] == before[1:] + 0.01).all()
+    with pytest.raises(ValueError, match=r"^speed must be"):
+        update_balancing_bias(bias, torch.zeros(4, 2, dtype=torch.long), speed=0.0)
