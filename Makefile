@@ -30,9 +30,11 @@ serve: setup  ## build and serve the site on http://127.0.0.1:8000, rebuilding o
 build: setup  ## build the static site into site/
 	$(BIN)/mkdocs build --strict
 
+# Two workers, one file each at a time (`--dist loadfile`): a page's blocks share one
+# namespace and run in order, so a file never splits across workers.
 test: setup  ## build the site, then run every test and every block on every page
 	$(BIN)/mkdocs build --strict
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 clean:
 	rm -rf site .cache .pytest_cache

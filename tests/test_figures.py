@@ -33,6 +33,9 @@ def test_figure_renders_small_in_each_language(name, language):
         assert CYRILLIC.search(words), f"{name}: no Russian label in {words!r}"
     else:
         assert not CYRILLIC.search(words), f"{name}: Russian left in the English figure: {words!r}"
+    if language != "en":  # the SVG is the same drawing with other words: written once
+        plt.close(fig)
+        return
     data = svg_bytes(fig)
     root = ET.fromstring(data)
     assert root.tag.endswith("svg")
