@@ -35,9 +35,7 @@ from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import torch
-from torch import Tensor
-
-from torch import nn
+from torch import Tensor, nn
 
 from literate.checks import non_negative_int, positive_int
 from literate.decoding import cached_run, check_prompt, check_request, new_decode_cache

@@ -122,6 +122,12 @@ class KVCache:
     def reorder(self, rows: Tensor) -> None:
         """Row i becomes row rows[i] [B], in the filled slots, in place (beam search:
         each surviving beam continues the history of the beam it extends)."""
+        if not isinstance(rows, Tensor) or rows.dtype != torch.long \
+                or rows.shape != (self.batch,):
+            got = (f"{rows.dtype} {tuple(rows.shape)}" if isinstance(rows, Tensor)
+                   else type(rows).__name__)
+            raise ValueError(f"rows must be torch.long [batch={self.batch}], the row "
+                             f"each row continues, got {got}")
         n = self.next_pos
         self.k[:, :, :n] = self.k[:, :, :n].index_select(0, rows)
         self.v[:, :, :n] = self.v[:, :, :n].index_select(0, rows)
@@ -157,8 +163,8 @@ class DecodeCache:
     and the new tokens' positions [B, T_new] (the real tokens before them in their
     row), or (None, None) while no row has been padded, so that the layers run their
     plain causal path. Reads no tensor value. Its position is its layers' (`next_pos`),
-    and layers that disagree (a call that failed half-way, a layer reset on its own)
-    are an error, not a silent shift.
+    and layers that disagree (a layer reset or filled on its own) are an error, not a
+    silent shift; `cached_run` takes back a call that fails half-way.
     """
 
     def __init__(self, layers: list[KVCache]) -> None:

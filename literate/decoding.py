@@ -45,13 +45,19 @@ def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
     matmul). `valid` [B, T]: False marks padding. Unchecked: ids as `run` takes them."""
     start = cache.next_pos
     key_valid, positions = cache.advance(ids.shape[1], valid)
-    x = model.embed(ids, offset=start, positions=positions)  # [B, T, d]
-    for block, layer_cache in zip(model.blocks, cache.layers, strict=True):
-        x = block(x, key_valid=key_valid, cache=layer_cache, positions=positions,
-                  empty_row="zero")  # a padding query may see no real key
-    if last:
-        x = x[:, -1]  # [B, d]
-    return model.lm_head(model.final_norm(x))
+    try:
+        x = model.embed(ids, offset=start, positions=positions)  # [B, T, d]
+        for block, layer_cache in zip(model.blocks, cache.layers, strict=True):
+            x = block(x, key_valid=key_valid, cache=layer_cache, positions=positions,
+                      empty_row="zero")  # a padding query may see no real key
+        if last:
+            x = x[:, -1]  # [B, d]
+        return model.lm_head(model.final_norm(x))
+    except BaseException:  # a failed call leaves no token in any layer's cache
+        for layer_cache in cache.layers:
+            if layer_cache.next_pos > start:
+                layer_cache.truncate(start)
+        raise
 # --8<-- [end:cached_run]
 
 

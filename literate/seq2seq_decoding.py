@@ -208,8 +208,9 @@ def beam_translate(model: EncoderDecoder, source: Tensor,
     max_length). source [B, S] -> the best hypothesis of each row: tokens [B, L] (EOS
     kept, PAD after), scores [B], lengths [B]. PAD and BOS are never produced, as in
     `greedy_decode`. "never": an input is done only when no running beam could beat
-    its finished ones even at the longest length, the bound of the paper's own code
-    (tensor2tensor's beam search)."""
+    its finished ones even at the longest length, close to the bound of the paper's
+    own code (tensor2tensor's beam search, which compares with fewer than k finished
+    hypotheses too). The source length is the padded batch's, as there."""
     early_stopping = stopping_rule(early_stopping)
     penalty = gnmt_length_penalty(alpha)
     k = positive_int("beams", beams)

@@ -185,3 +185,19 @@ def test_bad_arguments_are_refused():
         beam_generate(ours, IDS, 2, 27)
     with pytest.raises(ValueError, match=r"^valid row 1 is not left-padded"):
         beam_generate(ours, IDS, 2, 4, valid=VALID.flip(1))
+
+
+@pytest.mark.parametrize("family", MODELS)
+def test_a_negative_length_penalty_under_never_stops_as_hf_does(family):
+    """With lp <= 0 a longer hypothesis is never better, and HF's "never" bounds the running beam at the
+    current length, as False does; ours must too (a "never" that always used the longest length would not)."""
+    hf, ours = MODELS[family]
+    eos = liked_eos(hf, EOS_RANK[family])
+    for stopping in ("never", False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = hf.generate(IDS, attention_mask=MASK, num_beams=2, do_sample=False, length_penalty=-1.0,
+                                 early_stopping=stopping, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=1)
+        sequences, _ = beam_generate(ours, IDS, 2, NEW, valid=VALID, eos_id=eos, pad_id=1, length_penalty=-1.0,
+                                     early_stopping=stopping)
+        assert torch.equal(sequences, theirs), stopping

@@ -279,19 +279,21 @@ def test_a_decode_cache_refuses_layers_out_of_step_and_reset_starts_again():
         DecodeCache([used, model.blocks[1].attn.new_cache(1, 8)])
 
 
-def test_a_call_that_fails_half_way_is_an_error_next_time_not_a_shift():
-    """A call that fails in its second layer (here: grad enabled reaches the second layer's check only
-    after the first layer wrote) leaves the layers out of step: the next call says so."""
+def test_a_call_that_fails_half_way_leaves_nothing_cached():
+    """A call that fails after the first layer wrote its keys (here: an error raised as it returns) is
+    taken back by cached_run: no layer holds its tokens, and the retry is the first call again."""
     from literate.decoding import cached_run, new_decode_cache
 
     model = _tiny_llama()
-    cache = new_decode_cache(model, 1, 8)
     ids = torch.randint(0, 40, (1, 3))
+    with torch.no_grad():
+        expected = cached_run(model, ids, new_decode_cache(model, 1, 8))
+    cache = new_decode_cache(model, 1, 8)
     first = model.blocks[0].attn
     original = first.forward
 
     def first_then_fail(*args, **kwargs):
-        out = original(*args, **kwargs)
+        original(*args, **kwargs)
         raise RuntimeError("interrupted after layer 0 wrote")
 
     first.forward = first_then_fail
@@ -300,5 +302,34 @@ def test_a_call_that_fails_half_way_is_an_error_next_time_not_a_shift():
             cached_run(model, ids, cache)
     finally:
         del first.forward
-    with torch.no_grad(), pytest.raises(ValueError, match=r"^the layers' caches hold \[3, 0\] tokens"):
-        cached_run(model, ids, cache)
+    assert [c.next_pos for c in cache.layers] == [0, 0]
+    with torch.no_grad():
+        torch.testing.assert_close(cached_run(model, ids, cache), expected, atol=0, rtol=0)
+
+
+def test_a_call_that_fails_after_every_layer_wrote_leaves_nothing_cached():
+    """The output projection fails (as a large vocabulary's might, out of memory): every layer had
+    written its keys; cached_run takes them back, so a retry is the first call again."""
+    from literate.decoding import cached_run, new_decode_cache
+
+    model = _tiny_llama()
+    ids = torch.randint(0, 40, (1, 5))
+    with torch.no_grad():
+        expected = cached_run(model, ids, new_decode_cache(model, 1, 8))
+        cache = new_decode_cache(model, 1, 8)
+        head = model.lm_head.forward
+        model.lm_head.forward = lambda x: (_ for _ in ()).throw(MemoryError("no room"))
+        try:
+            with pytest.raises(MemoryError):
+                cached_run(model, ids, cache)
+        finally:
+            model.lm_head.forward = head
+        assert cache.next_pos == 0 and all(c.next_pos == 0 for c in cache.layers)
+        torch.testing.assert_close(cached_run(model, ids, cache), expected, atol=0, rtol=0)
+
+
+def test_reorder_refuses_rows_of_another_length():
+    cache = KVCache(2, 1, 4, 8)
+    with pytest.raises(ValueError, match=r"^rows must be torch.long \[batch=2\], the row each row continues, "
+                                         r"got torch.int64 \(1,\)$"):
+        cache.reorder(torch.tensor([1]))
