@@ -298,7 +298,8 @@ class Experts(nn.Module):
 
     def takes_grouped(self, dtype: torch.dtype) -> bool:
         size = torch.empty((), dtype=dtype).element_size()
-        return (dtype in (torch.float32, torch.bfloat16)
+        return (hasattr(F, "grouped_mm")  # an older torch has none: the padded path
+                and dtype in (torch.float32, torch.bfloat16)
                 and self.d_model * size % 16 == 0 and self.d_ff * size % 16 == 0)
 
     def grouped(self, rows: Tensor, offs: Tensor) -> Tensor:

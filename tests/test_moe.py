@@ -423,7 +423,15 @@ def test_fullgraph_compile_equals_eager_bit_for_bit():
 
 # --- the fast path: grouped_mm on the sorted pairs ------------------------------------
 F32_ULPS = 8 * 2.0**-23  # times the largest |entry|: float32 sums in another order
+HAS_GROUPED_MM = hasattr(torch.nn.functional, "grouped_mm")
+NO_GROUPED_MM = "this torch has no F.grouped_mm: only the padded path exists, tested above"
 
+
+def test_the_fast_path_is_taken_exactly_when_torch_has_grouped_mm():
+    assert Experts(E, D, I).takes_grouped(torch.float32) == HAS_GROUPED_MM
+
+
+@pytest.mark.skipif(not HAS_GROUPED_MM, reason=NO_GROUPED_MM)
 
 def test_grouped_path_equals_padded_path_with_idle_experts_values_and_gradients():
     """float32, 3 tokens x top-2 = 6 pairs for 8 experts: at least 2 get no token. The
@@ -452,6 +460,7 @@ def test_grouped_path_equals_padded_path_with_idle_experts_values_and_gradients(
         assert torch.count_nonzero(g[idle]) == 0
 
 
+@pytest.mark.skipif(not HAS_GROUPED_MM, reason=NO_GROUPED_MM)
 def test_grouped_path_makes_no_host_sync_and_compiles_whole():
     """The offsets stay a tensor: no read; under torch.compile(fullgraph=True,
     aot_eager) grouped_mm is an opaque op (its fake kernel is bfloat16-only), and the
