@@ -297,7 +297,7 @@ class Experts(nn.Module):
         return (self.activation(gate) * up) @ self.down_proj.mT  # [E, C, d]
 
     def takes_grouped(self, dtype: torch.dtype) -> bool:
-        size = torch.empty((), dtype=dtype).element_size()
+        size = dtype.itemsize  # bytes per number
         return (hasattr(F, "grouped_mm")  # an older torch has none: the padded path
                 and dtype in (torch.float32, torch.bfloat16)
                 and self.d_model * size % 16 == 0 and self.d_ff * size % 16 == 0)

