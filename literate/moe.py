@@ -393,8 +393,8 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     e = positive_int("n_experts", n_experts)
     (n, d), k = x.shape, experts.shape[1]
     c = n if capacity is None else positive_int("capacity", capacity)
-    takes = getattr(expert_fn, "takes_grouped", None)
-    if capacity is None and hasattr(expert_fn, "grouped") and takes and takes(x.dtype):
+    fast = capacity is None and hasattr(expert_fn, "grouped")  # no bool(method):
+    if fast and expert_fn.takes_grouped(x.dtype):  # torch 2.7's dynamo cannot
         return _sorted_dispatch(x, weights, experts, expert_fn, e)
     flat = experts.reshape(-1)  # [N k]: pair p is token p // k
     order = torch.argsort(flat, stable=True)  # [N k]: the pairs, expert by expert
