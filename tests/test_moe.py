@@ -407,9 +407,11 @@ def test_no_host_sync_in_a_forward():
 
 def test_fullgraph_compile_equals_eager_bit_for_bit():
     """aot_eager: the graph is captured whole (no value read breaks it), and the
-    forward, the router logits kept, and every gradient equal eager's exactly.
-    DeepSeek-V3's, the one with every part (group routing, bias, shared expert); one
-    compile, to keep the file fast."""
+    forward and the router logits kept equal eager's exactly, every gradient to 2
+    float32 ulps of its largest entry: aot_eager's backward may sum in another order
+    (torch 2.13 gives the same bits; torch 2.7, on the padded path, differs by one ulp
+    in two of the gradients). DeepSeek-V3's, the one with every part (group routing,
+    bias, shared expert); one compile, to keep the file fast."""
     x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(18))
     for name, moe in [("deepseek", all_moes()["deepseek"])]:
         compiled = torch.compile(moe, fullgraph=True, backend="aot_eager")
@@ -418,7 +420,10 @@ def test_fullgraph_compile_equals_eager_bit_for_bit():
             out = run(x)
             grads = torch.autograd.grad(out.square().sum(), list(moe.parameters()))
             results.append((out, moe.router_logits, *grads))
-        assert all(torch.equal(a, b) for a, b in zip(*results)), name
+        (out, logits, *grads), (c_out, c_logits, *c_grads) = results
+        assert torch.equal(out, c_out) and torch.equal(logits, c_logits), name
+        for g, c in zip(grads, c_grads, strict=True):
+            assert (g - c).abs().max() <= 2 * 2.0**-23 * g.abs().max(), name
 
 
 # --- the fast path: grouped_mm on the sorted pairs ------------------------------------
