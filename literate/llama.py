@@ -39,6 +39,7 @@ __all__ = [
     "check_llama_config",
     "HF_LLAMA_NAMES",
     "load_renamed",
+    "tied_head_state",
     "load_hf_llama",
 ]
 
@@ -287,11 +288,11 @@ def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
 # --8<-- [start:load_hf_llama]
 
 
-def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
-                  config: object) -> LlamaLanguageModel:
-    """Load a `LlamaForCausalLM` state dict (or a checkpoint's safetensors) by name,
-    after `check_llama_config`."""
-    check_llama_config(ours, config)
+def tied_head_state(ours: LlamaLanguageModel,
+                    state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """A Hugging Face state dict for `ours`: if our output projection is the embedding
+    (tied), HF's `lm_head.weight` must equal `embed_tokens` (or be absent) and is then
+    the embedding under both names."""
     state = dict(state_dict)
     if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
         head = state.pop("lm_head.weight", None)
@@ -301,5 +302,13 @@ def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
             raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
         if embedding is not None:
             state["lm_head.weight"] = embedding
-    return load_renamed(ours, state, HF_LLAMA_NAMES)
+    return state
+
+
+def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
+                  config: object) -> LlamaLanguageModel:
+    """Load a `LlamaForCausalLM` state dict (or a checkpoint's safetensors) by name,
+    after `check_llama_config`."""
+    check_llama_config(ours, config)
+    return load_renamed(ours, tied_head_state(ours, state_dict), HF_LLAMA_NAMES)
 # --8<-- [end:load_hf_llama]

@@ -35,6 +35,7 @@ from literate.llama import (
     llama_field,
     llama_rope_base,
     load_renamed,
+    tied_head_state,
 )
 from literate.moe import Experts, MoEFFN, Router, load_balancing_loss, mixtral_router
 from literate.norms import RMSNorm
@@ -241,16 +242,7 @@ def load_hf_mixtral(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
     gate_up_proj (E, 2I, d)` and `down_proj (E, d, I)` -> `ffn.experts.` (the same
     layout), attention and norms as `load_hf_llama` names them."""
     check_mixtral_config(ours, config)
-    state = dict(state_dict)
-    if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
-        head = state.pop("lm_head.weight", None)
-        embedding = state.get("model.embed_tokens.weight")
-        if head is not None and embedding is not None \
-                and not torch.equal(head, embedding):
-            raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
-        if embedding is not None:
-            state["lm_head.weight"] = embedding
-    return load_renamed(ours, state, HF_MIXTRAL_NAMES)
+    return load_renamed(ours, tied_head_state(ours, state_dict), HF_MIXTRAL_NAMES)
 # --8<-- [end:load_hf_mixtral]
 
 
