@@ -56,10 +56,10 @@ __all__ = [
     "update_balancing_bias",
 ]
 
+# --8<-- [start:router_logits_and_k]
 Routing = tuple[Tensor, Tensor]  # (weights [N, k], experts [N, k] long)
 
 
-# --8<-- [start:router_logits_and_k]
 def router_logits_and_k(logits: object, top_k: object) -> tuple[Tensor, int]:
     """`logits` if it is a float tensor `[N, E]`, and `top_k` if it is an int in
     [1, E]. A top-k outside that range is refused, never quietly run as another k."""
