@@ -128,6 +128,20 @@ ERAS: dict[str, Era] = {
             ("llama", "load_hf_llama")) + DECODING,
         "check_llama"),
 }
+MOE = tuple(("moe", s) for s in (  # chapter 9, in reading order
+    "router_logits_and_k", "switch_router", "mixtral_router", "qwen3_moe_router",
+    "deepseek_v3_router", "gpt_oss_router", "router", "deepseek_v3_router_module",
+    "grouped_mm", "experts", "clamped_swiglu", "gpt_oss_experts", "dispatch",
+    "dropped_pairs", "moe_ffn", "load_balancing_loss", "update_balancing_bias"))
+MIXTRAL = tuple(("mixtral", s) for s in (
+    "mixtral_block", "mixtral_model", "mixtral_from_hf_config", "check_mixtral_config",
+    "load_hf_mixtral", "router_aux_loss", "moe_params"))
+ERAS["mixtral"] = Era(
+    "Mixture of experts (chapter 9) on the modern block: the routers of Switch,\n"
+    "Mixtral, Qwen3-MoE, DeepSeek-V3 and gpt-oss, the experts, dropless and capacity\n"
+    "dispatch, the balancing loss and the loss-free bias, and Mixtral with Hugging\n"
+    "Face Mixtral loading; with everything of the Llama file (chapters 1-8)",
+    "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral")
 
 MARKER = "# --8<-- [{kind}:{name}]"
 

@@ -22,15 +22,20 @@ from literate.blocks import (cohere_block, gemma3_block, gptj_block, llama_block
 from literate.decoding import generate
 from literate.heads import MultiHeadAttention, load_packed_qkv, merge_heads, split_heads
 from literate.llama import llama_from_hf_config, llama_model, load_hf_llama
+from literate.mixtral import (load_hf_mixtral, mixtral_from_hf_config, mixtral_model,
+                              router_aux_loss)
 from literate.models import (gpt2_block_targets, gpt2_from_hf_config, gpt2_model,
                              load_hf_gpt2)
+from literate.moe import dispatch
 from literate.positions import apply_rope, rope_cache
 from literate.sampling import sampler
 from literate.seq2seq import EncoderDecoder
 from literate.seq2seq_decoding import beam_translate, cached_greedy_decode
+from literate.syncs import host_reads
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
-__all__ = ["check_attention", "check_transformer2017", "check_gpt2", "check_llama"]
+__all__ = ["check_attention", "check_transformer2017", "check_decoding", "check_gpt2",
+           "check_llama", "check_mixtral"]
 
 
 # --8<-- [start:check_attention]
@@ -271,3 +276,104 @@ def check_llama() -> None:
                 raise AssertionError(f"{type(block).__name__} is not causal")
     check_decoding(model)
 # --8<-- [end:check_llama]
+
+
+# --8<-- [start:check_mixtral]
+def check_mixtral() -> None:
+    """A tiny Mixtral (4 experts, top 2) is causal and reads no tensor value in its
+    forward; its MoE FFN equals a loop over the tokens and their chosen experts
+    (float64); the sorted path (grouped_mm, float32) equals the padded one, gradients
+    included; an expert no token chose gets exactly zero gradient on both paths;
+    uniform router logits give a balancing loss of exactly top_k; weights written
+    under Hugging Face's names load back into a model built from a config.json and
+    give the same logits; cached decoding equals the uncached one."""
+    torch.manual_seed(0)
+    model = mixtral_model(50, 16, 32, 4, 2, 2, 24, 4, 2).eval()  # E = 4, k = 2
+    with torch.no_grad():
+        for block in model.blocks:  # HF's std 0.02 routes almost uniformly
+            block.ffn.router.weight.normal_(0.0, 0.5)
+    ids = torch.randint(0, 50, (2, 10))
+    with torch.no_grad():
+        logits = model(ids)
+        changed = ids.clone()
+        changed[:, 6:] = (changed[:, 6:] + 1) % 50
+        torch.testing.assert_close(model(changed)[:, :6], logits[:, :6], atol=0, rtol=0)
+    for dtype in (torch.float32, torch.float64):
+        if host_reads(model.to(dtype).run, ids) != 0:
+            raise AssertionError(f"the {dtype} forward reads tensor values")
+    model.float()
+
+    def close(a: torch.Tensor, b: torch.Tensor, units: float) -> None:
+        """a == b within `units` rounding units of the dtype times b's largest entry."""
+        bound = units * torch.finfo(b.dtype).eps * b.abs().max().item()
+        torch.testing.assert_close(a, b, atol=bound, rtol=0)
+
+    def unused_get_zero_gradient(moe: nn.Module, x: torch.Tensor) -> None:
+        _, weights, chosen = moe.router(x)  # x: one token, so 2 experts get none
+        out = dispatch(x, weights, chosen, moe.experts, n_experts=4)
+        grads = torch.autograd.grad(out.square().sum(), [moe.experts.gate_up_proj,
+                                                         moe.experts.down_proj])
+        used = chosen[0].tolist()
+        unused = [e for e in range(4) if e not in used]
+        for grad in grads:
+            if not bool((grad[unused] == 0).all() & (grad[used] != 0).any()):
+                raise AssertionError(f"experts {unused} chose no token: their "
+                                     f"gradient must be zero, the others' not")
+
+    moe = model.blocks[0].ffn  # float32: dispatch sorts and runs grouped_mm
+    x = torch.randn(9, 32, requires_grad=True)
+    wrt = [x, moe.router.weight, moe.experts.gate_up_proj, moe.experts.down_proj]
+    paths = [dispatch(x, *moe.router(x)[1:], moe.experts, n_experts=4,
+                      capacity=capacity) for capacity in (None, 9)]  # 9 = N: padded
+    probe = torch.randn(9, 32)
+    grads = [torch.autograd.grad((out * probe).sum(), wrt) for out in paths]
+    for a, b in zip([paths[0], *grads[0]], [paths[1], *grads[1]]):
+        close(a, b, 16)  # the same float32 products, summed in another order
+    unused_get_zero_gradient(moe, x[:1].detach())  # the sorted path, if torch has it
+    model.double()
+    unused_get_zero_gradient(moe, x[:1].detach().double())  # the padded path
+
+    x = torch.randn(2, 5, 32, dtype=torch.float64)
+    flat = x.reshape(10, 32)
+    _, weights, chosen = moe.router(flat)
+    if chosen.shape != (10, 2) or bool((chosen[:, 0] == chosen[:, 1]).any()):
+        raise AssertionError(f"each token must go to 2 distinct experts, got {chosen}")
+    close(weights.sum(dim=-1), torch.ones(10, dtype=weights.dtype), 4)
+    loop = torch.zeros_like(flat)
+    with torch.no_grad():
+        for n in range(10):
+            for w, e in zip(weights[n].tolist(), chosen[n].tolist()):
+                gate, up = (moe.experts.gate_up_proj[e] @ flat[n]).chunk(2)
+                loop[n] += w * (moe.experts.down_proj[e] @ (F.silu(gate) * up))
+        close(moe(x).reshape(10, 32), loop, 16)
+
+    uniform = mixtral_model(50, 16, 32, 4, 2, 2, 24, 4, 2)
+    with torch.no_grad():
+        for block in uniform.blocks:
+            block.ffn.router.weight.zero_()
+        uniform(ids)
+    if router_aux_loss(uniform).item() != 2.0:
+        raise AssertionError(f"uniform routing must give a balancing loss of top_k = "
+                             f"2, got {router_aux_loss(uniform).item()}")
+
+    to_hf = [("token_embedding.", "model.embed_tokens."),
+             ("final_norm.", "model.norm."), (".attn.", ".self_attn."),
+             (".ffn.router.", ".mlp.gate."), (".ffn.", ".mlp."),
+             (".norm1.", ".input_layernorm."),
+             (".norm2.", ".post_attention_layernorm."), ("blocks.", "model.layers.")]
+    state = {}
+    for name, value in model.state_dict().items():
+        for ours, theirs in to_hf:
+            name = name.replace(ours, theirs)
+        state[name] = value
+    config = {"model_type": "mixtral", "vocab_size": 50, "hidden_size": 32,
+              "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 2, "intermediate_size": 24,
+              "num_local_experts": 4, "num_experts_per_tok": 2,
+              "max_position_embeddings": 16}  # a config.json: Mixtral's defaults
+    fresh = load_hf_mixtral(mixtral_from_hf_config(config).double().eval(), state,
+                            config)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(ids), model(ids), atol=0, rtol=0)
+    check_decoding(model)
+# --8<-- [end:check_mixtral]

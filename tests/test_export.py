@@ -5,12 +5,16 @@ must pass and it must import nothing from `literate`), and then imported here an
 compared with the production layers it mirrors: PyTorch's attention and Transformer
 layers, and Hugging Face's GPT-2 (logits and greedy tokens), in float64 where the
 reference allows it, at 1e-12 (differences are rounding of the same float64 operations
-in another order: ~1e-15 is what is measured).
+in another order: ~1e-15 is what is measured). The Mixtral file is compared with
+Hugging Face's Mixtral in a fresh interpreter of its own, where its grouped_mm custom
+ops are the only ones (`mixtral_against_hf` says why).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
@@ -24,6 +28,9 @@ from literate.export import ERAS, assemble, main, section_source
 from literate.site.docblocks import ROOT
 
 F64 = torch.float64
+# One intra-op thread in the interpreters started here, as conftest.py sets it for the
+# tests: side by side on 2 busy cores, OpenMP threads woken per tiny op crawl (x2-3).
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 INCLUDE = re.compile(r'--8<-- "literate/(?P<module>[a-z_0-9/]+)\.py:(?P<section>[a-z][-_0-9a-z]*)"')
 
 
@@ -60,8 +67,8 @@ def runs(files, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     for name, path in files.items():
         empty = tmp_path_factory.mktemp(f"run_{name}")
         started[name] = subprocess.Popen([sys.executable, "-I", "-c", probe, str(path)],
-                                         cwd=empty, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True)
+                                         cwd=empty, env=ONE_THREAD, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     done = {}
     for name, process in started.items():
         out, err = process.communicate(timeout=300)
@@ -167,20 +174,19 @@ def test_gpt2_file_equals_hugging_face(files):
     expected = theirs.generate(ids[:, :3], max_new_tokens=6, do_sample=False, pad_token_id=0,
                                eos_token_id=None)
     assert torch.equal(ours.generate(ids[:, :3], 6), expected)
-    cached_and_beam_equal_hugging_face(era, ours, theirs)
+    cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_gpt2)
 
 
-def cached_and_beam_equal_hugging_face(era, ours, theirs):
+def cached_and_beam_equal_hugging_face(era, ours, theirs, load_hf):
     """The file's cached `generate` on a left-padded batch and its `beam_generate` give
     HF `generate`'s tokens (greedy with attention_mask, and num_beams=3), and the beam
-    scores to float32 rounding (HF scores in float32)."""
+    scores to float32 rounding (HF scores in float32). `load_hf`: the era's loader."""
     torch.manual_seed(1)
     with torch.no_grad():  # larger weights: continuations that vary
         for p in theirs.parameters():
             if p.ndim == 2:
                 p.normal_(0.0, 0.3)
-    era_load = era.load_hf_gpt2 if hasattr(era, "load_hf_gpt2") else era.load_hf_llama
-    era_load(ours, theirs.state_dict(), theirs.config)
+    load_hf(ours, theirs.state_dict(), theirs.config)
     ids = torch.randint(1, 61, (3, 5))
     mask = torch.tensor([[1] * 5, [0, 0, 1, 1, 1], [0, 0, 0, 0, 1]])
     hf = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0,
@@ -233,4 +239,157 @@ def test_llama_file_equals_hugging_face(files):
     expected = theirs.generate(ids[:, :3], attention_mask=torch.ones_like(ids[:, :3]),
                                max_new_tokens=6, do_sample=False)
     assert torch.equal(ours.generate(ids[:, :3], 6), expected)
-    cached_and_beam_equal_hugging_face(era, ours, theirs)
+    cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_llama)
+
+
+F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
+
+
+def worst(labels, ours, theirs) -> dict[str, tuple[float, float]]:
+    """label -> (max |ours - theirs|, max |theirs|); a gradient that is None on both
+    sides (the tensor does not reach the loss) is left out, on one side only refused."""
+    found = {}
+    for label, a, b in zip(labels, ours, theirs, strict=True):
+        if a is None and b is None:
+            continue
+        if a is None or b is None:
+            raise AssertionError(f"{label}: a gradient on one side only")
+        found[label] = ((a - b).abs().max().item(), b.abs().max().item())
+    return found
+
+
+def within(found: dict[str, tuple[float, float]], *, ulps: float = 0.0,
+           atol: float = 0.0) -> float:
+    """The largest difference of `found`, each within atol + ulps F32_BOUND of its
+    largest entry (AssertionError naming the first that is not)."""
+    for label, (diff, size) in found.items():
+        bound = atol + ulps * F32_BOUND * size
+        if diff > bound:
+            raise AssertionError(f"{label}: max |diff| {diff:.3g} > {bound:.3g}")
+    return max(diff for diff, _ in found.values())
+
+
+def mixtral_against_hf(path: str) -> dict[str, float]:
+    """The exported Mixtral against `MixtralForCausalLM`. Run by
+    test_mixtral_file_equals_hugging_face in a fresh interpreter, where the file's
+    `literate::grouped_mm` ops are the only ones: in one process a second registration
+    of the same op name silently replaces the first (torch allows the overwrite), so
+    the file would swap in its kernels under the library's (or the library its own
+    under the file's) for every later test of the worker. Raises AssertionError on a
+    difference out of bounds; returns the measured worst differences.
+
+    Float64, every gain and the routers random (HF's std 0.02 routes almost
+    uniformly), experts "eager" (HF's grouped_mm refuses float64), attention "sdpa"
+    (float64 softmax, causal). (1) HF as it is: logits and the gradient of every
+    parameter within F32_BOUND (16 float32 units) of their largest entry, and further
+    than 1e-12: its RMSNorm computes in float32. (2) HF's norms computing in float64:
+    within 1e-12 (the same float64 operations, rounded in another order). (3) The
+    balancing loss (output_router_logits=True) and its gradients within F32_BOUND
+    either way: HF sums it in float32 buffers. (4) Greedy, cached left-padded and beam
+    generate give HF's tokens. (5) float32, both sides on their grouped_mm path (ours:
+    dispatch's sorted path, the file's custom op; an older torch without
+    F.grouped_mm: both padded/eager): logits and gradients within F32_BOUND (the same
+    float32 operations, summed in another order)."""
+    import transformers
+
+    if "literate.moe" in sys.modules:
+        raise AssertionError("the interpreter must hold the file's grouped_mm ops only")
+    era = load(Path(path))
+    settings = dict(
+        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=24, num_hidden_layers=2, num_local_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=32, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+        router_aux_loss_coef=0.02, router_jitter_noise=0.0, bos_token_id=None,
+        eos_token_id=None, pad_token_id=None, attn_implementation="sdpa")
+    config = transformers.MixtralConfig(**settings, experts_implementation="eager")
+    torch.manual_seed(0)
+    theirs = transformers.MixtralForCausalLM(config).double().eval()
+    with torch.no_grad():
+        for name, p in theirs.named_parameters():
+            if p.ndim == 1:
+                p.normal_(1.0, 0.3)  # HF initialises gains to 1
+            elif name.endswith("mlp.gate.weight"):
+                p.normal_(0.0, 0.5)
+    ours = era.mixtral_from_hf_config(config).double().eval()
+    era.load_hf_mixtral(ours, theirs.state_dict(), config)
+    names = [n for n, _ in theirs.named_parameters()]
+    ids = torch.randint(0, 61, (2, 9))
+    probe = torch.randn(2, 9, 61, dtype=F64)
+
+    def our_name(name: str) -> str:
+        for pattern, replacement in era.HF_MIXTRAL_NAMES:
+            name = re.sub(pattern, replacement, name)
+        return name
+
+    def compare(ours, theirs) -> tuple[dict, dict]:
+        """(logits and their gradients, the balancing loss and its gradients)."""
+        mine = dict(ours.named_parameters())
+        wrt = [mine[our_name(n)] for n in names], [theirs.get_parameter(n)
+                                                   for n in names]
+        got = ours(ids)
+        out = theirs(input_ids=ids, output_router_logits=True)
+        aux = era.router_aux_loss(ours), out.aux_loss
+        grads = [torch.autograd.grad((logits * probe.to(logits.dtype)).sum(), params,
+                                     retain_graph=True)
+                 for logits, params in zip((got, out.logits), wrt)]
+        aux_grads = [torch.autograd.grad(loss, params, allow_unused=True)
+                     for loss, params in zip(aux, wrt)]
+        return (worst(["logits", *names], [got, *grads[0]], [out.logits, *grads[1]]),
+                worst(["aux", *names], [aux[0], *aux_grads[0]],
+                      [aux[1], *aux_grads[1]]))
+
+    measured = {}
+    logits, balance = compare(ours, theirs)
+    measured["float64, HF as it is"] = within(logits, ulps=1)
+    if measured["float64, HF as it is"] <= 1e-12:
+        raise AssertionError("HF's float32 norms are not in the path")
+    measured["balancing loss, HF as it is"] = within(balance, ulps=1)
+    norms = [m for m in theirs.modules() if type(m).__name__ == "MixtralRMSNorm"]
+    for m in norms:  # HF's own formula, in the input's dtype
+        m.forward = (lambda x, m=m: m.weight * (x * torch.rsqrt(
+            x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)))
+    try:
+        logits, balance = compare(ours, theirs)
+    finally:
+        for m in norms:
+            del m.forward
+    measured["float64, HF's norms in float64"] = within(logits, atol=1e-12)
+    measured["balancing loss, HF's norms in float64"] = within(balance, ulps=1)
+    if not era.router_aux_loss(ours) > 2:  # uniform routing gives k = 2
+        raise AssertionError("the routing is uniform: the loss proves little")
+
+    expected = theirs.generate(ids[:, :3], attention_mask=torch.ones_like(ids[:, :3]),
+                               max_new_tokens=6, do_sample=False)
+    if not torch.equal(ours.generate(ids[:, :3], 6), expected):
+        raise AssertionError("generate differs from HF's greedy generate")
+    cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_mixtral)
+
+    grouped = hasattr(torch.nn.functional, "grouped_mm")  # torch >= 2.8
+    path = "grouped_mm" if grouped else "eager"
+    config32 = transformers.MixtralConfig(**settings, experts_implementation=path)
+    theirs32 = transformers.MixtralForCausalLM(config32).eval()
+    theirs32.load_state_dict(theirs.float().state_dict())
+    ours.float()
+    if theirs32.config._experts_implementation != path or any(
+            b.ffn.experts.takes_grouped(torch.float32) != grouped for b in ours.blocks):
+        raise AssertionError(f"float32 must take the {path} path on both sides")
+    logits, balance = compare(ours, theirs32)
+    measured[f"float32, both on {path}"] = within(logits, ulps=1)
+    measured["balancing loss, float32"] = within(balance, ulps=1)
+    return measured
+
+
+def test_mixtral_file_equals_hugging_face(files, tmp_path):
+    """`mixtral_against_hf` in a fresh interpreter, from an empty directory."""
+    code = ("import json, sys\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "from test_export import mixtral_against_hf\n"
+            "print(json.dumps(mixtral_against_hf(sys.argv[2])))\n")
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent),
+                          str(files["mixtral"])], cwd=tmp_path, env=ONE_THREAD,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    measured = json.loads(run.stdout.splitlines()[-1])
+    print(measured)
+    assert measured["float64, HF's norms in float64"] <= 1e-12
