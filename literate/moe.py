@@ -356,6 +356,22 @@ class GptOssExperts(nn.Module):
 
 
 # --8<-- [start:dispatch]
+def _sorted_dispatch(x: Tensor, weights: Tensor, experts: Tensor,
+                     expert_fn: nn.Module, e: int) -> Tensor:
+    """`dispatch`'s fast path: the N k pairs sorted by expert into one `[N k, d]`, the
+    offsets a running count kept as a tensor (no host read), `expert_fn.grouped` on
+    them, each output put back at its pair and gated."""
+    (n, d), k = x.shape, experts.shape[1]
+    flat = experts.reshape(-1)  # [N k]: pair p is token p // k
+    order = torch.argsort(flat, stable=True)  # [N k]: the pairs, expert by expert
+    counts = torch.zeros(e, dtype=torch.long, device=x.device).scatter_add_(
+        0, flat, torch.ones_like(flat))  # [E]
+    offs = counts.cumsum(0).to(torch.int32)  # [E]: where each expert's rows end
+    out = expert_fn.grouped(x[order // k], offs)  # [N k, d], row i is pair order[i]
+    y = torch.empty_like(out).index_copy(0, order, out)  # [N k, d], pair by pair
+    return (y.view(n, k, d) * weights[..., None]).sum(dim=1).to(x.dtype)
+
+
 def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
              expert_fn: Callable[[Tensor], Tensor], *, n_experts: int,
              capacity: int | None = None) -> Tensor:
@@ -411,22 +427,6 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     position = rank - starts[flat]  # [N k]: each pair's slot in its expert's group
     kept = (position < c)[:, None]  # [N k, 1]
     y = torch.where(kept, out[flat, position.clamp(max=c - 1)], 0)  # [N k, d]
-    return (y.view(n, k, d) * weights[..., None]).sum(dim=1).to(x.dtype)
-
-
-def _sorted_dispatch(x: Tensor, weights: Tensor, experts: Tensor,
-                     expert_fn: nn.Module, e: int) -> Tensor:
-    """`dispatch`'s fast path: the N k pairs sorted by expert into one `[N k, d]`, the
-    offsets a running count kept as a tensor (no host read), `expert_fn.grouped` on
-    them, each output put back at its pair and gated."""
-    (n, d), k = x.shape, experts.shape[1]
-    flat = experts.reshape(-1)  # [N k]: pair p is token p // k
-    order = torch.argsort(flat, stable=True)  # [N k]: the pairs, expert by expert
-    counts = torch.zeros(e, dtype=torch.long, device=x.device).scatter_add_(
-        0, flat, torch.ones_like(flat))  # [E]
-    offs = counts.cumsum(0).to(torch.int32)  # [E]: where each expert's rows end
-    out = expert_fn.grouped(x[order // k], offs)  # [N k, d], row i is pair order[i]
-    y = torch.empty_like(out).index_copy(0, order, out)  # [N k, d], pair by pair
     return (y.view(n, k, d) * weights[..., None]).sum(dim=1).to(x.dtype)
 # --8<-- [end:dispatch]
 
