@@ -19,6 +19,7 @@ from literate.figures import gpt2
 from literate.figures import encdec
 from literate.figures import modern
 from literate.figures import decoding
+from literate.figures import moe
 from literate.figures.style import LANGUAGES, THEMES, svg_bytes
 
 
@@ -170,6 +171,23 @@ FIGURES: dict[str, FigureSpec] = {
             "copied at every step) and come to dominate the step; with no cache the total grows fastest, the "
             "whole prefix recomputed. Right: the token rows each layer projects: one "
             "for either cache, t for no cache.",
+        ),
+        FigureSpec(
+            "moe-tokens-per-expert",
+            moe.tokens_per_expert_figure,
+            "A tiny mixture-of-experts language model (8 experts, top-2, one block) "
+            "trained twice for 150 steps on the same data. Left and middle: each "
+            "expert's share of the routed (token, choice) pairs at every step, as "
+            "eight stacked bands, with dashed lines where the bands of an even load "
+            "(1/8 each) would lie. Without the balancing loss (left) two experts take "
+            "most of the pairs within a few steps; others come back as the model "
+            "learns the topics, but the busiest expert ends at about 3 times the mean "
+            "share and an expert gets almost nothing. With the balancing loss (middle, "
+            "coefficient 0.05) the bands jitter around the dashed lines from step to "
+            "step, and over the last 50 steps the busiest expert is within 1.2 times "
+            "the mean. Right: the next-token loss of the two runs, on top of each "
+            "other, falls from about 3.9 nats past the loss of a model that knows only "
+            "the word frequencies, towards that of one that knows the topic.",
         ),
     ]
 }
