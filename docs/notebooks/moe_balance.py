@@ -114,7 +114,7 @@ print(task)
 #
 # The coefficient: Switch used 0.01 and Mixtral's configuration 0.001, for models far
 # larger and trained far longer. Here 0.05: at this size and learning rate Switch's 0.01
-# evens the load less (the last cell tries it).
+# evens the load less (try it: the last section lists changes to make).
 
 # %%
 runs, seconds = {}, {}
@@ -210,19 +210,10 @@ for name, run in runs.items():
 # Each run takes about a second. Some changes worth making:
 #
 # * `SEED` (first cell): the collapse and the balance are not one lucky seed.
-# * `balance_coef=0.01`, Switch's coefficient: in 150 steps it evens the load less
-#   (the cell below).
+# * `balance_coef=0.01`, Switch's coefficient: in 150 steps it evens the load less.
 # * `task = dataclasses.replace(TINY_MOE, p_common=0.25)` (after `import dataclasses`):
 #   fewer common words, a weaker shared direction for the router to collapse along.
 # * `dataclasses.replace(TINY_MOE, init_std=0.02)`, Hugging Face's initialisation
 #   scale: at width 32 the tokens' embeddings start so small that after a few steps
 #   they all look alike to the router, and even the balancing loss can only make the
 #   experts take turns (compare the pooled and the per-step imbalance).
-
-# %%
-tried = train_tiny_moe(balance_coef=0.01, steps=STEPS, seed=SEED, task=task)
-per_step = statistics.mean(imbalance(s) for s in tried.shares[-LAST:])
-print(f"coefficient 0.01: imbalance {imbalance(tried.final_shares(LAST)):.2f} over the "
-      f"last {LAST} steps, {per_step:.2f} per step")
-print(f"the two runs above: {sum(seconds.values()):.1f} s on one thread (measured in "
-      f"this run)")
