@@ -47,7 +47,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from literate.checks import non_negative_int, positive_int
+from literate.checks import (
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
 from literate.mixtral import mixtral_model, router_aux_loss
 
 __all__ = [
@@ -86,6 +91,14 @@ class TinyMoE:
     top_k: int = 2  # Mixtral's k: with k = 1 the renormalised weight is 1, no signal
     init_std: float = 0.18  # about 1/sqrt(d_model); HF's 0.02 is for widths ~ 2,500
     lr: float = 1e-2  # AdamW, constant, no weight decay
+
+    def __post_init__(self) -> None:
+        for name in ("common_words", "n_topics", "topic_words", "context", "batch",
+                     "d_model", "n_heads", "n_kv_heads", "d_ff", "n_experts", "top_k"):
+            positive_int(name, getattr(self, name))
+        probability("p_common", self.p_common)
+        positive_float("init_std", self.init_std)
+        positive_float("lr", self.lr)
 
     @property
     def vocab_size(self) -> int:

@@ -11,6 +11,7 @@ level 2.72. The tests use seeds 0-2.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import statistics
@@ -246,6 +247,12 @@ def test_train_tiny_moe_refuses_bad_arguments():
         train_tiny_moe(balance_coef=0.0, task={})
     with pytest.raises(ValueError, match=r"^last must be >= 1, got 0$"):
         train_tiny_moe(balance_coef=0.0).final_shares(0)
+    with pytest.raises(ValueError, match=r"^p_common must be in \[0, 1\), got 1\.0$"):
+        dataclasses.replace(TINY_MOE, p_common=1.0)
+    with pytest.raises(TypeError, match=r"^n_experts must be an int, got float$"):
+        dataclasses.replace(TINY_MOE, n_experts=8.0)
+    with pytest.raises(ValueError, match=r"^lr must be finite and > 0, got 0$"):
+        dataclasses.replace(TINY_MOE, lr=0)
 
 
 # The figure
