@@ -1,0 +1,709 @@
+"""Multi-head latent attention (MLA): DeepSeek-V2 (DeepSeek-AI 2024a, sec. 2.1) and
+DeepSeek-V3 (DeepSeek-AI 2024b, sec. 2.1.1).
+
+Grouped-query attention shrinks the KV cache by storing fewer heads. MLA stores no head
+at all: each token leaves behind one **latent** vector c_kv of width `kv_lora_rank`
+(512 in DeepSeek-V2 and V3), from which every head's key and value are computed again
+when they are needed, by one up-projection `kv_b_proj` (W_uk for the keys, W_uv for the
+values). RoPE cannot pass through that up-projection (a rotation that depends on the
+position would sit between W_q and W_uk), so positions travel in a small separate part:
+a **decoupled** RoPE key k_rope of width `qk_rope_head_dim` (64), one for all heads, and
+a RoPE part of every query head. Per token and layer the cache holds c_kv and k_rope,
+kv_lora_rank + qk_rope_head_dim numbers (576), where multi-head attention of the same
+heads would hold H (d_qk + d_v) (40 960 for DeepSeek-V3's 128 heads).
+
+The parts, in Hugging Face's layout and names (`DeepseekV3Attention`), so weights load
+by name:
+
+* queries: `q_a_proj` (d -> q_lora_rank), `q_a_layernorm` (RMSNorm), `q_b_proj`
+  (-> H (d_nope + d_rope)); or one `q_proj` when `q_lora_rank` is None (DeepSeek-V2-Lite);
+* `kv_a_proj_with_mqa` (d -> kv_lora_rank + d_rope): the latent and the shared RoPE key;
+  `kv_a_layernorm` (RMSNorm) on the latent only;
+* `kv_b_proj` (kv_lora_rank -> H (d_nope + d_v)): per head the key's position-free part
+  k_nope and the value;
+* `o_proj` (H d_v -> d).
+
+Two ways to compute the same attention:
+
+* **naive**: up-project every cached latent to H keys and values, then attend as
+  multi-head attention does. Its cost per decoding step grows with the cache: all T
+  latents go through kv_b_proj again.
+* **absorbed**: q_nope . (W_uk c) = (W_uk^T q_nope) . c, so W_uk is multiplied into the
+  query and the scores are taken against the latents themselves; the weighted sum of the
+  latents is multiplied by W_uv afterwards. That is multi-query attention with one key
+  [c_kv | k_rope] (kv_lora_rank + d_rope wide) whose value is that key's first
+  kv_lora_rank columns, and the softmax scale stays 1 / sqrt(d_nope + d_rope).
+
+Hugging Face's conventions (transformers 5.24), which this module follows or states:
+
+* RoPE: with `rope_interleave=True` (the default, DeepSeek's checkpoints) the rotated
+  pairs are (2i, 2i + 1), and `apply_rotary_pos_emb_interleave` returns the rotated
+  vector de-interleaved (evens, then odds); ours returns it interleaved. The two differ
+  by one fixed permutation of the coordinates, the same for q and k, so every score is
+  the same; only the cached k_rope is stored in another order. `rope_interleave=False`
+  is rotate-half on both sides.
+* its cache holds the latent too: `DynamicCache` stores c_kv (after `kv_a_layernorm`) as
+  the "keys" [B, 1, T, kv_lora_rank] and the rotated k_rope as the "values"
+  [B, 1, T, d_rope], and up-projects all of them at every step (the naive form).
+* scale: 1 / sqrt(d_nope + d_rope), times mscale^2 for yarn; yarn is refused here.
+* `q_a_layernorm` and `kv_a_layernorm` have eps 1e-6 (the norm's default), not the
+  configuration's `rms_norm_eps`; every norm computes in float32 there.
+
+Shapes: B batch, T_q queries, T_k keys, d model width, H heads, r = kv_lora_rank,
+d_nope, d_rope, d_v the head widths, d_qk = d_nope + d_rope.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Mapping
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from literate.attention import EMPTY_ROW_POLICIES, EmptyRowPolicy, refuse_empty_rows
+from literate.blocks import PreNormBlock
+from literate.cache import KVCache
+from literate.checks import (bool_tensor, boolean, choice, features, float_tensor,
+                             non_negative_int, positive_float, positive_int)
+from literate.ffn import GatedFFN
+from literate.heads import (attention_allowed, fused_attention, grouped_attention,
+                            merge_heads, split_heads)
+from literate.llama import HF_LLAMA_NAMES, LlamaLanguageModel, load_renamed, tied_head_state
+from literate.moe import DeepSeekV3Router, Experts, MoEFFN
+from literate.norms import RMSNorm
+from literate.positions import ROPE_LAYOUTS, RotaryEmbedding, base_above_one
+
+__all__ = [
+    "LatentCache",
+    "split_kv_b",
+    "absorb_query",
+    "absorb_output",
+    "latent_attention",
+    "ABSORB_MODES",
+    "check_mla_call",
+    "MultiHeadLatentAttention",
+    "latent_cache_bytes_per_token",
+    "expanded_cache_bytes_per_token",
+    "DEEPSEEK_V3_DEFAULTS",
+    "deepseek_field",
+    "deepseek_rope_base",
+    "check_deepseek_supported",
+    "mla_from_hf_config",
+    "deepseek_v3_moe",
+    "deepseek_v3_init_",
+    "deepseek_v3_from_hf_config",
+    "check_deepseek_v3_config",
+    "HF_DEEPSEEK_V3_NAMES",
+    "load_hf_deepseek_v3",
+    "time_decode_steps",
+    "summary",
+]
+
+
+# --8<-- [start:latent_cache]
+class LatentCache(KVCache):
+    """What MLA keeps per token: the latent c_kv [kv_lora_rank] and the rotated shared
+    key k_rope [d_rope], side by side in one preallocated buffer
+    `k` [B, 1, capacity, kv_lora_rank + d_rope], never a key or value per head.
+
+    It is a KVCache of one head (chapter 8's `DecodeCache`, `cached_run`, `generate`
+    and beam search take it as they are) whose key is [c_kv | k_rope], the key of the
+    absorbed form, and whose value `v` is a view of that key's first kv_lora_rank
+    columns: the latent is stored once. `write(c, k_rope)` appends [B, 1, T, r] and
+    [B, 1, T, d_rope] and returns the filled [B, 1, next_pos, r + d_rope] view.
+    """
+
+    def __init__(self, batch: int, capacity: int, kv_lora_rank: int,
+                 qk_rope_head_dim: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None) -> None:
+        self.kv_lora_rank = positive_int("kv_lora_rank", kv_lora_rank)
+        self.qk_rope_head_dim = positive_int("qk_rope_head_dim", qk_rope_head_dim)
+        super().__init__(batch, 1, capacity, self.kv_lora_rank + self.qk_rope_head_dim,
+                         dtype=dtype, device=device)
+        self.v = self.k[..., :self.kv_lora_rank]  # a view of the key: stored once
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the one buffer (the value is a view of it)."""
+        return self.k.nbytes
+
+    def append(self, c_new: Tensor, k_rope_new: Tensor) -> Tensor:
+        """Store latents [B, 1, T, r] and rotated keys [B, 1, T, d_rope]; return the
+        filled [B, 1, next_pos, r + d_rope] view after advancing `next_pos`."""
+        for name, new, width in (("c_new", c_new, self.kv_lora_rank),
+                                 ("k_rope_new", k_rope_new, self.qk_rope_head_dim)):
+            if float_tensor(name, new, ndim=4).requires_grad and torch.is_grad_enabled():
+                raise ValueError(f"{name} requires grad: decode under torch.no_grad()")
+            if new.shape[1] != 1 or new.shape[-1] != width:
+                raise ValueError(f"{name} must be [B, 1, T, {width}], "
+                                 f"got {tuple(new.shape)}")
+        if c_new.shape[:3] != k_rope_new.shape[:3]:
+            raise ValueError(f"c_new {tuple(c_new.shape)} and k_rope_new "
+                             f"{tuple(k_rope_new.shape)} must cover the same tokens")
+        b, _, t, _ = c_new.shape
+        self.check(b, 1, t, self.d_head, c_new.dtype, c_new.device)
+        if k_rope_new.dtype != c_new.dtype or k_rope_new.device != c_new.device:
+            raise ValueError("c_new and k_rope_new must share a dtype and a device")
+        return self.write(c_new, k_rope_new)
+
+    def write(self, c_new: Tensor, k_rope_new: Tensor) -> Tensor:  # type: ignore[override]
+        """`append` without its checks, for the layer (its `check_mla_call` made them)."""
+        start, end, r = self.next_pos, self.next_pos + c_new.shape[2], self.kv_lora_rank
+        self.k[:, :, start:end, :r] = c_new  # in place: nothing else is copied
+        self.k[:, :, start:end, r:] = k_rope_new
+        self.next_pos = end
+        return self.k[:, :, :end]  # [B, 1, T_k, r + d_rope], a view
+
+    def reorder(self, rows: Tensor) -> None:
+        """Row i becomes row rows[i] [B], in the filled slots, in place (beam search).
+        Once: the value is a view of the key and moves with it."""
+        if not isinstance(rows, Tensor) or rows.dtype != torch.long \
+                or rows.shape != (self.batch,):
+            got = (f"{rows.dtype} {tuple(rows.shape)}" if isinstance(rows, Tensor)
+                   else type(rows).__name__)
+            raise ValueError(f"rows must be torch.long [batch={self.batch}], the row "
+                             f"each row continues, got {got}")
+        n = self.next_pos
+        self.k[:, :, :n] = self.k[:, :, :n].index_select(0, rows)
+# --8<-- [end:latent_cache]
+
+
+# --8<-- [start:absorbed]
+def split_kv_b(weight: Tensor, n_heads: int, qk_nope_head_dim: int,
+               v_head_dim: int) -> tuple[Tensor, Tensor]:
+    """kv_b_proj's weight [H (d_nope + d_v), r] -> (W_uk [H, d_nope, r],
+    W_uv [H, d_v, r]): each head's rows, its key part first (HF's order). Views."""
+    h, d_nope, d_v = n_heads, qk_nope_head_dim, v_head_dim
+    if float_tensor("weight", weight, ndim=2).shape[0] != h * (d_nope + d_v):
+        raise ValueError(f"weight must be [H (d_nope + d_v) = {h * (d_nope + d_v)}, r], "
+                         f"got {tuple(weight.shape)}")
+    per_head = weight.view(h, d_nope + d_v, weight.shape[1])  # [H, d_nope + d_v, r]
+    return per_head[:, :d_nope], per_head[:, d_nope:]
+
+
+def absorb_query(q_nope: Tensor, q_rope: Tensor, w_uk: Tensor) -> Tensor:
+    """q_nope [B, H, T, d_nope], rotated q_rope [B, H, T, d_rope] -> the absorbed query
+    [B, H, T, r + d_rope]: q_nope . (W_uk c) = (W_uk^T q_nope) . c, so W_uk moves from
+    every cached token's key to the one query, and the query reads the latent
+    [c | k_rope] directly."""
+    return torch.cat((q_nope @ w_uk, q_rope), dim=-1)  # [B, H, T, d_nope] @ [H, d_nope, r]
+
+
+def absorb_output(out_latent: Tensor, w_uv: Tensor) -> Tensor:
+    """The attention-weighted sum of the latents [B, H, T, r] -> each head's output
+    [B, H, T, d_v]: sum_s p_s (W_uv c_s) = W_uv (sum_s p_s c_s), so W_uv is applied once
+    per query instead of once per cached token."""
+    return out_latent @ w_uv.mT  # [B, H, T, r] @ [H, r, d_v]
+# --8<-- [end:absorbed]
+
+
+# --8<-- [start:latent_attention]
+def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
+                     allowed: Tensor | None, *, scale: float) -> Tensor:
+    """The fused kernel on the absorbed form: every head's query q [B, H, T_q, r + d_rope]
+    reads the one key `keys` [B, 1, T_k, r + d_rope] and value `values` [B, 1, T_k, r];
+    allowed broadcastable to [B, H, T_q, T_k]. The H heads are stacked along the query
+    axis, one head of H T_q queries (chapter 3's `grouped_attention` does the same):
+    PyTorch's CPU kernel with `enable_gqa` over one key head was measured ~100x slower
+    at T_q = 1 (torch 2.13). `scale` is given: the absorbed query is r + d_rope wide,
+    but the scores are those of d_qk-wide heads. -> [B, H, T_q, r]."""
+    b, h, t_q, width = q.shape
+    t_k = keys.shape[2]
+    stacked = q.reshape(b, 1, h * t_q, width)  # head h's queries at h T_q .. (h+1) T_q
+    if allowed is not None:
+        allowed = allowed.expand(b, h, t_q, t_k).reshape(b, 1, h * t_q, t_k)
+    out = fused_attention(stacked, keys, values, allowed, scale=scale)  # [B, 1, H T_q, r]
+    return out.reshape(b, h, t_q, values.shape[-1])
+# --8<-- [end:latent_attention]
+
+
+# --8<-- [start:mla_checks]
+ABSORB_MODES = ("never", "decode", "always")
+
+
+def check_mla_call(layer: "MultiHeadLatentAttention", x: object, *, causal: object,
+                   key_valid: object, cache: object, start_pos: object,
+                   positions: object, empty_row: object,
+                   return_weights: object) -> tuple[int, int]:
+    """Everything `MultiHeadLatentAttention.forward` refuses, from metadata alone,
+    before anything is projected or cached (chapter 3's `check_call`, self-attention
+    only). Returns (start, T_k): the position of x[:, 0] and the keys the queries see."""
+    x = features("x", x, width=layer.d_model, like=layer.kv_a_proj_with_mqa.weight)
+    if x.ndim != 3:
+        raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "
+                         f"got {tuple(x.shape)}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}; "
+                        "a padding mask goes in key_valid")
+    boolean("return_weights", return_weights)
+    choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
+    choice("absorb", layer.absorb, ABSORB_MODES)
+    b, t_q = x.shape[:2]
+    if positions is not None:
+        if not isinstance(positions, Tensor) or positions.dtype != torch.long:
+            raise TypeError("positions must be a torch.long tensor [B, T_q]")
+        if positions.shape != (b, t_q) or positions.device != x.device:
+            raise ValueError(f"positions must be [B={b}, T_q={t_q}] on {x.device}, got "
+                             f"{tuple(positions.shape)} on {positions.device}")
+    if cache is not None and not isinstance(cache, LatentCache):
+        raise TypeError(f"cache must be a LatentCache (layer.new_cache), "
+                        f"got {type(cache).__name__}")
+    start = 0 if start_pos is None else non_negative_int("start_pos", start_pos)
+    if cache is not None:
+        if start_pos is not None and start != cache.next_pos:
+            raise ValueError(f"start_pos={start} disagrees with cache.next_pos="
+                             f"{cache.next_pos}: omit it to continue the cached "
+                             "sequence, or reset() the cache to start a new one")
+        start = cache.next_pos
+        if (cache.kv_lora_rank, cache.qk_rope_head_dim) != (layer.kv_lora_rank,
+                                                            layer.qk_rope_head_dim):
+            raise ValueError(f"the cache holds latents of [kv_lora_rank, d_rope] = "
+                             f"{[cache.kv_lora_rank, cache.qk_rope_head_dim]}, the "
+                             f"layer makes {[layer.kv_lora_rank, layer.qk_rope_head_dim]}")
+        cache.check(b, 1, t_q, cache.d_head, x.dtype, x.device)
+        if cache.owner not in (None, id(layer)):
+            raise ValueError("the cache holds another layer's latents; give each layer "
+                             "its own cache (layer.new_cache), or reset() this one")
+        grad = x.requires_grad or layer.kv_b_proj.weight.requires_grad
+        if torch.is_grad_enabled() and grad:
+            raise ValueError("a latent cache is for inference: its in-place writes "
+                             "cannot be differentiated through; decode under "
+                             "torch.no_grad()")
+    t_k = t_q if cache is None else start + t_q
+    if key_valid is not None:
+        if bool_tensor("key_valid", key_valid).shape != (b, t_k):
+            raise ValueError(f"key_valid must be [B={b}, T_k={t_k}] (one flag per key "
+                             "the queries see: the cached plus new tokens), got "
+                             f"{tuple(key_valid.shape)}")
+        if key_valid.device != x.device:
+            raise ValueError(f"key_valid is on {key_valid.device}, x on {x.device}")
+    return start, t_k
+# --8<-- [end:mla_checks]
+
+
+# --8<-- [start:multi_head_latent_attention]
+class MultiHeadLatentAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2, sec. 2.1), HF's `DeepseekV3Attention`
+    in its parameter names; `attn(x, causal=True)`, `cache=` a LatentCache to decode.
+
+    q_lora_rank: the query bottleneck's width (None: one q_proj, DeepSeek-V2-Lite);
+    kv_lora_rank: the latent's width, r; qk_nope_head_dim, qk_rope_head_dim: each query
+    and key head's position-free and RoPE parts; v_head_dim: each value head's width.
+    rope_layout: "interleaved" (DeepSeek's checkpoints, HF `rope_interleave=True`) or
+    "half". scale: the score scale, 1 / sqrt(d_nope + d_rope) unless given. bias: on
+    q_a_proj, kv_a_proj_with_mqa and o_proj, where HF's `attention_bias` puts them
+    (q_proj, q_b_proj and kv_b_proj have none; kv_b_proj's absence keeps the absorption
+    exact).
+    absorb: "never" (up-project the latents, then attend), "always" (the absorbed
+    form), or "decode" (the default: absorbed when the call continues a cache that
+    already holds tokens, i.e. each decoding step; a full forward or the first prefill
+    call up-projects, which costs less per query-key pair when T_q is large).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, q_lora_rank: int | None,
+                 kv_lora_rank: int, qk_nope_head_dim: int, qk_rope_head_dim: int,
+                 v_head_dim: int, rope_base: float = 10_000.0,
+                 rope_layout: str = "interleaved", scale: float | None = None,
+                 bias: bool = False, absorb: str = "decode",
+                 latent_eps: float = 1e-6) -> None:
+        super().__init__()
+        self.d_model = d = positive_int("d_model", d_model)
+        self.n_heads = h = positive_int("n_heads", n_heads)
+        self.q_lora_rank = (None if q_lora_rank is None
+                            else positive_int("q_lora_rank", q_lora_rank))
+        self.kv_lora_rank = r = positive_int("kv_lora_rank", kv_lora_rank)
+        self.qk_nope_head_dim = positive_int("qk_nope_head_dim", qk_nope_head_dim)
+        self.qk_rope_head_dim = positive_int("qk_rope_head_dim", qk_rope_head_dim)
+        self.v_head_dim = positive_int("v_head_dim", v_head_dim)
+        self.qk_head_dim = d_qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        self.rope = RotaryEmbedding(self.qk_rope_head_dim, base=rope_base,  # the RoPE
+                                    layout=choice("rope_layout", rope_layout,  # part
+                                                  ROPE_LAYOUTS))  # only
+        self.scale = d_qk**-0.5 if scale is None else positive_float("scale", scale)
+        self.absorb = choice("absorb", absorb, ABSORB_MODES)
+        bias = boolean("bias", bias)
+        if self.q_lora_rank is None:
+            self.q_proj = nn.Linear(d, h * d_qk, bias=False)
+        else:  # the query's own bottleneck: it saves activations, not cache
+            self.q_a_proj = nn.Linear(d, self.q_lora_rank, bias=bias)
+            self.q_a_layernorm = RMSNorm(self.q_lora_rank, eps=latent_eps)
+            self.q_b_proj = nn.Linear(self.q_lora_rank, h * d_qk, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(d, r + self.qk_rope_head_dim, bias=bias)
+        self.kv_a_layernorm = RMSNorm(r, eps=latent_eps)
+        self.kv_b_proj = nn.Linear(r, h * (self.qk_nope_head_dim + self.v_head_dim),
+                                   bias=False)  # W_uk and W_uv, head by head
+        self.o_proj = nn.Linear(h * self.v_head_dim, d, bias=bias)
+
+    def new_cache(self, batch: int, capacity: int) -> LatentCache:
+        """An empty cache for this layer: r + d_rope numbers per token."""
+        w = self.kv_a_proj_with_mqa.weight
+        return LatentCache(batch, capacity, self.kv_lora_rank, self.qk_rope_head_dim,
+                           dtype=w.dtype, device=w.device)
+
+    def queries(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x [B, T, d] -> (q_nope [B, H, T, d_nope], q_rope [B, H, T, d_rope])."""
+        if self.q_lora_rank is None:
+            q = self.q_proj(x)
+        else:
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        q = split_heads(q, self.n_heads)  # [B, H, T, d_qk]
+        return q.split((self.qk_nope_head_dim, self.qk_rope_head_dim), dim=-1)
+
+    def latents(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x [B, T, d] -> (c [B, 1, T, r], normed; k_rope [B, 1, T, d_rope], not yet
+        rotated): what the cache keeps, one "head" each."""
+        c, k_rope = self.kv_a_proj_with_mqa(x).split(
+            (self.kv_lora_rank, self.qk_rope_head_dim), dim=-1)
+        return self.kv_a_layernorm(c)[:, None], k_rope[:, None]
+
+    def up_project(self, c: Tensor, k_rope: Tensor) -> tuple[Tensor, Tensor]:
+        """The naive form: latents c [B, 1, T_k, r] and rotated k_rope [B, 1, T_k, d_rope]
+        -> every head's key [B, H, T_k, d_qk] (k_nope, then the shared k_rope) and value
+        [B, H, T_k, d_v]."""
+        kv = split_heads(self.kv_b_proj(c[:, 0]), self.n_heads)  # [B, H, T_k, d_n + d_v]
+        k_nope, v = kv.split((self.qk_nope_head_dim, self.v_head_dim), dim=-1)
+        k_rope = k_rope.expand(-1, self.n_heads, -1, -1)  # one RoPE key for all heads
+        return torch.cat((k_nope, k_rope), dim=-1), v
+
+    def forward(self, x: Tensor, *, causal: bool, key_valid: Tensor | None = None,
+                cache: LatentCache | None = None, start_pos: int | None = None,
+                positions: Tensor | None = None, empty_row: EmptyRowPolicy = "error",
+                return_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """x [B, T_q, d] -> [B, T_q, d]; with return_weights, also the weights
+        [B, H, T_q, T_k] (the same in both forms). Arguments as chapter 3's
+        `MultiHeadAttention` takes them for self-attention: key_valid [B, T_k] (True: a
+        real key), cache, start_pos, positions [B, T_q] (each row's own, for RoPE)."""
+        start, t_k = check_mla_call(self, x, causal=causal, key_valid=key_valid,
+                                    cache=cache, start_pos=start_pos,
+                                    positions=positions, empty_row=empty_row,
+                                    return_weights=return_weights)
+        t_q, r = x.shape[1], self.kv_lora_rank
+        allowed = attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
+                                    key_valid=key_valid, device=x.device)
+        if key_valid is not None and empty_row == "error":  # padding can empty a row
+            rows = allowed.expand(x.shape[0], 1, t_q, t_k)
+            refuse_empty_rows("causal and key_valid", ~rows.any(dim=-1)[:, 0])
+        q_nope, q_rope = self.queries(x)
+        c, k_rope = self.latents(x)  # [B, 1, T_q, r], [B, 1, T_q, d_rope]
+        q_rope, k_rope = self.rope.pair(q_rope, k_rope, offset=start,
+                                        positions=positions)  # rotated before caching
+        absorbed = self.absorb == "always" or (self.absorb == "decode" and start > 0)
+        if cache is not None:
+            cache.bind(self)
+            latent = cache.write(c, k_rope)  # [B, 1, T_k, r + d_rope]: all so far
+            c, k_rope = latent[..., :r], latent[..., r:]
+        elif absorbed:
+            latent = torch.cat((c, k_rope), dim=-1)  # [B, 1, T_k, r + d_rope]
+        if absorbed:  # multi-query attention over the latents
+            w_uk, w_uv = split_kv_b(self.kv_b_proj.weight, self.n_heads,
+                                    self.qk_nope_head_dim, self.v_head_dim)
+            q = absorb_query(q_nope, q_rope, w_uk)  # [B, H, T_q, r + d_rope]
+            if return_weights:
+                result = grouped_attention(q, latent, c, allowed, empty_row="zero",
+                                           scale=self.scale)
+                out, weights = result.output, result.weights  # out [B, H, T_q, r]
+            else:
+                out = latent_attention(q, latent, c, allowed, scale=self.scale)
+            out = absorb_output(out, w_uv)  # [B, H, T_q, d_v]
+        else:  # up-project every latent, then chapter 3's attention
+            q = torch.cat((q_nope, q_rope), dim=-1)  # [B, H, T_q, d_qk]
+            k, v = self.up_project(c, k_rope)  # [B, H, T_k, d_qk], [B, H, T_k, d_v]
+            if return_weights:
+                result = grouped_attention(q, k, v, allowed, empty_row="zero",
+                                           scale=self.scale)
+                out, weights = result.output, result.weights
+            elif allowed is not None and key_valid is None and t_q == t_k:
+                out = fused_attention(q, k, v, is_causal=True, scale=self.scale)
+            else:
+                out = fused_attention(q, k, v, allowed, scale=self.scale)
+        out = self.o_proj(merge_heads(out))  # [B, T_q, d]
+        return (out, weights) if return_weights else out
+# --8<-- [end:multi_head_latent_attention]
+
+
+# --8<-- [start:cache_bytes]
+def latent_cache_bytes_per_token(n_layers: int, kv_lora_rank: int,
+                                 qk_rope_head_dim: int, bytes_per_value: int) -> int:
+    """Bytes one token adds to an MLA model's cache: layers x (r + d_rope) x bytes per
+    value. No head count appears: the latent is shared by all heads (DeepSeek-V3:
+    61 x 576 x 2 = 70 272 bytes in bfloat16)."""
+    n_layers = positive_int("n_layers", n_layers)
+    width = (positive_int("kv_lora_rank", kv_lora_rank)
+             + positive_int("qk_rope_head_dim", qk_rope_head_dim))
+    return n_layers * width * positive_int("bytes_per_value", bytes_per_value)
+
+
+def expanded_cache_bytes_per_token(n_layers: int, n_heads: int, qk_head_dim: int,
+                                   v_head_dim: int, bytes_per_value: int) -> int:
+    """What caching MLA's up-projected keys and values would cost: layers x H x
+    (d_qk + d_v) x bytes (multi-head attention with these heads; DeepSeek-V3:
+    61 x 128 x 320 x 2 = 4 997 120 bytes, 71 times the latent)."""
+    n_layers = positive_int("n_layers", n_layers)
+    per_head = (positive_int("qk_head_dim", qk_head_dim)
+                + positive_int("v_head_dim", v_head_dim))
+    return (n_layers * positive_int("n_heads", n_heads) * per_head
+            * positive_int("bytes_per_value", bytes_per_value))
+# --8<-- [end:cache_bytes]
+
+
+# --8<-- [start:deepseek_from_hf_config]
+# transformers' DeepseekV3Config defaults (DeepSeek-V3's config.json), for what a
+# config.json leaves out
+DEEPSEEK_V3_DEFAULTS = {
+    "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128, "n_group": 8,
+    "topk_group": 4, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+    "norm_topk_prob": True, "hidden_act": "silu", "max_position_embeddings": 4096,
+    "initializer_range": 0.02, "rms_norm_eps": 1e-6, "pretraining_tp": 1,
+    "tie_word_embeddings": False, "rope_theta": 10_000.0, "rope_parameters": None,
+    "rope_scaling": None, "rope_interleave": True, "attention_bias": False,
+    "attention_dropout": 0.0,
+}
+
+
+def deepseek_field(config: object, name: str) -> object:
+    """`config.name` of a DeepseekV3Config, or `config[name]` of its config.json."""
+    if isinstance(config, Mapping):
+        if name not in config and name not in DEEPSEEK_V3_DEFAULTS:
+            raise ValueError(f"config has no {name!r}")
+        return config.get(name, DEEPSEEK_V3_DEFAULTS.get(name))
+    return getattr(config, name, DEEPSEEK_V3_DEFAULTS.get(name))
+
+
+def deepseek_rope_base(config: object) -> float:
+    """The RoPE base, refusing RoPE scaling. DeepSeek-V3's checkpoints use yarn
+    (factor 40), which changes three things: the frequencies (NTK-by-parts), cos and
+    sin (times an attention factor) and the softmax scale (times mscale^2)."""
+    parameters = deepseek_field(config, "rope_parameters") or {}
+    scaling = deepseek_field(config, "rope_scaling") or {}
+    for kind in (parameters.get("rope_type", "default"),
+                 scaling.get("rope_type", scaling.get("type", "default"))):
+        if kind != "default":
+            raise ValueError(f"RoPE scaling {kind!r} is not implemented: MLA here turns "
+                             "the plain frequencies with scale 1/sqrt(d_qk) (yarn would "
+                             "change the frequencies, scale cos and sin, and multiply "
+                             "the softmax scale by mscale^2)")
+    return float(parameters.get("rope_theta", deepseek_field(config, "rope_theta")))
+
+
+DEEPSEEK_UNSUPPORTED = {  # a field, and the one value ours has for it
+    "hidden_act": "silu", "pretraining_tp": 1, "attention_dropout": 0.0,
+}
+
+
+def check_deepseek_supported(config: object) -> None:
+    """Refuse, rather than change, what ours does not do: another activation,
+    tensor-parallel slicing, attention dropout, RoPE scaling, and key/value head counts
+    other than the query heads' (HF's eager path would repeat MLA's H keys)."""
+    for name, needed in DEEPSEEK_UNSUPPORTED.items():
+        if deepseek_field(config, name) != needed:
+            raise ValueError(f"config {name}={deepseek_field(config, name)!r} is not "
+                             f"supported (ours: {needed!r})")
+    heads = deepseek_field(config, "num_attention_heads")
+    kv_heads = deepseek_field(config, "num_key_value_heads") or heads
+    if kv_heads != heads:
+        raise ValueError(f"config num_key_value_heads={kv_heads} must equal "
+                         f"num_attention_heads={heads}: MLA makes a key per head")
+    deepseek_rope_base(config)
+
+
+def mla_from_hf_config(config: object) -> MultiHeadLatentAttention:
+    """Our MLA layer in the shape of a DeepseekV3Config (or its config.json dict)."""
+    check_deepseek_supported(config)
+    field = partial(deepseek_field, config)  # field(name): the config's value
+    return MultiHeadLatentAttention(
+        field("hidden_size"), field("num_attention_heads"),
+        q_lora_rank=field("q_lora_rank"), kv_lora_rank=field("kv_lora_rank"),
+        qk_nope_head_dim=field("qk_nope_head_dim"),
+        qk_rope_head_dim=field("qk_rope_head_dim"), v_head_dim=field("v_head_dim"),
+        rope_base=deepseek_rope_base(config),
+        rope_layout="interleaved" if field("rope_interleave") else "half",
+        bias=bool(field("attention_bias")))
+
+
+def deepseek_v3_moe(d_model: int, n_experts: int, d_ff: int, *, top_k: int,
+                    n_group: int, topk_group: int, n_shared: int,
+                    norm_topk_prob: bool = True,
+                    routed_scaling_factor: float = 1.0) -> MoEFFN:
+    """DeepSeek-V3's FFN (chapter 9): `n_experts` routed SwiGLU experts of width d_ff,
+    its group-limited sigmoid router, and `n_shared` shared experts as one SwiGLU of
+    width n_shared d_ff (HF's `shared_experts`)."""
+    return MoEFFN(DeepSeekV3Router(d_model, n_experts, top_k=top_k, n_group=n_group,
+                                   topk_group=topk_group, norm_topk_prob=norm_topk_prob,
+                                   routed_scaling_factor=routed_scaling_factor),
+                  Experts(n_experts, d_model, d_ff),
+                  shared=GatedFFN(d_model, positive_int("n_shared", n_shared) * d_ff,
+                                  F.silu))
+
+
+def deepseek_v3_init_(model: nn.Module, *, std: float = 0.02) -> nn.Module:
+    """HF's DeepSeek-V3 initialisation, in place: every linear map, the embedding, the
+    routers and the experts ~ N(0, std^2); gains 1, the routers' balancing bias 0."""
+    std = positive_float("std", std)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding, DeepSeekV3Router)):
+                module.weight.normal_(0.0, std)
+            elif isinstance(module, Experts):
+                module.gate_up_proj.normal_(0.0, std)
+                module.down_proj.normal_(0.0, std)
+    return model
+
+
+def deepseek_v3_from_hf_config(config: object) -> LlamaLanguageModel:
+    """Our DeepSeek-V3 in the shape of a DeepseekV3Config: chapter 7's
+    `LlamaLanguageModel` of `PreNormBlock`s, each an MLA layer, RMSNorms, and a dense
+    SwiGLU FFN for the first `first_k_dense_replace` blocks, DeepSeek-V3's MoE after.
+    The multi-token-prediction module is not built (HF's model has none either)."""
+    check_deepseek_supported(config)
+    field = partial(deepseek_field, config)  # field(name): the config's value
+    d, eps = field("hidden_size"), field("rms_norm_eps")
+    n_layers = positive_int("num_hidden_layers", field("num_hidden_layers"))
+    dense = min(non_negative_int("first_k_dense_replace",
+                                 field("first_k_dense_replace")), n_layers)
+
+    def ffn(layer: int) -> nn.Module:
+        if layer < dense:
+            return GatedFFN(d, field("intermediate_size"), F.silu)
+        return deepseek_v3_moe(d, field("n_routed_experts"),
+                               field("moe_intermediate_size"),
+                               top_k=field("num_experts_per_tok"),
+                               n_group=field("n_group"), topk_group=field("topk_group"),
+                               n_shared=field("n_shared_experts"),
+                               norm_topk_prob=bool(field("norm_topk_prob")),
+                               routed_scaling_factor=field("routed_scaling_factor"))
+
+    blocks = [PreNormBlock(mla_from_hf_config(config), ffn(i), RMSNorm(d, eps=eps),
+                           RMSNorm(d, eps=eps)) for i in range(n_layers)]
+    vocab = field("vocab_size")
+    model = LlamaLanguageModel(
+        nn.Embedding(vocab, d), blocks, RMSNorm(d, eps=eps),
+        None if field("tie_word_embeddings") else nn.Linear(d, vocab, bias=False),
+        context=field("max_position_embeddings"))
+    return deepseek_v3_init_(model, std=field("initializer_range"))
+# --8<-- [end:deepseek_from_hf_config]
+
+
+# --8<-- [start:load_hf_deepseek_v3]
+def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
+    """Refuse to copy weights between models of different shape or function, naming
+    both sides: every block's attention, FFN kind (dense or MoE) and widths."""
+    if not isinstance(ours, LlamaLanguageModel) or not all(
+            isinstance(b, PreNormBlock) and isinstance(b.attn, MultiHeadLatentAttention)
+            for b in ours.blocks):
+        raise TypeError(f"ours must be a LlamaLanguageModel of MLA blocks, got "
+                        f"{type(ours).__name__}")
+    check_deepseek_supported(config)
+    field = partial(deepseek_field, config)  # field(name): the config's value
+    dense = field("first_k_dense_replace")
+    rows = [  # (our name, ours, their field, theirs)
+        ("vocab_size", ours.vocab_size, "vocab_size", field("vocab_size")),
+        ("d_model", ours.d_model, "hidden_size", field("hidden_size")),
+        ("n_layers", len(ours.blocks), "num_hidden_layers", field("num_hidden_layers")),
+        ("tied", ours.lm_head.weight is ours.token_embedding.weight,
+         "tie_word_embeddings", bool(field("tie_word_embeddings")))]
+    for i, block in enumerate(ours.blocks):
+        a, moe = block.attn, isinstance(block.ffn, MoEFFN)
+        rows += [(f"blocks[{i}].attn.{n}", getattr(a, n), f, field(f)) for n, f in (
+            ("n_heads", "num_attention_heads"), ("q_lora_rank", "q_lora_rank"),
+            ("kv_lora_rank", "kv_lora_rank"), ("qk_nope_head_dim", "qk_nope_head_dim"),
+            ("qk_rope_head_dim", "qk_rope_head_dim"), ("v_head_dim", "v_head_dim"))]
+        rows += [
+            (f"blocks[{i}].attn.rope.layout", a.rope.layout, "rope_interleave",
+             "interleaved" if field("rope_interleave") else "half"),
+            (f"blocks[{i}].attn.rope.base", a.rope.base, "rope_theta",
+             deepseek_rope_base(config)),
+            (f"blocks[{i}].attn has bias", a.o_proj.bias is not None, "attention_bias",
+             bool(field("attention_bias"))),
+            (f"blocks[{i}].norm1.eps", block.norm1.eps, "rms_norm_eps",
+             field("rms_norm_eps")),
+            (f"blocks[{i}].ffn is MoE", moe, "first_k_dense_replace", i >= dense)]
+        if moe:
+            rows += [(f"blocks[{i}].ffn.n_experts", block.ffn.n_experts,
+                      "n_routed_experts", field("n_routed_experts")),
+                     (f"blocks[{i}].ffn.experts.d_ff", block.ffn.experts.d_ff,
+                      "moe_intermediate_size", field("moe_intermediate_size")),
+                     (f"blocks[{i}].ffn.router options", block.ffn.router.options,
+                      "the router's fields", {
+                          "top_k": field("num_experts_per_tok"),
+                          "n_group": field("n_group"), "topk_group": field("topk_group"),
+                          "norm_topk_prob": bool(field("norm_topk_prob")),
+                          "routed_scaling_factor": field("routed_scaling_factor")}),
+                     (f"blocks[{i}].ffn.shared.d_ff", block.ffn.shared.d_ff,
+                      "n_shared_experts * moe_intermediate_size",
+                      field("n_shared_experts") * field("moe_intermediate_size"))]
+        else:
+            rows += [(f"blocks[{i}].ffn.d_ff", block.ffn.d_ff, "intermediate_size",
+                      field("intermediate_size"))]
+    for name, mine, key, theirs in rows:
+        close = isinstance(mine, float) and math.isclose(mine, theirs)
+        if mine != theirs and not close:
+            raise ValueError(f"ours has {name}={mine!r}, theirs {key}={theirs!r}")
+
+
+HF_DEEPSEEK_V3_NAMES = [  # Llama's names (self_attn. -> attn. keeps MLA's own), then
+    *HF_LLAMA_NAMES,  # the MoE's: HF's mlp.gate is our router, shared_experts our shared
+    (r"^(blocks\.\d+\.ffn\.)gate\.", r"\1router."),
+    (r"^(blocks\.\d+\.ffn\.)shared_experts\.", r"\1shared."),
+]
+
+
+def load_hf_deepseek_v3(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
+                        config: object) -> LlamaLanguageModel:
+    """Load a `DeepseekV3ForCausalLM` state dict by name, after
+    `check_deepseek_v3_config`: the attention's names are HF's own."""
+    check_deepseek_v3_config(ours, config)
+    return load_renamed(ours, tied_head_state(ours, state_dict), HF_DEEPSEEK_V3_NAMES)
+# --8<-- [end:load_hf_deepseek_v3]
+
+
+# --8<-- [start:time_decode_steps]
+@torch.no_grad()
+def time_decode_steps(layer: MultiHeadLatentAttention, context: int, *, batch: int = 1,
+                      repeats: int = 7, seed: int = 0) -> dict[str, list[float]]:
+    """Seconds of one decoding step of `layer` (one new token per row, `context` tokens
+    already cached), naive and absorbed, interleaved (naive, absorbed, naive, ...) on
+    the same cache, `repeats` times each after one untimed round. Returns
+    {"naive": [...], "absorbed": [...]}: report medians and ranges, never one number
+    (shared machines are noisy)."""
+    context, batch = positive_int("context", context), positive_int("batch", batch)
+    repeats = positive_int("repeats", repeats)
+    w = layer.kv_a_proj_with_mqa.weight
+    g = torch.Generator(device=w.device).manual_seed(seed)
+    prompt = torch.randn(batch, context, layer.d_model, generator=g, dtype=w.dtype,
+                         device=w.device)
+    x = torch.randn(batch, 1, layer.d_model, generator=g, dtype=w.dtype,
+                    device=w.device)
+    cache = layer.new_cache(batch, context + 1)
+    mode = layer.absorb
+    times: dict[str, list[float]] = {"never": [], "always": []}
+    try:
+        layer.absorb = "never"
+        layer(prompt, causal=True, cache=cache)  # the prefill, once
+        for round_ in range(repeats + 1):  # round 0 warms up, untimed
+            for name, seconds in times.items():
+                layer.absorb = name
+                begin = time.perf_counter()
+                layer(x, causal=True, cache=cache)
+                elapsed = time.perf_counter() - begin
+                cache.truncate(context)
+                if round_:
+                    seconds.append(elapsed)
+    finally:
+        layer.absorb = mode
+    return {"naive": times["never"], "absorbed": times["always"]}
+
+
+def summary(seconds: list[float]) -> str:
+    """'median (min-max) ms' of a list of seconds."""
+    ms = [s * 1e3 for s in seconds]
+    return f"{statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f}) ms"
+# --8<-- [end:time_decode_steps]
