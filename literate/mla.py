@@ -5,10 +5,12 @@ Grouped-query attention shrinks the KV cache by storing fewer heads. MLA stores 
 at all: each token leaves behind one **latent** vector c_kv of width `kv_lora_rank`
 (512 in DeepSeek-V2 and V3), from which every head's key and value are computed again
 when they are needed, by one up-projection `kv_b_proj` (W_uk for the keys, W_uv for the
-values). RoPE cannot pass through that up-projection (a rotation that depends on the
-position would sit between W_q and W_uk), so positions travel in a small separate part:
-a **decoupled** RoPE key k_rope of width `qk_rope_head_dim` (64), one for all heads, and
-a RoPE part of every query head. Per token and layer the cache holds c_kv and k_rope,
+values). RoPE does not fit the latent: rotated keys R_s W_uk c_s would put a rotation
+that depends on the key's position s between the query and W_uk, so W_uk could no
+longer be multiplied into the query (the absorbed form below) and every cached key
+would have to be recomputed at every step (DeepSeek-V2, sec. 2.1.3). So positions
+travel in a small separate part: a **decoupled** RoPE key k_rope of width
+`qk_rope_head_dim` (64), one for all heads, and a RoPE part of every query head. Per token and layer the cache holds c_kv and k_rope,
 kv_lora_rank + qk_rope_head_dim numbers (576), where multi-head attention of the same
 heads would hold H (d_qk + d_v) (40 960 for DeepSeek-V3's 128 heads).
 
@@ -209,9 +211,10 @@ def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
     reads the one key `keys` [B, 1, T_k, r + d_rope] and value `values` [B, 1, T_k, r];
     allowed broadcastable to [B, H, T_q, T_k]. The H heads are stacked along the query
     axis, one head of H T_q queries (chapter 3's `grouped_attention` does the same):
-    PyTorch's CPU kernel with `enable_gqa` over one key head was measured ~100x slower
-    at T_q = 1 (torch 2.13). `scale` is given: the absorbed query is r + d_rope wide,
-    but the scores are those of d_qk-wide heads. -> [B, H, T_q, r]."""
+    PyTorch's CPU kernel with `enable_gqa` over one key head was measured 65 times
+    slower at T_q = 1 (torch 2.13; 16 heads, 2048 keys of 576). `scale` is given: the
+    absorbed query is r + d_rope wide, but the scores are those of d_qk-wide heads.
+    -> [B, H, T_q, r]."""
     b, h, t_q, width = q.shape
     t_k = keys.shape[2]
     stacked = q.reshape(b, 1, h * t_q, width)  # head h's queries at h T_q .. (h+1) T_q
@@ -300,9 +303,10 @@ class MultiHeadLatentAttention(nn.Module):
     (q_proj, q_b_proj and kv_b_proj have none; kv_b_proj's absence keeps the absorption
     exact).
     absorb: "never" (up-project the latents, then attend), "always" (the absorbed
-    form), or "decode" (the default: absorbed when the call continues a cache that
-    already holds tokens, i.e. each decoding step; a full forward or the first prefill
-    call up-projects, which costs less per query-key pair when T_q is large).
+    form), or "decode" (the default: absorbed when the call's first position is > 0,
+    i.e. each decoding step after a cached prefill and each later prefill chunk; a full
+    forward or the first prefill call up-projects, which costs less per query-key pair:
+    d_qk + d_v against 2 r + d_rope multiply-adds, 320 against 1088 in DeepSeek-V3).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, q_lora_rank: int | None,

@@ -245,6 +245,25 @@ def test_cached_decoding_equals_the_full_forward(absorb):
     assert_float64_equal(["cached"], [torch.cat(pieces, dim=1)], [full])
 
 
+def test_decode_mode_up_projects_the_prefill_and_absorbs_each_step(monkeypatch):
+    import literate.mla as mla
+
+    calls = []
+    monkeypatch.setattr(mla, "absorb_query", lambda *a: calls.append(1) or
+                        mla.torch.cat((a[0] @ a[2], a[1]), dim=-1))
+    layer, _ = twin_layers(seed=3)
+    layer.absorb = "decode"
+    x, _ = inputs(2, t=4)
+    with torch.no_grad():
+        cache = layer.new_cache(B, 5)
+        layer(x, causal=True, cache=cache)  # the prefill: naive
+        assert calls == []
+        layer(x[:, :1], causal=True, cache=cache)  # a step: absorbed
+        assert calls == [1]
+        layer(x, causal=True)  # a full forward: naive
+        assert calls == [1]
+
+
 def test_decoding_steps_of_the_two_forms_agree_on_the_same_cache():
     naive, absorbed = twin_layers(seed=4)
     x, _ = inputs(5, t=6)
