@@ -135,12 +135,14 @@ MOE = tuple(("moe", s) for s in (  # chapter 9, in reading order
     "dropped_pairs", "moe_ffn", "load_balancing_loss", "update_balancing_bias"))
 MIXTRAL = tuple(("mixtral", s) for s in (
     "mixtral_block", "mixtral_model", "mixtral_from_hf_config", "check_mixtral_config",
-    "load_hf_mixtral", "router_aux_loss", "moe_params"))
+    "load_hf_mixtral", "router_aux_loss", "moe_params")) + tuple(
+    ("moe_training", s) for s in ("tiny_moe_task", "train_tiny_moe", "imbalance"))
 ERAS["mixtral"] = Era(
     "Mixture of experts (chapter 9) on the modern block: the routers of Switch,\n"
     "Mixtral, Qwen3-MoE, DeepSeek-V3 and gpt-oss, the experts, dropless and capacity\n"
     "dispatch, the balancing loss and the loss-free bias, and Mixtral with Hugging\n"
-    "Face Mixtral loading; with everything of the Llama file (chapters 1-8)",
+    "Face Mixtral loading; the tiny MoE of its notebook; with everything of the\n"
+    "Llama file (chapters 1-8)",
     "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral")
 
 MARKER = "# --8<-- [{kind}:{name}]"
