@@ -10,15 +10,17 @@ that depends on the key's position s between the query and W_uk, so W_uk could n
 longer be multiplied into the query (the absorbed form below) and every cached key
 would have to be recomputed at every step (DeepSeek-V2, sec. 2.1.3). So positions
 travel in a small separate part: a **decoupled** RoPE key k_rope of width
-`qk_rope_head_dim` (64), one for all heads, and a RoPE part of every query head. Per token and layer the cache holds c_kv and k_rope,
-kv_lora_rank + qk_rope_head_dim numbers (576), where multi-head attention of the same
-heads would hold H (d_qk + d_v) (40 960 for DeepSeek-V3's 128 heads).
+`qk_rope_head_dim` (64), one for all heads, and a RoPE part of every query head. Per
+token and layer the cache holds c_kv and k_rope, kv_lora_rank + qk_rope_head_dim
+numbers (576), where multi-head attention of the same heads would hold H (d_qk + d_v)
+(40 960 for DeepSeek-V3's 128 heads).
 
 The parts, in Hugging Face's layout and names (`DeepseekV3Attention`), so weights load
 by name:
 
 * queries: `q_a_proj` (d -> q_lora_rank), `q_a_layernorm` (RMSNorm), `q_b_proj`
-  (-> H (d_nope + d_rope)); or one `q_proj` when `q_lora_rank` is None (DeepSeek-V2-Lite);
+  (-> H (d_nope + d_rope)); or one `q_proj` when `q_lora_rank` is None
+  (DeepSeek-V2-Lite);
 * `kv_a_proj_with_mqa` (d -> kv_lora_rank + d_rope): the latent and the shared RoPE key;
   `kv_a_layernorm` (RMSNorm) on the latent only;
 * `kv_b_proj` (kv_lora_rank -> H (d_nope + d_v)): per head the key's position-free part
@@ -47,7 +49,9 @@ Hugging Face's conventions (transformers 5.24), which this module follows or sta
 * its cache holds the latent too: `DynamicCache` stores c_kv (after `kv_a_layernorm`) as
   the "keys" [B, 1, T, kv_lora_rank] and the rotated k_rope as the "values"
   [B, 1, T, d_rope], and up-projects all of them at every step (the naive form).
-* scale: 1 / sqrt(d_nope + d_rope), times mscale^2 for yarn; yarn is refused here.
+* scale: 1 / sqrt(d_nope + d_rope), times yarn_mscale(factor, mscale_all_dim)^2 when
+  the RoPE is yarn (DeepSeek-V3's checkpoints: factor 40, so 1.87 times), whose
+  frequencies and cos/sin factor are YaRN's (`YarnRotaryEmbedding`).
 * `q_a_layernorm` and `kv_a_layernorm` have eps 1e-6 (the norm's default), not the
   configuration's `rms_norm_eps`; every norm computes in float32 there.
 
@@ -75,7 +79,8 @@ from literate.checks import (bool_tensor, boolean, choice, features, float_tenso
 from literate.ffn import GatedFFN
 from literate.heads import (attention_allowed, fused_attention, grouped_attention,
                             merge_heads, split_heads)
-from literate.llama import HF_LLAMA_NAMES, LlamaLanguageModel, load_renamed, tied_head_state
+from literate.llama import (HF_LLAMA_NAMES, LlamaLanguageModel, load_renamed,
+                            tied_head_state)
 from literate.moe import DeepSeekV3Router, Experts, MoEFFN
 from literate.norms import RMSNorm
 from literate.positions import ROPE_LAYOUTS, RotaryEmbedding, base_above_one
@@ -93,7 +98,11 @@ __all__ = [
     "expanded_cache_bytes_per_token",
     "DEEPSEEK_V3_DEFAULTS",
     "deepseek_field",
-    "deepseek_rope_base",
+    "deepseek_rope_parameters",
+    "deepseek_rope",
+    "yarn_mscale",
+    "yarn_inverse_frequencies",
+    "YarnRotaryEmbedding",
     "check_deepseek_supported",
     "mla_from_hf_config",
     "deepseek_v3_moe",
@@ -105,6 +114,83 @@ __all__ = [
     "time_decode_steps",
     "summary",
 ]
+
+
+# --8<-- [start:yarn]
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's magnitude correction (Peng et al. 2023, sec. 3.4): 0.1 mscale ln(factor)
+    + 1 for a context stretched `factor` times, 1 if it is not stretched."""
+    factor, mscale = positive_float("factor", factor), positive_float("mscale", mscale)
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def yarn_inverse_frequencies(d_rope: int, *, base: float, factor: float,
+                             original_context: int, beta_fast: float = 32.0,
+                             beta_slow: float = 1.0, truncate: bool = True) -> Tensor:
+    """YaRN's frequencies, "NTK-by-parts" (Peng et al. 2023, sec. 3.2), [d_rope / 2],
+    float32, computed as Hugging Face's `_compute_yarn_parameters` does. Pair i keeps
+    its frequency theta_i = base^(-2i/d) where it turns more than `beta_fast` times
+    over the original context (short wavelengths: their angles were all seen in
+    training), is divided by `factor` where it turns fewer than `beta_slow` times
+    (positions interpolated into the trained range), with a linear ramp between."""
+    d_rope, base = positive_int("d_rope", d_rope), base_above_one("base", base)
+    factor = positive_float("factor", factor)
+    context = positive_int("original_context", original_context)
+
+    def pair_turning(turns: float) -> float:
+        """The (fractional) pair that turns `turns` times over the original context."""
+        return (d_rope * math.log(context / (turns * 2 * math.pi))
+                / (2 * math.log(base)))
+
+    low = pair_turning(positive_float("beta_fast", beta_fast))
+    high = pair_turning(positive_float("beta_slow", beta_slow))
+    if boolean("truncate", truncate):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d_rope - 1)
+    if low == high:
+        high += 0.001  # HF's guard against a zero-width ramp
+    ramp = ((torch.arange(d_rope // 2, dtype=torch.float32) - low)
+            / (high - low)).clamp(0, 1)  # 0: keep theta_i, 1: theta_i / factor
+    keep = 1 - ramp
+    powers = base ** (torch.arange(0, d_rope, 2).float() / d_rope)  # 1 / theta_i
+    return 1.0 / (factor * powers) * (1 - keep) + 1.0 / powers * keep
+
+
+class YarnRotaryEmbedding(RotaryEmbedding):
+    """Chapter 2's RotaryEmbedding with YaRN's frequencies (`yarn_inverse_frequencies`)
+    and its cos and sin tables multiplied by `attention_factor` (HF's
+    `attention_scaling`), in float32 as Hugging Face computes them. DeepSeek-V3's
+    checkpoints: factor 40 over an original context of 4096, beta 32 and 1, and
+    attention_factor 1 (its mscale and mscale_all_dim are equal; the softmax scale
+    carries the correction instead, `deepseek_rope`)."""
+
+    def __init__(self, d_head: int, *, base: float, factor: float,
+                 original_context: int, beta_fast: float = 32.0,
+                 beta_slow: float = 1.0, attention_factor: float = 1.0,
+                 truncate: bool = True, layout: str = "half") -> None:
+        super().__init__(d_head, base=base, layout=layout)
+        self.yarn = {"factor": factor, "original_context": original_context,
+                     "beta_fast": beta_fast, "beta_slow": beta_slow,
+                     "truncate": truncate}
+        yarn_inverse_frequencies(d_head, base=base, **self.yarn)  # checks the options
+        self.attention_factor = positive_float("attention_factor", attention_factor)
+
+    def tables(self, length: int) -> tuple[Tensor, Tensor]:
+        """cos and sin [>= length, d_head], float32, grown as chapter 2's are."""
+        current = self.cos.shape[0]
+        if length > current or self.cos.dtype != torch.float32:
+            n = current if length <= current else max(length, 2 * current)
+            device = self.cos.device
+            inv_freq = yarn_inverse_frequencies(self.rotary_dim, base=self.base,
+                                                **self.yarn).to(device)
+            angles = torch.outer(torch.arange(n, device=device).float(), inv_freq)
+            angles = torch.cat((angles, angles), dim=-1)  # [n, d_head]: both halves
+            self.cos = angles.cos() * self.attention_factor
+            self.sin = angles.sin() * self.attention_factor
+            h = self.rotary_dim // 2
+            self.signed_sin = torch.cat((-self.sin[:, :h], self.sin[:, h:]), dim=-1)
+        return self.cos, self.sin
+# --8<-- [end:yarn]
 
 
 # --8<-- [start:latent_cache]
@@ -139,7 +225,8 @@ class LatentCache(KVCache):
         filled [B, 1, next_pos, r + d_rope] view after advancing `next_pos`."""
         for name, new, width in (("c_new", c_new, self.kv_lora_rank),
                                  ("k_rope_new", k_rope_new, self.qk_rope_head_dim)):
-            if float_tensor(name, new, ndim=4).requires_grad and torch.is_grad_enabled():
+            grad = float_tensor(name, new, ndim=4).requires_grad
+            if grad and torch.is_grad_enabled():
                 raise ValueError(f"{name} requires grad: decode under torch.no_grad()")
             if new.shape[1] != 1 or new.shape[-1] != width:
                 raise ValueError(f"{name} must be [B, 1, T, {width}], "
@@ -153,8 +240,9 @@ class LatentCache(KVCache):
             raise ValueError("c_new and k_rope_new must share a dtype and a device")
         return self.write(c_new, k_rope_new)
 
-    def write(self, c_new: Tensor, k_rope_new: Tensor) -> Tensor:  # type: ignore[override]
-        """`append` without its checks, for the layer (its `check_mla_call` made them)."""
+    def write(self, c_new: Tensor,  # type: ignore[override]
+              k_rope_new: Tensor) -> Tensor:
+        """`append` without its checks, for the layer (`check_mla_call` made them)."""
         start, end, r = self.next_pos, self.next_pos + c_new.shape[2], self.kv_lora_rank
         self.k[:, :, start:end, :r] = c_new  # in place: nothing else is copied
         self.k[:, :, start:end, r:] = k_rope_new
@@ -182,8 +270,8 @@ def split_kv_b(weight: Tensor, n_heads: int, qk_nope_head_dim: int,
     W_uv [H, d_v, r]): each head's rows, its key part first (HF's order). Views."""
     h, d_nope, d_v = n_heads, qk_nope_head_dim, v_head_dim
     if float_tensor("weight", weight, ndim=2).shape[0] != h * (d_nope + d_v):
-        raise ValueError(f"weight must be [H (d_nope + d_v) = {h * (d_nope + d_v)}, r], "
-                         f"got {tuple(weight.shape)}")
+        raise ValueError(f"weight must be [H (d_nope + d_v) = {h * (d_nope + d_v)}, "
+                         f"r], got {tuple(weight.shape)}")
     per_head = weight.view(h, d_nope + d_v, weight.shape[1])  # [H, d_nope + d_v, r]
     return per_head[:, :d_nope], per_head[:, d_nope:]
 
@@ -193,7 +281,8 @@ def absorb_query(q_nope: Tensor, q_rope: Tensor, w_uk: Tensor) -> Tensor:
     [B, H, T, r + d_rope]: q_nope . (W_uk c) = (W_uk^T q_nope) . c, so W_uk moves from
     every cached token's key to the one query, and the query reads the latent
     [c | k_rope] directly."""
-    return torch.cat((q_nope @ w_uk, q_rope), dim=-1)  # [B, H, T, d_nope] @ [H, d_nope, r]
+    # [B, H, T, d_nope] @ [H, d_nope, r] -> [B, H, T, r], then the RoPE part
+    return torch.cat((q_nope @ w_uk, q_rope), dim=-1)
 
 
 def absorb_output(out_latent: Tensor, w_uv: Tensor) -> Tensor:
@@ -207,10 +296,11 @@ def absorb_output(out_latent: Tensor, w_uv: Tensor) -> Tensor:
 # --8<-- [start:latent_attention]
 def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
                      allowed: Tensor | None, *, scale: float) -> Tensor:
-    """The fused kernel on the absorbed form: every head's query q [B, H, T_q, r + d_rope]
-    reads the one key `keys` [B, 1, T_k, r + d_rope] and value `values` [B, 1, T_k, r];
-    allowed broadcastable to [B, H, T_q, T_k]. The H heads are stacked along the query
-    axis, one head of H T_q queries (chapter 3's `grouped_attention` does the same):
+    """The fused kernel on the absorbed form: every head's query
+    q [B, H, T_q, r + d_rope] reads the one key `keys` [B, 1, T_k, r + d_rope] and value
+    `values` [B, 1, T_k, r]; allowed broadcastable to [B, H, T_q, T_k]. The H heads are
+    stacked along the query axis, one head of H T_q queries (chapter 3's
+    `grouped_attention` does the same):
     PyTorch's CPU kernel with `enable_gqa` over one key head was measured 65 times
     slower at T_q = 1 (torch 2.13; 16 heads, 2048 keys of 576). `scale` is given: the
     absorbed query is r + d_rope wide, but the scores are those of d_qk-wide heads.
@@ -220,7 +310,7 @@ def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
     stacked = q.reshape(b, 1, h * t_q, width)  # head h's queries at h T_q .. (h+1) T_q
     if allowed is not None:
         allowed = allowed.expand(b, h, t_q, t_k).reshape(b, 1, h * t_q, t_k)
-    out = fused_attention(stacked, keys, values, allowed, scale=scale)  # [B, 1, H T_q, r]
+    out = fused_attention(stacked, keys, values, allowed, scale=scale)  # one head
     return out.reshape(b, h, t_q, values.shape[-1])
 # --8<-- [end:latent_attention]
 
@@ -229,13 +319,33 @@ def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
 ABSORB_MODES = ("never", "decode", "always")
 
 
-def check_mla_call(layer: "MultiHeadLatentAttention", x: object, *, causal: object,
+def rotary_part(rope: object, base: object, layout: object,
+                d_rope: int) -> RotaryEmbedding:
+    """The RoPE of the queries' and keys' RoPE parts: `rope` as given (a
+    RotaryEmbedding turning all of its d_rope coordinates), or one made from `base`
+    (10000) and `layout` ("interleaved"), not both."""
+    if rope is None:
+        layout = "interleaved" if layout is None else choice("rope_layout", layout,
+                                                            ROPE_LAYOUTS)
+        return RotaryEmbedding(d_rope, base=10_000.0 if base is None else base,
+                               layout=layout)
+    if not isinstance(rope, RotaryEmbedding):
+        raise TypeError(f"rope must be a RotaryEmbedding, got {type(rope).__name__}")
+    if base is not None or layout is not None:
+        raise ValueError("give rope, or rope_base and rope_layout, not both")
+    if (rope.d_head, rope.rotary_dim) != (d_rope, d_rope):
+        raise ValueError(f"rope must turn all d_rope={d_rope} coordinates, it has "
+                         f"d_head={rope.d_head}, rotary_dim={rope.rotary_dim}")
+    return rope
+
+
+def check_mla_call(layer: MultiHeadLatentAttention, x: object, *, causal: object,
                    key_valid: object, cache: object, start_pos: object,
                    positions: object, empty_row: object,
                    return_weights: object) -> tuple[int, int]:
     """Everything `MultiHeadLatentAttention.forward` refuses, from metadata alone,
     before anything is projected or cached (chapter 3's `check_call`, self-attention
-    only). Returns (start, T_k): the position of x[:, 0] and the keys the queries see."""
+    only). Returns (start, T_k): the position of x[:, 0], the keys the queries see."""
     x = features("x", x, width=layer.d_model, like=layer.kv_a_proj_with_mqa.weight)
     if x.ndim != 3:
         raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "
@@ -265,9 +375,10 @@ def check_mla_call(layer: "MultiHeadLatentAttention", x: object, *, causal: obje
         start = cache.next_pos
         if (cache.kv_lora_rank, cache.qk_rope_head_dim) != (layer.kv_lora_rank,
                                                             layer.qk_rope_head_dim):
+            mine = [layer.kv_lora_rank, layer.qk_rope_head_dim]
             raise ValueError(f"the cache holds latents of [kv_lora_rank, d_rope] = "
                              f"{[cache.kv_lora_rank, cache.qk_rope_head_dim]}, the "
-                             f"layer makes {[layer.kv_lora_rank, layer.qk_rope_head_dim]}")
+                             f"layer makes {mine}")
         cache.check(b, 1, t_q, cache.d_head, x.dtype, x.device)
         if cache.owner not in (None, id(layer)):
             raise ValueError("the cache holds another layer's latents; give each layer "
@@ -298,7 +409,9 @@ class MultiHeadLatentAttention(nn.Module):
     kv_lora_rank: the latent's width, r; qk_nope_head_dim, qk_rope_head_dim: each query
     and key head's position-free and RoPE parts; v_head_dim: each value head's width.
     rope_layout: "interleaved" (DeepSeek's checkpoints, HF `rope_interleave=True`) or
-    "half". scale: the score scale, 1 / sqrt(d_nope + d_rope) unless given. bias: on
+    "half" (defaults: "interleaved", base 10000); or `rope`, a RotaryEmbedding of width
+    d_rope given whole (a YarnRotaryEmbedding for DeepSeek-V3's long context).
+    scale: the score scale, 1 / sqrt(d_nope + d_rope) unless given. bias: on
     q_a_proj, kv_a_proj_with_mqa and o_proj, where HF's `attention_bias` puts them
     (q_proj, q_b_proj and kv_b_proj have none; kv_b_proj's absence keeps the absorption
     exact).
@@ -311,8 +424,9 @@ class MultiHeadLatentAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, *, q_lora_rank: int | None,
                  kv_lora_rank: int, qk_nope_head_dim: int, qk_rope_head_dim: int,
-                 v_head_dim: int, rope_base: float = 10_000.0,
-                 rope_layout: str = "interleaved", scale: float | None = None,
+                 v_head_dim: int, rope_base: float | None = None,
+                 rope_layout: str | None = None, rope: RotaryEmbedding | None = None,
+                 scale: float | None = None,
                  bias: bool = False, absorb: str = "decode",
                  latent_eps: float = 1e-6) -> None:
         super().__init__()
@@ -325,9 +439,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.qk_rope_head_dim = positive_int("qk_rope_head_dim", qk_rope_head_dim)
         self.v_head_dim = positive_int("v_head_dim", v_head_dim)
         self.qk_head_dim = d_qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-        self.rope = RotaryEmbedding(self.qk_rope_head_dim, base=rope_base,  # the RoPE
-                                    layout=choice("rope_layout", rope_layout,  # part
-                                                  ROPE_LAYOUTS))  # only
+        self.rope = rotary_part(rope, rope_base, rope_layout, self.qk_rope_head_dim)
         self.scale = d_qk**-0.5 if scale is None else positive_float("scale", scale)
         self.absorb = choice("absorb", absorb, ABSORB_MODES)
         bias = boolean("bias", bias)
@@ -366,10 +478,10 @@ class MultiHeadLatentAttention(nn.Module):
         return self.kv_a_layernorm(c)[:, None], k_rope[:, None]
 
     def up_project(self, c: Tensor, k_rope: Tensor) -> tuple[Tensor, Tensor]:
-        """The naive form: latents c [B, 1, T_k, r] and rotated k_rope [B, 1, T_k, d_rope]
-        -> every head's key [B, H, T_k, d_qk] (k_nope, then the shared k_rope) and value
-        [B, H, T_k, d_v]."""
-        kv = split_heads(self.kv_b_proj(c[:, 0]), self.n_heads)  # [B, H, T_k, d_n + d_v]
+        """The naive form: latents c [B, 1, T_k, r] and rotated k_rope
+        [B, 1, T_k, d_rope] -> every head's key [B, H, T_k, d_qk] (k_nope, then the
+        shared k_rope) and value [B, H, T_k, d_v]."""
+        kv = split_heads(self.kv_b_proj(c[:, 0]), self.n_heads)  # [B, H, T_k, .]
         k_nope, v = kv.split((self.qk_nope_head_dim, self.v_head_dim), dim=-1)
         k_rope = k_rope.expand(-1, self.n_heads, -1, -1)  # one RoPE key for all heads
         return torch.cat((k_nope, k_rope), dim=-1), v
@@ -482,20 +594,52 @@ def deepseek_field(config: object, name: str) -> object:
     return getattr(config, name, DEEPSEEK_V3_DEFAULTS.get(name))
 
 
-def deepseek_rope_base(config: object) -> float:
-    """The RoPE base, refusing RoPE scaling. DeepSeek-V3's checkpoints use yarn
-    (factor 40), which changes three things: the frequencies (NTK-by-parts), cos and
-    sin (times an attention factor) and the softmax scale (times mscale^2)."""
-    parameters = deepseek_field(config, "rope_parameters") or {}
-    scaling = deepseek_field(config, "rope_scaling") or {}
-    for kind in (parameters.get("rope_type", "default"),
-                 scaling.get("rope_type", scaling.get("type", "default"))):
-        if kind != "default":
-            raise ValueError(f"RoPE scaling {kind!r} is not implemented: MLA here turns "
-                             "the plain frequencies with scale 1/sqrt(d_qk) (yarn would "
-                             "change the frequencies, scale cos and sin, and multiply "
-                             "the softmax scale by mscale^2)")
-    return float(parameters.get("rope_theta", deepseek_field(config, "rope_theta")))
+def deepseek_rope_parameters(config: object) -> dict:
+    """The RoPE settings of a config: transformers 5 keeps them in `rope_parameters`
+    ({"rope_type", "rope_theta", ...}); DeepSeek's config.json has `rope_theta` and
+    `rope_scaling` ({"type": "yarn", "factor": 40, ...})."""
+    parameters = dict(deepseek_field(config, "rope_scaling") or {})
+    parameters |= dict(deepseek_field(config, "rope_parameters") or {})
+    parameters.setdefault("rope_type", parameters.get("type", "default"))
+    parameters.setdefault("rope_theta", deepseek_field(config, "rope_theta"))
+    return parameters
+
+
+def deepseek_rope(config: object) -> tuple[RotaryEmbedding, float]:
+    """(the RoPE of the layer's RoPE parts, the softmax scale) of a DeepseekV3Config,
+    as HF's DeepseekV3RotaryEmbedding and DeepseekV3Attention make them. The scale is
+    1/sqrt(d_qk); with yarn (DeepSeek-V3's checkpoints) the frequencies are YaRN's, cos
+    and sin are multiplied by its attention factor, and the scale by
+    yarn_mscale(factor, mscale_all_dim)^2 (1.87 for factor 40). Other scalings are
+    refused."""
+    p = deepseek_rope_parameters(config)
+    field = partial(deepseek_field, config)  # field(name): the config's value
+    d_rope, base = field("qk_rope_head_dim"), float(p["rope_theta"])
+    layout = "interleaved" if field("rope_interleave") else "half"
+    scale = (field("qk_nope_head_dim") + d_rope) ** -0.5
+    if p["rope_type"] == "default":
+        return RotaryEmbedding(d_rope, base=base, layout=layout), scale
+    if p["rope_type"] != "yarn":
+        raise ValueError(f"RoPE scaling {p['rope_type']!r} is not implemented (MLA "
+                         "here turns the plain frequencies, or yarn's)")
+    original = p.get("original_max_position_embeddings",
+                     field("max_position_embeddings"))
+    factor = p.get("factor") or field("max_position_embeddings") / original
+    mscale, mscale_all_dim = p.get("mscale"), p.get("mscale_all_dim")
+    attention_factor = p.get("attention_factor")
+    if attention_factor is None:  # HF's rule
+        attention_factor = (yarn_mscale(factor, mscale)
+                            / yarn_mscale(factor, mscale_all_dim)
+                            if mscale and mscale_all_dim else yarn_mscale(factor))
+    if mscale_all_dim:  # HF's yarn_apply_mscale: the given factor, squared
+        scale *= yarn_mscale(p["factor"], mscale_all_dim) ** 2
+    rope = YarnRotaryEmbedding(d_rope, base=base, factor=factor,
+                               original_context=original,
+                               beta_fast=p.get("beta_fast") or 32.0,
+                               beta_slow=p.get("beta_slow") or 1.0,
+                               attention_factor=attention_factor,
+                               truncate=p.get("truncate", True), layout=layout)
+    return rope, scale
 
 
 DEEPSEEK_UNSUPPORTED = {  # a field, and the one value ours has for it
@@ -506,7 +650,8 @@ DEEPSEEK_UNSUPPORTED = {  # a field, and the one value ours has for it
 def check_deepseek_supported(config: object) -> None:
     """Refuse, rather than change, what ours does not do: another activation,
     tensor-parallel slicing, attention dropout, RoPE scaling, and key/value head counts
-    other than the query heads' (HF's eager path would repeat MLA's H keys)."""
+    other than the query heads' (HF's eager path would repeat MLA's H keys); RoPE
+    scalings but yarn (`deepseek_rope`)."""
     for name, needed in DEEPSEEK_UNSUPPORTED.items():
         if deepseek_field(config, name) != needed:
             raise ValueError(f"config {name}={deepseek_field(config, name)!r} is not "
@@ -516,21 +661,20 @@ def check_deepseek_supported(config: object) -> None:
     if kv_heads != heads:
         raise ValueError(f"config num_key_value_heads={kv_heads} must equal "
                          f"num_attention_heads={heads}: MLA makes a key per head")
-    deepseek_rope_base(config)
+    deepseek_rope(config)
 
 
 def mla_from_hf_config(config: object) -> MultiHeadLatentAttention:
     """Our MLA layer in the shape of a DeepseekV3Config (or its config.json dict)."""
     check_deepseek_supported(config)
     field = partial(deepseek_field, config)  # field(name): the config's value
+    rope, scale = deepseek_rope(config)
     return MultiHeadLatentAttention(
         field("hidden_size"), field("num_attention_heads"),
         q_lora_rank=field("q_lora_rank"), kv_lora_rank=field("kv_lora_rank"),
         qk_nope_head_dim=field("qk_nope_head_dim"),
         qk_rope_head_dim=field("qk_rope_head_dim"), v_head_dim=field("v_head_dim"),
-        rope_base=deepseek_rope_base(config),
-        rope_layout="interleaved" if field("rope_interleave") else "half",
-        bias=bool(field("attention_bias")))
+        rope=rope, scale=scale, bias=bool(field("attention_bias")))
 
 
 def deepseek_v3_moe(d_model: int, n_experts: int, d_ff: int, *, top_k: int,
@@ -597,6 +741,14 @@ def deepseek_v3_from_hf_config(config: object) -> LlamaLanguageModel:
 
 
 # --8<-- [start:load_hf_deepseek_v3]
+def rope_settings(rope: RotaryEmbedding) -> dict:
+    """What a RoPE part computes with: its kind, base, layout (and YaRN's options)."""
+    settings = {"kind": type(rope).__name__, "base": rope.base, "layout": rope.layout}
+    if isinstance(rope, YarnRotaryEmbedding):
+        settings |= rope.yarn | {"attention_factor": rope.attention_factor}
+    return settings
+
+
 def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
     """Refuse to copy weights between models of different shape or function, naming
     both sides: every block's attention, FFN kind (dense or MoE) and widths."""
@@ -608,6 +760,7 @@ def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
     check_deepseek_supported(config)
     field = partial(deepseek_field, config)  # field(name): the config's value
     dense = field("first_k_dense_replace")
+    rope, scale = deepseek_rope(config)
     rows = [  # (our name, ours, their field, theirs)
         ("vocab_size", ours.vocab_size, "vocab_size", field("vocab_size")),
         ("d_model", ours.d_model, "hidden_size", field("hidden_size")),
@@ -621,10 +774,9 @@ def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
             ("kv_lora_rank", "kv_lora_rank"), ("qk_nope_head_dim", "qk_nope_head_dim"),
             ("qk_rope_head_dim", "qk_rope_head_dim"), ("v_head_dim", "v_head_dim"))]
         rows += [
-            (f"blocks[{i}].attn.rope.layout", a.rope.layout, "rope_interleave",
-             "interleaved" if field("rope_interleave") else "half"),
-            (f"blocks[{i}].attn.rope.base", a.rope.base, "rope_theta",
-             deepseek_rope_base(config)),
+            (f"blocks[{i}].attn.rope", rope_settings(a.rope), "rope_parameters",
+             rope_settings(rope)),
+            (f"blocks[{i}].attn.scale", a.scale, "the softmax scale", scale),
             (f"blocks[{i}].attn has bias", a.o_proj.bias is not None, "attention_bias",
              bool(field("attention_bias"))),
             (f"blocks[{i}].norm1.eps", block.norm1.eps, "rms_norm_eps",
@@ -638,7 +790,8 @@ def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
                      (f"blocks[{i}].ffn.router options", block.ffn.router.options,
                       "the router's fields", {
                           "top_k": field("num_experts_per_tok"),
-                          "n_group": field("n_group"), "topk_group": field("topk_group"),
+                          "n_group": field("n_group"),
+                          "topk_group": field("topk_group"),
                           "norm_topk_prob": bool(field("norm_topk_prob")),
                           "routed_scaling_factor": field("routed_scaling_factor")}),
                      (f"blocks[{i}].ffn.shared.d_ff", block.ffn.shared.d_ff,
@@ -653,8 +806,10 @@ def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
             raise ValueError(f"ours has {name}={mine!r}, theirs {key}={theirs!r}")
 
 
-HF_DEEPSEEK_V3_NAMES = [  # Llama's names (self_attn. -> attn. keeps MLA's own), then
-    *HF_LLAMA_NAMES,  # the MoE's: HF's mlp.gate is our router, shared_experts our shared
+# Llama's names (self_attn. -> attn. keeps MLA's own), then the MoE's: HF's mlp.gate
+# is our router, its shared_experts our shared
+HF_DEEPSEEK_V3_NAMES = [
+    *HF_LLAMA_NAMES,
     (r"^(blocks\.\d+\.ffn\.)gate\.", r"\1router."),
     (r"^(blocks\.\d+\.ffn\.)shared_experts\.", r"\1shared."),
 ]

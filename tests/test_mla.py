@@ -46,13 +46,16 @@ from literate.mla import (
     HF_DEEPSEEK_V3_NAMES,
     LatentCache,
     MultiHeadLatentAttention,
+    YarnRotaryEmbedding,
     check_deepseek_v3_config,
+    deepseek_rope,
     deepseek_v3_from_hf_config,
     expanded_cache_bytes_per_token,
     latent_cache_bytes_per_token,
     load_hf_deepseek_v3,
     mla_from_hf_config,
     time_decode_steps,
+    yarn_inverse_frequencies,
 )
 from literate.moe import MoEFFN
 from literate.params import kv_cache_bytes_per_token
@@ -198,6 +201,69 @@ def test_hf_layout_rope_and_scale_are_what_the_module_says():
     assert not torch.equal(hf_q, ours_q)
 
 
+YARN_CASES = {  # DeepSeek-V3's kind (mscale = mscale_all_dim: cos and sin unscaled), and
+    # one whose attention factor is not 1, with an untruncated ramp
+    "deepseek": {"factor": 4.0, "mscale": 1.0, "mscale_all_dim": 1.0},
+    "attention_factor": {"factor": 3.0, "mscale": 1.0, "mscale_all_dim": 0.5,
+                         "truncate": False, "beta_fast": 8.0},
+}
+
+
+@pytest.mark.parametrize("case", YARN_CASES)
+def test_yarn_layer_equals_deepseek_v3_attention_past_the_original_context(case):
+    """YaRN over an original context of 8, inputs of 20 positions: HF's inverse
+    frequencies and attention factor bit for bit, its scale, its output and gradients."""
+    rope = {"rope_type": "yarn", "rope_theta": 10_000.0,
+            "original_max_position_embeddings": 8} | YARN_CASES[case]
+    config = hf_config(rope_parameters=rope)
+    theirs = randomise_(hf_ds.DeepseekV3Attention(config, layer_idx=0).double(), 0)
+    ours = mla_from_hf_config(config).double()
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    hf_rope = hf_ds.DeepseekV3RotaryEmbedding(config)
+    assert isinstance(ours.rope, YarnRotaryEmbedding)
+    inv_freq = yarn_inverse_frequencies(D_ROPE, base=10_000.0, **ours.rope.yarn)
+    assert torch.equal(inv_freq, hf_rope.inv_freq)
+    assert ours.rope.attention_factor == hf_rope.attention_scaling
+    assert (hf_rope.attention_scaling != 1) == (case == "attention_factor")
+    assert ours.scale == theirs.scaling != (D_NOPE + D_ROPE) ** -0.5
+    kept = inv_freq == 1 / 10_000.0 ** (torch.arange(0, D_ROPE, 2).float() / D_ROPE)
+    assert 0 < kept.sum() < len(kept)  # some pairs keep their frequency, some do not
+    x, probe = inputs(t=20)
+
+    def grads():
+        cos_sin = hf_rope(x, torch.arange(20).expand(B, 20))
+        got = ours(x, causal=True)
+        want = theirs(x, position_embeddings=cos_sin, attention_mask=None)[0]
+        names = [n for n, _ in ours.named_parameters()]
+        g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
+        g_ref = torch.autograd.grad((want * probe).sum(),
+                                    [x, *(theirs.get_parameter(n) for n in names)])
+        return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
+
+    assert_float32_limited(*grads())
+    with hf_norms_in_input_dtype(theirs):
+        assert_float64_equal(*grads())
+
+
+def test_deepseek_v3_published_rope_equals_hf():
+    """DeepSeek-V3's config.json (old style, `rope_scaling`): yarn, factor 40 over 4096;
+    the softmax scale 1/sqrt(192) times (0.1 ln 40 + 1)^2 = 1.87."""
+    published = {"rope_theta": 10_000, "max_position_embeddings": 163_840,
+                 "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32,
+                                  "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                  "original_max_position_embeddings": 4096}}
+    config = DeepseekV3Config(**published)
+    rope, scale = deepseek_rope(published)  # read from the plain dict
+    with torch.device("meta"):
+        attention = hf_ds.DeepseekV3Attention(config, layer_idx=0)
+    hf_rope = hf_ds.DeepseekV3RotaryEmbedding(config)
+    assert scale == attention.scaling and round(scale * 192**0.5, 4) == 1.8739
+    assert torch.equal(yarn_inverse_frequencies(64, base=10_000.0, **rope.yarn),
+                       hf_rope.inv_freq)
+    assert rope.attention_factor == hf_rope.attention_scaling == 1.0
+    assert deepseek_rope(config)[1] == scale  # and from the config object
+
+
 # --- absorbed == naive ------------------------------------------------------------------
 def twin_layers(seed: int = 0, **options):
     naive = randomise_(MultiHeadLatentAttention(
@@ -246,7 +312,7 @@ def test_cached_decoding_equals_the_full_forward(absorb):
 
 
 def test_decode_mode_up_projects_the_prefill_and_absorbs_each_step(monkeypatch):
-    import literate.mla as mla
+    from literate import mla
 
     calls = []
     monkeypatch.setattr(mla, "absorb_query", lambda *a: calls.append(1) or
@@ -351,10 +417,9 @@ def test_bad_arguments_are_refused_naming_them():
 
 
 def test_a_config_ours_cannot_follow_is_refused():
-    yarn = {"rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0,
-            "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0}
-    with pytest.raises(ValueError, match=r"RoPE scaling 'yarn' is not implemented"):
-        mla_from_hf_config(hf_config(rope_parameters=yarn))
+    linear = {"rope_type": "linear", "rope_theta": 10_000.0, "factor": 4.0}
+    with pytest.raises(ValueError, match=r"RoPE scaling 'linear' is not implemented"):
+        mla_from_hf_config(hf_config(rope_parameters=linear))
     with pytest.raises(ValueError, match=r"num_key_value_heads=2 must equal"):
         mla_from_hf_config(hf_config(num_key_value_heads=2))
     with pytest.raises(ValueError, match=r"config hidden_act='gelu' is not supported"):
