@@ -388,6 +388,55 @@ def llama_decoding(beams: int = 1, prompt: int = 32, new_tokens: int = 64):
     return build
 
 
+def window_decode_step(against: str, window: int = 64, far: int = 8):
+    """One decoding step (`cached_run` of one token) of the tiny Llama of
+    literate.decode_cost given a sliding window (Mistral's layout), at position
+    far * window, its rings wrapped many times, against the same model's step at
+    position window // 2, inside the window (`against="inside"`: what a step past the
+    window costs next to one inside it, 1.0 the same), or against the step at the same
+    position through plain caches that keep every key (`against="full"`: far * window
+    keys, masked to the window). Each call takes its token back (`truncate`), so every
+    round times the same position. The 'diff': the far step's logits through the rings
+    against through plain caches."""
+    def build():
+        from literate.cache import DecodeCache, KVCache
+        from literate.decode_cost import TINY_LLAMA
+        from literate.decoding import cached_run, new_decode_cache
+        from literate.llama import llama_model
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = llama_model(**TINY_LLAMA, window=window).eval()
+        position = far * window
+        ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, position + 1),
+                            generator=torch.Generator().manual_seed(1))
+
+        def plain(capacity: int) -> DecodeCache:
+            attn = model.blocks[0].attn
+            return DecodeCache([KVCache(1, attn.n_kv_heads, capacity, attn.d_head)
+                                for _ in model.blocks])
+
+        def step_at(t: int, cache: DecodeCache) -> Callable[[], object]:
+            with torch.no_grad():
+                cached_run(model, ids[:, :t], cache, last=True)  # the prompt
+
+            def step():
+                with torch.no_grad():
+                    logits = cached_run(model, ids[:, t:t + 1], cache, last=True)
+                for layer in cache.layers:
+                    layer.truncate(t)  # back to position t for the next call
+                return logits
+            return step
+
+        ours = step_at(position, new_decode_cache(model, 1, position + 1))
+        if against == "inside":
+            theirs = step_at(window // 2, new_decode_cache(model, 1, position + 1))
+        else:
+            theirs = step_at(position, plain(position + 1))
+        return ours, theirs, _max_diff(ours(), step_at(position, plain(position + 1))())
+    return build
+
+
 def mixtral_moe_forward(experts_implementation: str, batch: int = 2, length: int = 256,
                         d: int = 256, d_ff: int = 128, n_experts: int = 64, top_k: int = 6):
     """Fine-grained MoE, inference: our MoEFFN (dispatch's grouped_mm path in float32)
@@ -434,6 +483,10 @@ ROWS: list[Row] = [
         llama_decoding()),
     Row("decoding", "Llama beam search k=4, tiny, B=2 32+64", "HF generate(num_beams=4)",
         llama_decoding(beams=4)),
+    Row("decoding", "Window 64: a step at 512 (rings), tiny", "ours, a step at 32",
+        window_decode_step("inside")),
+    Row("decoding", "Window 64: a step at 512 (rings), tiny", "ours, plain caches",
+        window_decode_step("full")),
     Row("norm", "LayerNorm fwd [4, 512, 768]", "nn.LayerNorm", layer_norm_forward()),
     Row("norm", "RMSNorm fwd [4, 512, 768]", "nn.RMSNorm", rms_norm_forward()),
     Row("norm", "RMSNorm fwd [4, 512, 768]", "HF LlamaRMSNorm", llama_rms_norm_forward()),

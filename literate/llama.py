@@ -121,17 +121,19 @@ def llama_init_(model: LlamaLanguageModel, *, std: float = 0.02) -> LlamaLanguag
 def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                 n_kv_heads: int, n_layers: int, d_ff: int, *,
                 d_head: int | None = None, rope_base: float = 10_000.0,
-                eps: float = 1e-5, tied: bool = False,
-                std: float = 0.02) -> LlamaLanguageModel:
+                eps: float = 1e-5, tied: bool = False, std: float = 0.02,
+                window: int | None = None) -> LlamaLanguageModel:
     """A Llama of any size, initialised as Hugging Face does (weights ~ N(0, std^2)).
-    `tied`: the output projection is the token embedding (Llama 3.2 1B and 3B)."""
+    `tied`: the output projection is the token embedding (Llama 3.2 1B and 3B).
+    `window`: every layer's sliding window (Mistral 7B, chapter 10)."""
     vocab_size = positive_int("vocab_size", vocab_size)
     d_model = positive_int("d_model", d_model)
     n_layers = positive_int("n_layers", n_layers)
     model = LlamaLanguageModel(
         nn.Embedding(vocab_size, d_model),
         [llama_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
-                     rope_base=rope_base, eps=eps) for _ in range(n_layers)],
+                     rope_base=rope_base, eps=eps, window=window)
+         for _ in range(n_layers)],
         RMSNorm(d_model, eps=eps),
         None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
         context=context,
@@ -147,7 +149,8 @@ LLAMA_DEFAULTS = {
     "initializer_range": 0.02, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
     "attention_bias": False, "mlp_bias": False, "head_dim": None,
     "rope_theta": 10_000.0, "rope_scaling": None, "rope_parameters": None,
-    "pretraining_tp": 1, "attention_dropout": 0.0,
+    "pretraining_tp": 1, "attention_dropout": 0.0, "sliding_window": None,
+    "layer_types": None,  # not Llama's: Mistral's window, a list of layer kinds
 }
 
 
@@ -186,11 +189,18 @@ LLAMA_UNSUPPORTED = {  # a field, and the one value our Llama has for it
 def check_llama_supported(config: object) -> None:
     """Refuse, rather than change, what our Llama does not do: biases, another
     activation, tensor-parallel slicing, attention dropout (RoPE scaling:
-    `llama_rope_base`)."""
+    `llama_rope_base`), and layers of different kinds (a `layer_types` list that
+    mixes windowed and full layers: Mistral's `sliding_window` is every layer's)."""
     for name, needed in LLAMA_UNSUPPORTED.items():
         if llama_field(config, name) != needed:
             raise ValueError(f"config {name}={llama_field(config, name)!r} is not "
                              f"supported (ours: {needed!r})")
+    kinds = set(llama_field(config, "layer_types") or ())
+    kind = "full_attention" if llama_field(config, "sliding_window") is None \
+        else "sliding_attention"
+    if kinds - {kind}:
+        raise ValueError(f"config layer_types={sorted(kinds)} is not supported (ours: "
+                         f"every layer {kind!r}, as sliding_window says)")
 
 
 def llama_from_hf_config(config: object) -> LlamaLanguageModel:
@@ -208,7 +218,8 @@ def llama_from_hf_config(config: object) -> LlamaLanguageModel:
                        rope_base=llama_rope_base(config),
                        eps=llama_field(config, "rms_norm_eps"),
                        tied=bool(llama_field(config, "tie_word_embeddings")),
-                       std=llama_field(config, "initializer_range"))
+                       std=llama_field(config, "initializer_range"),
+                       window=llama_field(config, "sliding_window"))
 # --8<-- [end:llama_from_hf_config]
 
 
@@ -239,6 +250,8 @@ def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
         ("rope_base", block.attn.rope.base, "rope_theta", llama_rope_base(config)),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
+        ("window", block.attn.window, "sliding_window",
+         llama_field(config, "sliding_window")),
     ]
     for name, mine, field, theirs in pairs:
         close = isinstance(mine, float) and math.isclose(mine, theirs)

@@ -8,6 +8,7 @@ Shapes: d = d_model, H query heads, H_kv key/value heads, d_head = d / H.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from literate.checks import positive_int
@@ -15,6 +16,7 @@ from literate.checks import positive_int
 __all__ = [
     "attention_params",
     "kv_cache_bytes_per_token",
+    "kv_cache_bytes",
     "PublishedAttention",
     "PUBLISHED_ATTENTION",
     "GPT2ParamCount",
@@ -61,6 +63,29 @@ def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, d_head: int,
     bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
     return 2 * n_layers * n_kv_heads * d_head * bytes_per_value
 # --8<-- [end:kv_cache_bytes_per_token]
+
+
+# --8<-- [start:kv_cache_bytes]
+def kv_cache_bytes(windows: Sequence[int | None], n_kv_heads: int, d_head: int,
+                   bytes_per_value: int, context: int, *, batch: int = 1) -> int:
+    """Bytes of a model's KV cache for a context of `context` tokens, `batch` rows:
+    per layer 2 (K and V) x n_kv_heads x d_head x bytes per value for each position it
+    keeps, every one of the `context` for a global layer (window None) and
+    min(window, context) for a windowed one, a ring of that many slots (chapter 10).
+    Per token of context, a global layer costs 2 n_kv_heads d_head bytes_per_value; a
+    windowed layer nothing more once the context is past its window."""
+    windows = list(windows)
+    if not windows:
+        raise ValueError("windows must give one entry per layer (None: global)")
+    n_kv_heads = positive_int("n_kv_heads", n_kv_heads)
+    d_head = positive_int("d_head", d_head)
+    per_position = 2 * n_kv_heads * d_head * positive_int("bytes_per_value",
+                                                          bytes_per_value)
+    context, batch = positive_int("context", context), positive_int("batch", batch)
+    kept = sum(context if w is None else min(positive_int("window", w), context)
+               for w in windows)  # positions held, summed over the layers
+    return batch * per_position * kept
+# --8<-- [end:kv_cache_bytes]
 
 
 # --8<-- [start:published_attention]

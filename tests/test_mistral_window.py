@@ -1,0 +1,323 @@
+"""Mistral with a sliding window shorter than the sequence (chapter 10), against Hugging
+Face's Mistral (transformers 5.24), weights copied, float64.
+
+- `llama_block(window=4)` == `MistralDecoderLayer` over 12 tokens, output and the gradient
+  w.r.t. the input and every parameter, given HF's own sliding-window mask (built by
+  `sdpa_mask` with `sliding_window_causal_mask_function(4)`; bool for "sdpa", additive
+  0 / -inf for "eager"): the config's `sliding_window` is W keys including the query. With
+  W - 1 or W + 1 ours is another layer.
+- The tiny `MistralForCausalLM` (sliding_window 4, 12 tokens), built and loaded with
+  chapter 7's `llama_from_hf_config` / `load_hf_llama` (which now read `sliding_window`):
+  logits and every gradient equal.
+- Greedy cached decoding past the window (a 6-token prompt, 20 new tokens, window 4: the
+  rings wrap five times) == HF `generate` (its DynamicCache holds a
+  DynamicSlidingWindowLayer per layer) == our uncached forward, fed back token by token;
+  the same with the prompt prefilled in chunks longer and shorter than the window, and
+  for a left-padded batch (== HF with its attention_mask, each row == its prompt alone).
+- Loading refuses a window that differs (named on both sides) and a layer_types list that
+  mixes kinds. KV-cache bytes by formula == what `generate`'s cache allocates. No host
+  sync in `run`; fullgraph compile (aot_eager) of a windowed block == eager.
+
+Tolerances as in tests/test_llama.py: HF's RMSNorm (and the eager softmax) compute in
+float32, so (1) HF as it is: each tensor within F32_BOUND = 16 float32 ulps of its largest
+entry, and further than 1e-12 (the float32 steps are really there); (2) HF with its norms
+(and eager's softmax) computing in the input dtype, a test-harness patch: max |diff| <=
+1e-10. Ours vs ours (cached vs uncached): 1e-12.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from transformers import LlamaConfig, MistralConfig, MistralForCausalLM
+from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_function
+from transformers.models.mistral import modeling_mistral as mistral
+
+from literate.blocks import llama_block
+from literate.decoding import generate, new_decode_cache
+from literate.llama import check_llama_config, llama_from_hf_config, load_hf_llama
+from literate.params import kv_cache_bytes
+from literate.syncs import host_reads
+
+F64 = torch.float64
+F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
+F64_TOL = 1e-10
+SAME = 1e-12
+D, H, H_KV, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 4, 12, 2, 61, 2
+NAMES = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
+         "norm2": "post_attention_layernorm"}
+
+
+# --- the harness ------------------------------------------------------------------------
+@contextlib.contextmanager
+def hf_in_input_dtype(module: torch.nn.Module):
+    """Test-harness patch: every MistralRMSNorm in `module` computes its own formula in the
+    input dtype (HF: float32), and the eager attention its softmax (HF: float32)."""
+    norms = [m for m in module.modules() if isinstance(m, mistral.MistralRMSNorm)]
+    assert norms
+    for m in norms:
+        def forward(x, m=m):
+            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
+                                               + m.variance_epsilon))
+        m.forward = forward
+    eager = mistral.eager_attention_forward
+
+    def eager_in_input_dtype(module, query, key, value, attention_mask, scaling,
+                             dropout=0.0, **kwargs):
+        key = mistral.repeat_kv(key, module.num_key_value_groups)
+        value = mistral.repeat_kv(value, module.num_key_value_groups)
+        scores = query @ key.transpose(2, 3) * scaling
+        if attention_mask is not None:
+            scores = scores + attention_mask
+        weights = scores.softmax(dim=-1)
+        return (weights @ value).transpose(1, 2).contiguous(), weights
+
+    mistral.eager_attention_forward = eager_in_input_dtype
+    try:
+        yield
+    finally:
+        mistral.eager_attention_forward = eager
+        for m in norms:
+            del m.forward
+
+
+def max_diffs(labels, ours, theirs):
+    assert len(labels) == len(ours) == len(theirs)
+    return {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
+
+
+def assert_float32_limited(labels, ours, theirs) -> float:
+    for n, a, b in zip(labels, ours, theirs):
+        diff, bound = (a - b).abs().max().item(), F32_BOUND * b.abs().max().item()
+        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
+    worst = max(max_diffs(labels, ours, theirs).values())
+    assert worst > 1e-12  # HF's float32 norms are really in the path
+    return worst
+
+
+def assert_float64_equal(labels, ours, theirs) -> float:
+    diffs = max_diffs(labels, ours, theirs)
+    worst = max(diffs, key=diffs.get)
+    assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
+    return diffs[worst]
+
+
+def windows(model) -> list[int | None]:
+    return [block.attn.window for block in model.blocks]
+
+
+def hf_config(**changes) -> MistralConfig:
+    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
+                "num_key_value_heads": H_KV, "intermediate_size": D_FF,
+                "num_hidden_layers": LAYERS, "max_position_embeddings": 64,
+                "rms_norm_eps": 1e-5, "sliding_window": W, "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
+                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
+                "attn_implementation": "sdpa"}
+    return MistralConfig(**(settings | changes))
+
+
+def hf_window_mask(window: int, implementation: str) -> torch.Tensor:
+    """[1, 1, T, T]: HF's own sliding-window mask; bool for sdpa, additive for eager."""
+    allowed = sdpa_mask(1, T, T, mask_function=sliding_window_causal_mask_function(window),
+                        allow_is_causal_skip=False)
+    if implementation == "sdpa":
+        return allowed
+    return torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed, float("-inf"))
+
+
+# --- the block --------------------------------------------------------------------------
+def block_pair(implementation: str, window: int = W, seed: int = 0):
+    config = hf_config(num_hidden_layers=1, attn_implementation=implementation)
+    torch.manual_seed(seed)
+    ours = llama_block(D, H, H_KV, D_FF, rope_base=10_000.0, eps=1e-5, window=window).double()
+    with torch.no_grad():
+        for norm in (ours.norm1, ours.norm2):
+            norm.weight.normal_(1.0, 0.3)
+    theirs = mistral.MistralDecoderLayer(config, 0).double()
+    theirs.load_state_dict({f"{NAMES[k.split('.', 1)[0]]}.{k.split('.', 1)[1]}": v
+                            for k, v in ours.state_dict().items()})
+    return ours, theirs, mistral.MistralRotaryEmbedding(config)
+
+
+def block_grads(ours, theirs, rope, mask):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)
+    probe = torch.randn(B, T, D, generator=g, dtype=F64)
+    cos_sin = rope(x, torch.arange(T).expand(B, T))
+    got = ours(x)
+    want = theirs(x, attention_mask=mask, position_embeddings=cos_sin)
+    names = [n for n, _ in ours.named_parameters()]
+    theirs_params = [theirs.get_parameter(f"{NAMES[n.split('.', 1)[0]]}.{n.split('.', 1)[1]}")
+                     for n in names]
+    g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
+    g_ref = torch.autograd.grad((want * probe).sum(), [x, *theirs_params])
+    return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_windowed_llama_block_equals_mistral_decoder_layer(implementation):
+    ours, theirs, rope = block_pair(implementation)
+    assert theirs.self_attn.config.sliding_window == W == ours.attn.window
+    mask = hf_window_mask(W, implementation)
+    assert_float32_limited(*block_grads(ours, theirs, rope, mask))
+    with hf_in_input_dtype(theirs):
+        assert_float64_equal(*block_grads(ours, theirs, rope, mask))
+
+
+@pytest.mark.parametrize("window", [W - 1, W + 1], ids=["W-1", "W+1"])
+def test_sliding_window_is_w_keys_the_query_included_not_one_more_or_less(window):
+    """HF's layer given its mask for sliding_window=W; ours with a window of W - 1 or
+    W + 1 (the off-by-one readings) is another layer: its output moves by far more than
+    the float32 steps."""
+    ours, theirs, rope = block_pair("sdpa", window=window)
+    _, got, want = block_grads(ours, theirs, rope, hf_window_mask(W, "sdpa"))
+    assert (got[0] - want[0]).abs().max() > 1e-3
+
+
+# --- the model --------------------------------------------------------------------------
+def hf_model(seed: int = 0, **changes) -> MistralForCausalLM:
+    """A float64 MistralForCausalLM with every gain random (HF initialises them to 1)."""
+    torch.manual_seed(seed)
+    model = MistralForCausalLM(hf_config(**changes)).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.normal_(1.0, 0.3)
+    return model
+
+
+@pytest.fixture(scope="module")
+def pair():
+    theirs = hf_model()
+    ours = llama_from_hf_config(theirs.config).double()
+    load_hf_llama(ours, theirs.state_dict(), theirs.config)
+    return ours, theirs
+
+
+def ids(seed: int = 2, t: int = T) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+
+
+def model_grads(ours, theirs):
+    tokens = ids()
+    got, want = ours(tokens), theirs(input_ids=tokens).logits
+    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    names = [n for n, _ in theirs.named_parameters()]
+    mine = dict(ours.named_parameters())
+
+    def our_name(hf: str) -> str:
+        hf = hf.replace("model.embed_tokens.", "token_embedding.").replace("model.norm.",
+                                                                           "final_norm.")
+        for theirs_name, ours_name in NAMES.items():
+            hf = hf.replace(f".{ours_name}.", f".{theirs_name}.")
+        return hf.replace("model.layers.", "blocks.")
+
+    g_ref = torch.autograd.grad((want * probe).sum(), [theirs.get_parameter(n) for n in names])
+    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    return ["logits", *names], [got, *g_ours], [want, *g_ref]
+
+
+def test_the_model_is_what_we_think_it_is(pair):
+    ours, theirs = pair
+    assert windows(ours) == [W] * LAYERS
+    assert all(layer.self_attn.config.sliding_window == W for layer in theirs.model.layers)
+    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 3 + 9 * LAYERS
+    assert T > 2 * W  # the window is really shorter than the sequence
+
+
+def test_logits_and_every_gradient_equal_mistral_for_causal_lm(pair):
+    ours, theirs = pair
+    assert_float32_limited(*model_grads(ours, theirs))
+    with hf_in_input_dtype(theirs):
+        assert_float64_equal(*model_grads(ours, theirs))
+
+
+def test_the_window_is_in_the_path(pair):
+    """The same weights without the window (a Llama): other logits."""
+    ours, _ = pair
+    llama = llama_from_hf_config(LlamaConfig(**{
+        k: v for k, v in hf_config().to_dict().items()
+        if k in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                 "intermediate_size", "num_hidden_layers", "max_position_embeddings",
+                 "rms_norm_eps", "rope_parameters")})).double()
+    llama.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        assert (llama(ids()) - ours(ids())).abs().max() > 1e-3
+        torch.testing.assert_close(llama(ids(t=W)), ours(ids(t=W)), atol=SAME, rtol=0)
+
+
+@pytest.mark.parametrize("chunk", [None, 5, 2], ids=["one-prefill", "chunks-longer-than-W",
+                                                   "chunks-shorter"])
+def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_forward(
+        pair, chunk):
+    ours, theirs = pair
+    prompt = ids(4, 6)
+    with torch.no_grad():
+        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
+                               max_new_tokens=20, do_sample=False)
+    got, logits = generate(ours, prompt, 20, prefill_chunk=chunk, return_logits=True)
+    assert want.shape == (B, 26) and torch.equal(got, want)
+    assert torch.equal(ours.generate(prompt, 20), got)  # uncached: the whole prefix each step
+    with torch.no_grad():
+        full = ours(got[:, :-1])[:, 5:]  # the logits each new token was chosen from
+    torch.testing.assert_close(logits, full, atol=SAME, rtol=0)
+
+
+def test_left_padded_batch_equals_hf_generate_and_each_row_alone(pair):
+    ours, theirs = pair
+    t0, pads = 8, [0, 3, 5]
+    prompt = torch.randint(1, VOCAB, (3, t0), generator=torch.Generator().manual_seed(5))
+    valid = torch.arange(t0)[None] >= torch.tensor(pads)[:, None]
+    prompt = prompt.masked_fill(~valid, 0)
+    with torch.no_grad():
+        want = theirs.generate(prompt, attention_mask=valid.long(), max_new_tokens=12,
+                               do_sample=False, pad_token_id=0)
+    got = generate(ours, prompt, 12, valid=valid)
+    assert torch.equal(got, want)
+    for row, pad in enumerate(pads):
+        alone = generate(ours, prompt[row:row + 1, pad:], 12)
+        assert torch.equal(alone[0, t0 - pad:], got[row, t0:])
+
+
+# --- loading ----------------------------------------------------------------------------
+def test_loading_reads_sliding_window_and_refuses_another():
+    assert llama_from_hf_config(hf_config()).blocks[0].attn.window == W
+    assert llama_from_hf_config(hf_config(sliding_window=None)).blocks[0].attn.window is None
+    as_json = hf_config().to_dict()
+    assert llama_from_hf_config(as_json).blocks[1].attn.window == W
+    as_json["sliding_window"] = None  # Mistral 7B v0.2 and later: no window
+    assert llama_from_hf_config(as_json).blocks[1].attn.window is None
+    no_window = llama_from_hf_config(hf_config(sliding_window=None))
+    with pytest.raises(ValueError, match=r"^ours has window=None, theirs sliding_window=4$"):
+        check_llama_config(no_window, hf_config())
+    with pytest.raises(ValueError, match=r"^ours has window=4, theirs sliding_window=8$"):
+        check_llama_config(llama_from_hf_config(hf_config()), hf_config(sliding_window=8))
+    mixed = hf_config().to_dict() | {"layer_types": ["sliding_attention", "full_attention"]}
+    with pytest.raises(ValueError, match=r"config layer_types=\['full_attention', "
+                                         r"'sliding_attention'\] is not supported"):
+        llama_from_hf_config(mixed)
+
+
+# --- memory, syncs, compile -------------------------------------------------------------
+@pytest.mark.parametrize("context", [3, W, 50])
+def test_kv_cache_bytes_by_formula_equal_what_decoding_allocates(pair, context):
+    ours, _ = pair
+    cache = new_decode_cache(ours, B, context)
+    expected = kv_cache_bytes(windows(ours), H_KV, D // H, 8, context, batch=B)
+    assert cache.nbytes == expected == B * LAYERS * 2 * H_KV * (D // H) * 8 * min(context, W)
+
+
+def test_no_host_sync_in_run_and_a_windowed_block_compiles_to_the_same_numbers():
+    torch.manual_seed(7)
+    model = llama_from_hf_config(hf_config()).eval()
+    tokens = ids()
+    assert host_reads(model.run, tokens) == 0
+    assert host_reads(model, tokens) == 1  # the id check
+    block = model.blocks[0]
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), block(x), atol=0, rtol=0)
