@@ -1,0 +1,330 @@
+"""Gemma 3's text model, local and global layers (chapter 10), against Hugging Face's
+`Gemma3ForCausalLM` (transformers 5.24, a `Gemma3TextConfig`), weights copied, float64.
+
+- The tiny model follows Gemma 3's layer-type list, 5 local to 1 global (HF's default
+  `layer_types` for 6 layers): local layers with the window (4, the sequence 12) and RoPE
+  base `rope_parameters["sliding_attention"]["rope_theta"]` = 10,000, the global one
+  full with `rope_parameters["full_attention"]["rope_theta"]` = 1,000,000; each layer is
+  chapter 7's `gemma3_block`. Model-level parts: the embedding times sqrt(d) (HF's
+  `Gemma3TextScaledWordEmbedding`), the zero-centred final norm, the tied head, the pad
+  row's zero gradient (`padding_idx` = pad_token_id 0). Logits and every gradient equal.
+- Greedy cached decoding past the window (6 + 20 tokens) == HF `generate` (DynamicCache:
+  sliding layers in a DynamicSlidingWindowLayer, the global one growing) == our uncached
+  forward; our cache is five rings of 4 slots and one full cache.
+- The scale in bfloat16: sqrt(d) rounded to the dtype first, as HF does (bit for bit).
+- Loading: from the config object, its config.json, and an older config.json
+  (rope_theta, rope_local_base_freq, sliding_window_pattern) alike; refused, naming the
+  field: logit soft-capping, RoPE scaling (Gemma 3 4B's linear x8), bidirectional
+  attention, a multimodal config, an unknown layer type, a mismatched layer.
+- KV-cache bytes by formula (global layers: the context; local: min(window, context))
+  == what `generate` allocates; no host sync in `run`.
+
+Tolerances as in tests/test_modern_blocks.py: HF's Gemma3RMSNorm computes in float32, and
+HF's embedding scale is a float32 tensor (sqrt(32) rounded to float32, even in a float64
+model). (1) HF as it is: each tensor within F32_BOUND = 16 float32 ulps of its largest
+entry, and further than 1e-12; (2) HF with its norms in the input dtype and its scale
+exact (a test-harness patch): max |diff| <= 1e-10. Measured: (1) 17.5 float32 ulps at
+worst (a k_proj gradient of a local layer; the logits 3.4), F32_BOUND = 64 ulps, four times
+the single block's 16 of tests/test_modern_blocks.py, for six blocks of six norms; (2)
+1.4e-13 (the logits 0). A wrong window, base or scale moves logits by 1e-3 or more. Ours
+vs ours (cached vs uncached): 1e-12.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+from transformers.models.gemma3 import modeling_gemma3 as gemma3
+
+from literate.decoding import generate, new_decode_cache
+from literate.gemma3 import (
+    HF_GEMMA3_NAMES,
+    Gemma3LanguageModel,
+    check_gemma3_config,
+    gemma3_from_hf_config,
+    gemma3_layer_types,
+    gemma3_model,
+    layer_windows,
+    load_hf_gemma3,
+)
+from literate.params import kv_cache_bytes
+from literate.syncs import host_reads
+
+F64 = torch.float64
+F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 norms each
+F64_TOL = 1e-10
+SAME = 1e-12
+D, H, H_KV, D_HEAD, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 16, 48, 4, 12, 2, 61, 6
+
+
+def hf_config(**changes) -> Gemma3TextConfig:
+    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
+                "num_key_value_heads": H_KV, "head_dim": D_HEAD, "intermediate_size": D_FF,
+                "num_hidden_layers": LAYERS, "max_position_embeddings": 64,
+                "query_pre_attn_scalar": 24, "rms_norm_eps": 1e-6, "sliding_window": W,
+                "bos_token_id": None, "eos_token_id": None, "attn_implementation": "sdpa"}
+    return Gemma3TextConfig(**(settings | changes))
+
+
+@contextlib.contextmanager
+def hf_exact(model: torch.nn.Module):
+    """Test-harness patch: every Gemma3RMSNorm computes its formula in the input dtype
+    (HF: float32), and the embedding scale is sqrt(d) in float64 (HF: its float32
+    rounding, kept by .double())."""
+    norms = [m for m in model.modules() if isinstance(m, gemma3.Gemma3RMSNorm)]
+    for m in norms:
+        def forward(x, m=m):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.eps) * (1.0 + m.weight)
+        m.forward = forward
+    scale = model.model.embed_tokens.embed_scale
+    rounded = scale.clone()
+    scale.fill_(D**0.5)
+    try:
+        yield
+    finally:
+        scale.copy_(rounded)
+        for m in norms:
+            del m.forward
+
+
+def hf_model(seed: int = 0, **changes) -> Gemma3ForCausalLM:
+    """A float64 Gemma3ForCausalLM, every norm's w random (HF initialises them to 0)."""
+    torch.manual_seed(seed)
+    model = Gemma3ForCausalLM(hf_config(**changes)).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.normal_(0.0, 0.3)
+    return model
+
+
+@pytest.fixture(scope="module")
+def pair():
+    theirs = hf_model()
+    ours = gemma3_from_hf_config(theirs.config).double()
+    load_hf_gemma3(ours, theirs.state_dict(), theirs.config)
+    return ours, theirs
+
+
+def ids(seed: int = 2, t: int = T) -> torch.Tensor:
+    tokens = torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+    tokens[0, 3] = 0  # the pad id appears: its embedding row gets no gradient
+    return tokens
+
+
+def our_name(hf: str) -> str:
+    for pattern, replacement in HF_GEMMA3_NAMES:
+        hf = re.sub(pattern, replacement, hf)
+    return hf
+
+
+def model_grads(ours, theirs):
+    tokens = ids()
+    got, want = ours(tokens), theirs(input_ids=tokens).logits
+    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    names = [n for n, _ in theirs.named_parameters()]  # the tied tensor once
+    mine = dict(ours.named_parameters())
+    g_ref = torch.autograd.grad((want * probe).sum(), [theirs.get_parameter(n) for n in names])
+    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    return ["logits", *names], [got, *g_ours], [want, *g_ref]
+
+
+# --- the model --------------------------------------------------------------------------
+def test_the_model_is_what_we_think_it_is(pair):
+    ours, theirs = pair
+    config = theirs.config
+    kinds = ["sliding_attention"] * 5 + ["full_attention"]
+    assert config.layer_types == kinds == gemma3_layer_types(LAYERS)
+    assert config.rope_parameters == {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0}}
+    assert [layer.self_attn.sliding_window for layer in theirs.model.layers] == [W] * 5 + [None]
+    assert layer_windows(ours) == [W] * 5 + [None]
+    assert [b.attn.rope.base for b in ours.blocks] == [1e4] * 5 + [1e6]
+    assert all(b.attn.scale == 24**-0.5 for b in ours.blocks)
+    assert config.final_logit_softcapping is None and config.attn_logit_softcapping is None
+    assert theirs.model.embed_tokens.scalar_embed_scale == D**0.5
+    assert ours.lm_head.weight is ours.token_embedding.weight  # tied, as in HF
+    assert theirs.lm_head.weight is theirs.model.embed_tokens.weight
+    assert ours.token_embedding.padding_idx == theirs.model.embed_tokens.padding_idx == 0
+    assert isinstance(ours, Gemma3LanguageModel)
+    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 2 + 13 * LAYERS
+
+
+def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(pair):
+    ours, theirs = pair
+    labels, got, want = model_grads(ours, theirs)
+    assert_float32_limited(labels, got, want)
+    lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[0]
+    assert not lookup[0].any() and lookup[ids()[0, 0]].any()  # the pad row: no gradient
+    with hf_exact(theirs):
+        assert_float64_equal(*model_grads(ours, theirs))
+
+
+def test_each_part_is_in_the_path(pair):
+    """The embedding scale, the local window and the global base each change the logits:
+    a model without one of them is another model."""
+    ours, _ = pair
+    tokens = ids()
+    with torch.no_grad():
+        base = ours(tokens)
+        unscaled = ours.lm_head(ours.final_norm(
+            torch.nn.Sequential(*ours.blocks)(ours.token_embedding(tokens))))
+        assert (unscaled - base).abs().max() > 1e-3
+        for change in ("window", "base"):
+            other = gemma3_from_hf_config(hf_config(**(
+                {"sliding_window": T} if change == "window" else
+                {"rope_parameters": {"sliding_attention": {"rope_theta": 1e6},
+                                     "full_attention": {"rope_theta": 1e6}}}))).double()
+            other.load_state_dict(ours.state_dict())
+            assert (other(tokens) - base).abs().max() > 1e-3, change
+
+
+def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_forward(pair):
+    ours, theirs = pair
+    prompt = ids(4, 6)
+    with torch.no_grad():
+        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
+                               max_new_tokens=20, do_sample=False)
+    got, logits = generate(ours, prompt, 20, return_logits=True)
+    assert want.shape == (B, 26) and torch.equal(got, want)
+    assert torch.equal(ours.generate(prompt, 20), got)
+    with torch.no_grad():
+        full = ours(got[:, :-1])[:, 5:]
+    torch.testing.assert_close(logits, full, atol=SAME, rtol=0)
+    assert torch.equal(generate(ours, prompt, 20, prefill_chunk=5), got)
+    cache = new_decode_cache(ours, B, 26)  # what generate makes: each layer its own kind
+    assert [(c.window, c.slots) for c in cache.layers] == [(W, W)] * 5 + [(None, 26)]
+
+
+def test_the_embedding_scale_is_rounded_to_the_dtype_as_hf_rounds_it():
+    """In bfloat16 sqrt(d) is rounded before it multiplies (sqrt(2560) = 50.596 -> 50.5):
+    our model's embedding and HF's scaled embedding agree bit for bit; the unrounded
+    factor gives other numbers."""
+    d = 2560  # Gemma 3 4B's width; one narrow head keeps the model small
+    ours = gemma3_model(50, 8, d, 1, 1, 8, d_head=8, layer_types=["full_attention"],
+                        window=None, query_pre_attn_scalar=8, pad_id=0).bfloat16()
+    theirs = gemma3.Gemma3TextScaledWordEmbedding(50, d, 0, embed_scale=d**0.5).bfloat16()
+    with torch.no_grad():
+        theirs.weight.copy_(ours.token_embedding.weight)
+    tokens = torch.arange(50)[None]
+    assert torch.tensor(d**0.5, dtype=torch.bfloat16).item() == 50.5
+    assert torch.equal(ours.embed(tokens), theirs(tokens))
+    unrounded = (ours.token_embedding(tokens).float() * d**0.5).bfloat16()
+    assert not torch.equal(unrounded, theirs(tokens))
+
+
+# --- loading ----------------------------------------------------------------------------
+def test_load_from_a_save_pretrained_folder_and_an_older_config_json(pair, tmp_path):
+    ours, theirs = pair
+    theirs.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    rebuilt = load_hf_gemma3(gemma3_from_hf_config(config).double(),
+                             load_file(tmp_path / "model.safetensors"), config)
+    with torch.no_grad():
+        assert torch.equal(rebuilt(ids()), ours(ids()))
+    older = {k: v for k, v in config.items() if k not in ("rope_parameters", "layer_types")}
+    older |= {"rope_theta": 1e6, "rope_local_base_freq": 1e4, "sliding_window_pattern": 6}
+    assert layer_windows(gemma3_from_hf_config(older)) == layer_windows(ours)
+    check_gemma3_config(ours, older)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"final_logit_softcapping": 30.0}, r"config final_logit_softcapping=30\.0 is not supported"),
+    ({"attn_logit_softcapping": 50.0}, r"config attn_logit_softcapping=50\.0 is not supported"),
+    ({"use_bidirectional_attention": True},
+     r"config use_bidirectional_attention=True is not supported"),
+    ({"attention_bias": True}, r"config attention_bias=True is not supported"),
+    ({"hidden_activation": "gelu"}, r"config hidden_activation='gelu' is not supported"),
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                          "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                             "rope_theta": 1e6}}},
+     r"config rope_parameters\['full_attention'\]=.*'linear'.* is not supported"),
+], ids=["final-softcap", "attn-softcap", "bidirectional", "bias", "activation", "rope-scaling"])
+def test_what_we_do_not_implement_is_refused_naming_the_field(change, message):
+    with pytest.raises(ValueError, match=message):
+        gemma3_from_hf_config(hf_config(**change))
+
+
+def test_malformed_or_other_configs_are_refused():
+    with pytest.raises(ValueError, match=r"config model_type='gemma3' is not supported: "
+                                         r"pass a Gemma3TextConfig"):
+        gemma3_from_hf_config({"model_type": "gemma3", "text_config": {}})
+    config = hf_config().to_dict() | {"layer_types": ["sliding_attention"] * 5 + ["chunked"]}
+    with pytest.raises(ValueError, match=r"config layer_types=.* must give one of "
+                                         r"\['sliding_attention', 'full_attention'\]"):
+        gemma3_from_hf_config(config)
+    older = hf_config().to_dict()
+    del older["rope_parameters"]
+    with pytest.raises(ValueError, match=r"config rope_scaling=\{'rope_type': 'linear', "
+                                         r"'factor': 8\.0\} is not supported"):
+        gemma3_from_hf_config(older | {"rope_scaling": {"rope_type": "linear", "factor": 8.0}})
+
+
+def test_check_gemma3_config_names_the_layer_that_differs(pair):
+    ours, theirs = pair
+    other = theirs.config.to_dict()
+    other["layer_types"] = ["full_attention"] + ["sliding_attention"] * 5
+    with pytest.raises(ValueError, match=r"^ours has blocks\[0\] window=4, theirs "
+                                         r"sliding_window \(full_attention\)=None$"):
+        check_gemma3_config(ours, other)
+    other = theirs.config.to_dict()
+    other["rope_parameters"]["full_attention"]["rope_theta"] = 5e5
+    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope_base=1000000\.0, theirs "
+                                         r"rope_theta \(full_attention\)=500000\.0$"):
+        check_gemma3_config(ours, other)
+
+
+# --- memory and syncs -------------------------------------------------------------------
+@pytest.mark.parametrize("context", [3, W, 30])
+def test_kv_cache_bytes_by_formula_equal_what_decoding_allocates(pair, context):
+    ours, _ = pair
+    cache = new_decode_cache(ours, B, context)
+    expected = kv_cache_bytes(layer_windows(ours), H_KV, D_HEAD, 8, context, batch=B)
+    per_position = B * 2 * H_KV * D_HEAD * 8
+    assert cache.nbytes == expected == per_position * (5 * min(context, W) + context)
+
+
+def test_past_the_window_only_the_global_layers_grow():
+    """Per token of context beyond the window, the local layers add nothing: the cache
+    grows by the global layers' 2 H_kv d_head bytes only, a sixth of a full model's."""
+    windows = [W] * 5 + [None]
+    step = kv_cache_bytes(windows, H_KV, D_HEAD, 2, 1001) - kv_cache_bytes(windows, H_KV, D_HEAD,
+                                                                          2, 1000)
+    full = kv_cache_bytes([None] * 6, H_KV, D_HEAD, 2, 1001) - kv_cache_bytes(
+        [None] * 6, H_KV, D_HEAD, 2, 1000)
+    assert step == 2 * H_KV * D_HEAD * 2 and full == 6 * step
+    with pytest.raises(ValueError, match="windows must give one entry per layer"):
+        kv_cache_bytes([], H_KV, D_HEAD, 2, 10)
+    with pytest.raises(ValueError, match="window must be >= 1, got 0"):
+        kv_cache_bytes([0], H_KV, D_HEAD, 2, 10)
+
+
+def test_no_host_sync_in_run(pair):
+    ours, _ = pair
+    assert host_reads(ours.run, ids()) == 0
+    assert host_reads(ours, ids()) == 1  # the id check
+
+
+# --- tolerance helpers ------------------------------------------------------------------
+def assert_float32_limited(labels, ours, theirs) -> float:
+    diffs = {}
+    for n, a, b in zip(labels, ours, theirs, strict=True):
+        diffs[n] = diff = (a - b).abs().max().item()
+        bound = F32_BOUND * b.abs().max().item()
+        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
+    assert max(diffs.values()) > 1e-12
+    return max(diffs.values())
+
+
+def assert_float64_equal(labels, ours, theirs) -> float:
+    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs, strict=True)}
+    worst = max(diffs, key=diffs.get)
+    assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
+    return diffs[worst]
