@@ -163,8 +163,10 @@ class KVCache:
         """The positions of the keys `write` returns when `new` tokens come next, in
         its order [T_k] (-1: an empty slot); None when they are simply 0 .. next_pos +
         new - 1 (a cache without a window, or a ring that has not wrapped yet)."""
+        if self.window is None:
+            return None
         start, end = self.next_pos, self.next_pos + positive_int("new", new)
-        if self.window is None or end <= self.slots:
+        if end <= self.slots:
             return None
         if new == 1:
             positions = self.positions.clone()

@@ -10,7 +10,8 @@
   row's zero gradient (`padding_idx` = pad_token_id 0). Logits and every gradient equal.
 - Greedy cached decoding past the window (6 + 20 tokens) == HF `generate` (DynamicCache:
   sliding layers in a DynamicSlidingWindowLayer, the global one growing) == our uncached
-  forward; our cache is five rings of 4 slots and one full cache.
+  forward; our cache is five rings of 4 slots and one full cache. A left-padded batch ==
+  HF's.
 - The scale in bfloat16: sqrt(d) rounded to the dtype first, as HF does (bit for bit).
 - Loading: from the config object, its config.json, and an older config.json
   (rope_theta, rope_local_base_freq, sliding_window_pattern) alike; refused, naming the
@@ -201,6 +202,20 @@ def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_for
     assert torch.equal(generate(ours, prompt, 20, prefill_chunk=5), got)
     cache = new_decode_cache(ours, B, 26)  # what generate makes: each layer its own kind
     assert [(c.window, c.slots) for c in cache.layers] == [(W, W)] * 5 + [(None, 26)]
+
+
+def test_a_left_padded_batch_equals_hf_generate(pair):
+    """Rings and a growing cache side by side, padding flags read at each ring slot's
+    position: == HF with its attention_mask (pad id 0)."""
+    ours, theirs = pair
+    t0, pads = 8, [0, 3, 5]
+    prompt = torch.randint(1, VOCAB, (3, t0), generator=torch.Generator().manual_seed(5))
+    valid = torch.arange(t0)[None] >= torch.tensor(pads)[:, None]
+    prompt = prompt.masked_fill(~valid, 0)
+    with torch.no_grad():
+        want = theirs.generate(prompt, attention_mask=valid.long(), max_new_tokens=12,
+                               do_sample=False, pad_token_id=0)
+    assert torch.equal(generate(ours, prompt, 12, valid=valid), want)
 
 
 def test_the_embedding_scale_is_rounded_to_the_dtype_as_hf_rounds_it():

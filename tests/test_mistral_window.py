@@ -17,6 +17,9 @@ Face's Mistral (transformers 5.24), weights copied, float64.
 - Loading refuses a window that differs (named on both sides) and a layer_types list that
   mixes kinds. KV-cache bytes by formula == what `generate`'s cache allocates. No host
   sync in `run`; fullgraph compile (aot_eager) of a windowed block == eager.
+- HF's cache after a prefill longer than the window keeps W - 1 keys (it attends over
+  the whole prefill, masked, then trims); our ring keeps W slots, the same W - 1 keys and
+  one stale. Beam search past the window (rings reordered with the beams) == HF's.
 
 Tolerances as in tests/test_llama.py: HF's RMSNorm (and the eager softmax) compute in
 float32, so (1) HF as it is: each tensor within F32_BOUND = 16 float32 ulps of its largest
@@ -35,8 +38,9 @@ from transformers import LlamaConfig, MistralConfig, MistralForCausalLM
 from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_function
 from transformers.models.mistral import modeling_mistral as mistral
 
+from literate.beam import beam_generate
 from literate.blocks import llama_block
-from literate.decoding import generate, new_decode_cache
+from literate.decoding import cached_run, generate, new_decode_cache
 from literate.llama import check_llama_config, llama_from_hf_config, load_hf_llama
 from literate.params import kv_cache_bytes
 from literate.syncs import host_reads
@@ -280,6 +284,39 @@ def test_left_padded_batch_equals_hf_generate_and_each_row_alone(pair):
     for row, pad in enumerate(pads):
         alone = generate(ours, prompt[row:row + 1, pad:], 12)
         assert torch.equal(alone[0, t0 - pad:], got[row, t0:])
+
+
+def test_hf_keeps_w_minus_1_keys_between_calls_ours_w_slots(pair):
+    """HF's DynamicSlidingWindowLayer, after a 12-token prefill (longer than the
+    window), attends over all 12 (masked) and keeps the last W - 1 keys; each step
+    concatenates the new one (W keys, a new tensor per step). Our ring keeps W slots:
+    the W - 1 and one stale key, which the next token overwrites in place (W keys, no
+    new tensor). The same positions are read: outputs equal (the tests above)."""
+    ours, theirs = pair
+    tokens = ids()
+    with torch.no_grad(), hf_in_input_dtype(theirs):
+        out = theirs(input_ids=tokens, use_cache=True)
+    layer = out.cache.layers[0]
+    assert type(layer).__name__ == "DynamicSlidingWindowLayer" and layer.sliding_window == W
+    assert layer.keys.shape[-2] == W - 1 and layer.get_seq_length() == T
+    cache = new_decode_cache(ours, B, T + 1)
+    with torch.no_grad():
+        cached_run(ours, tokens, cache)
+    ring = cache.layers[0]
+    assert ring.k.shape[2] == W and sorted(ring.positions.tolist()) == list(range(T - W, T))
+    k = ring.k[:, :, [p % W for p in range(T - W + 1, T)]]  # the W - 1 a query at T reads
+    torch.testing.assert_close(k, layer.keys, atol=SAME, rtol=0)
+
+
+def test_beam_search_past_the_window_equals_hf(pair):
+    """Beam search reorders every ring with its beams: == HF generate(num_beams=3)."""
+    ours, theirs = pair
+    prompt = ids(6, 5)
+    with torch.no_grad():
+        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), num_beams=3,
+                               max_new_tokens=12, do_sample=False)
+    got, _ = beam_generate(ours, prompt, 3, 12)
+    assert torch.equal(got, want)
 
 
 # --- loading ----------------------------------------------------------------------------
