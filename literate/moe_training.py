@@ -106,9 +106,9 @@ class TinyMoE:
 
 
 TINY_MOE = TinyMoE()
-STEPS = 150  # enough to learn the topics: the loss goes below `unigram_loss`
+STEPS = 100  # enough to learn the topics: the loss goes below `unigram_loss`
 BALANCE_COEF = 0.05  # Switch's 0.01 evens the load less at this size and rate
-LAST = 50  # the final shares: the pairs of the last 50 steps
+LAST = 30  # the final shares: the pairs of the last 30 steps
 
 
 def topic_distributions(task: TinyMoE = TINY_MOE) -> Tensor:

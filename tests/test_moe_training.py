@@ -3,10 +3,10 @@ router collapses and with it the load stays even, the language model learns in b
 the bookkeeping counts what the router chose, and the figure draws these runs.
 
 The thresholds are set from the measured runs with a margin. Measured on torch 2.13
-(CPU, one thread), seeds 0-9, over the last 50 of 150 steps: without the loss the
-busiest expert had 2.2-4.0 times the mean share (3.2 for seeds 0-2), with it (0.05)
-1.05-1.09; the next-token loss ended at 2.45-2.49 in both runs, below the unigram
-level 2.72. The tests use seeds 0-2.
+(CPU, one thread), seeds 0-9, over the last 30 of 100 steps: without the loss the
+busiest expert had 2.3-4.0 times the mean share (3.1-3.6 for seeds 0-2), with it
+(0.05) 1.04-1.19; the next-token loss ended 0.18-0.24 nats below the unigram level
+2.72 in both runs. The tests use seeds 0-2.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_the_two_loss_levels_are_the_entropies_written_out():
 
 def test_two_runs_are_equal_and_a_longer_run_begins_with_a_shorter_one():
     """Uncached runs (`_train.__wrapped__`) from different global seeds are equal bit
-    for bit, and the first 30 steps of the 150-step run are the 30-step run: the data
+    for bit, and the first 30 steps of the 100-step run are the 30-step run: the data
     of a step does not depend on how many steps follow."""
     torch.manual_seed(1)
     once = moe_training._train.__wrapped__(0.0, 30, 0, TINY_MOE)
@@ -176,7 +176,7 @@ def test_the_shares_are_what_the_router_chose():
 
 def test_without_the_balancing_loss_the_router_collapses():
     """Within a few steps two experts take most of the pairs (uniform: 1/4); at the
-    end the busiest expert has more than 2.5 times the mean share over the last 50
+    end the busiest expert has more than 2.5 times the mean share over the last 30
     steps and step by step, and some expert gets less than 1% of the pairs."""
     for run in runs(0.0):
         assert statistics.mean(top_two(s) for s in run.shares[5:41]) > 0.7
@@ -187,13 +187,13 @@ def test_without_the_balancing_loss_the_router_collapses():
 
 
 def test_with_the_balancing_loss_the_load_stays_even():
-    """Over the last 50 steps the busiest expert is within 1.2 times the mean and
+    """Over the last 30 steps the busiest expert is within 1.3 times the mean and
     every expert has at least 8%; step by step (32 sequences a batch, whose mix of
     topics varies) within 1.9 times on average; the balancing loss near its even
     value k = 2."""
     for run in runs(BALANCE_COEF):
         assert statistics.mean(top_two(s) for s in run.shares[5:41]) < 0.55
-        assert imbalance(run.final_shares(LAST)) < 1.2
+        assert imbalance(run.final_shares(LAST)) < 1.3
         assert min(run.final_shares(LAST)) > 0.08
         assert per_step_imbalance(run) < 1.9
         assert statistics.mean(run.aux_loss[-LAST:]) < 2.2

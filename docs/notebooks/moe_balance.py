@@ -23,7 +23,7 @@
 #
 # The model is a one-block Mixtral: Llama's attention and norms, and in place of the
 # feed-forward network 8 SwiGLU experts, each token sent to the top 2 of them by
-# Mixtral's router. It is small enough to train in about a second on one CPU thread.
+# Mixtral's router. It is small enough to train in under a second on one CPU thread.
 # The notebook is executed when the site is built (a failing cell fails the build);
 # download it with the button at the top of the page and change anything.
 #
@@ -162,7 +162,7 @@ plt.show()
 # step to step (a batch holds only 32 sequences, and its mix of topics varies) around
 # the even split.
 #
-# Two numbers per run: the imbalance of the last 50 steps' pairs pooled, and the mean
+# Two numbers per run: the imbalance of the last 30 steps' pairs pooled, and the mean
 # of each step's own imbalance, which the jitter raises.
 
 # %%
@@ -171,8 +171,8 @@ for name, run in runs.items():
     print(f"{name:>7} the loss: imbalance {imbalance(run.final_shares(LAST)):.2f} "
           f"over the last {LAST} steps, {per_step:.2f} per step; shares "
           f"{[round(s, 3) for s in run.final_shares(LAST)]}")
-assert imbalance(runs["without"].final_shares(LAST)) > 2.5
-assert imbalance(runs["with"].final_shares(LAST)) < 1.25
+assert imbalance(runs["without"].final_shares(LAST)) > 2.0  # seeds 0-9: 2.3-4.0
+assert imbalance(runs["with"].final_shares(LAST)) < 1.3  # seeds 0-9: 1.04-1.19
 
 # %% [markdown]
 # ## The language model learns either way
@@ -207,13 +207,14 @@ for name, run in runs.items():
 # %% [markdown]
 # ## Things to try
 #
-# Each run takes about a second. Some changes worth making:
+# Each run takes under a second. Some changes worth making:
 #
 # * `SEED` (first cell): the collapse and the balance are not one lucky seed.
-# * `balance_coef=0.01`, Switch's coefficient: in 150 steps it evens the load less.
+# * `balance_coef=0.01`, Switch's coefficient: in 100 steps it evens the load less.
 # * `task = dataclasses.replace(TINY_MOE, p_common=0.25)` (after `import dataclasses`):
 #   fewer common words, a weaker shared direction for the router to collapse along.
 # * `dataclasses.replace(TINY_MOE, init_std=0.02)`, Hugging Face's initialisation
 #   scale: at width 32 the tokens' embeddings start so small that after a few steps
 #   they all look alike to the router, and even the balancing loss can only make the
-#   experts take turns (compare the pooled and the per-step imbalance).
+#   experts take turns (compare the pooled and the per-step imbalance); nor has the
+#   model learned the topics by the last step.

@@ -176,7 +176,7 @@ FIGURES: dict[str, FigureSpec] = {
             "moe-tokens-per-expert",
             moe.tokens_per_expert_figure,
             "A tiny mixture-of-experts language model (8 experts, top-2, one block) "
-            "trained twice for 150 steps on the same data. Left and middle: each "
+            "trained twice for 100 steps on the same data. Left and middle: each "
             "expert's share of the routed (token, choice) pairs at every step, as "
             "eight stacked bands, with dashed lines where the bands of an even load "
             "(1/8 each) would lie. Without the balancing loss (left) two experts take "
@@ -184,7 +184,7 @@ FIGURES: dict[str, FigureSpec] = {
             "learns the topics, but the busiest expert ends at about 3 times the mean "
             "share and an expert gets almost nothing. With the balancing loss (middle, "
             "coefficient 0.05) the bands jitter around the dashed lines from step to "
-            "step, and over the last 50 steps the busiest expert is within 1.2 times "
+            "step, and over the last 30 steps the busiest expert is within 1.2 times "
             "the mean. Right: the next-token loss of the two runs, on top of each "
             "other, falls from about 3.9 nats past the loss of a model that knows only "
             "the word frequencies, towards that of one that knows the topic.",
