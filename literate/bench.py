@@ -402,11 +402,11 @@ def window_decode_step(against: str, window: int = 64, far: int = 8):
         from literate.cache import DecodeCache, KVCache
         from literate.decode_cost import TINY_LLAMA
         from literate.decoding import cached_run, new_decode_cache
-        from literate.llama import llama_model
+        from literate.window import mistral_model
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            model = llama_model(**TINY_LLAMA, window=window).eval()
+            model = mistral_model(**TINY_LLAMA, window=window).eval()
         position = far * window
         ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, position + 1),
                             generator=torch.Generator().manual_seed(1))

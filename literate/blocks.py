@@ -310,17 +310,18 @@ def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None,
 # --8<-- [start:builder_llama]
 def llama_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                 d_head: int | None = None, rope_base: float = 10_000.0,
-                eps: float = 1e-5, window: int | None = None) -> PreNormBlock:
+                eps: float = 1e-5,
+                attention: Callable[..., MultiHeadAttention] = MultiHeadAttention,
+                ) -> PreNormBlock:
     """Llama 2 and 3, Mistral (Touvron et al. 2023a, b; Dubey et al. 2024): pre-norm
     RMSNorm, grouped-query attention with RoPE, SwiGLU, no biases anywhere. `d_head`:
     d_model // n_heads unless given (Hugging Face's `head_dim`; Mistral NeMo's 128 is
-    not 5120 / 32). `window`: Mistral 7B's sliding window (Jiang et al. 2023; its
-    `sliding_window`, 4096), chapter 10."""
+    not 5120 / 32). `attention`: the layer's class (chapter 10's sliding window)."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
                                                        d_head)
     return PreNormBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
-                           rope=RotaryEmbedding(d_head, base=rope_base), window=window),
+        attention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                  rope=RotaryEmbedding(d_head, base=rope_base)),
         GatedFFN(d_model, d_ff, F.silu),
         RMSNorm(d_model, eps=eps),
         RMSNorm(d_model, eps=eps),
@@ -368,18 +369,18 @@ def olmo2_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
 def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                  d_head: int, query_pre_attn_scalar: float,
                  rope_base: float = 1_000_000.0, eps: float = 1e-6,
-                 window: int | None = None) -> SandwichBlock:
+                 attention: Callable[..., MultiHeadAttention] = MultiHeadAttention,
+                 ) -> SandwichBlock:
     """Gemma 3 (a global-attention layer): the sandwich of zero-centred RMSNorms,
-    QK-norm per head, scores scaled by query_pre_attn_scalar^-1/2, GeGLU. A local
-    layer (chapter 10) has a sliding `window` and RoPE base 10,000."""
+    QK-norm per head, scores scaled by query_pre_attn_scalar^-1/2, GeGLU.
+    `attention`: the layer's class (chapter 10's sliding window, a local layer)."""
     norm = partial(ZeroCentredRMSNorm, eps=eps)
     return SandwichBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
-                           rope=RotaryEmbedding(d_head, base=rope_base),
-                           q_norm=norm(d_head), k_norm=norm(d_head),
-                           scale=positive_float("query_pre_attn_scalar",
-                                                query_pre_attn_scalar) ** -0.5,
-                           window=window),
+        attention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                  rope=RotaryEmbedding(d_head, base=rope_base),
+                  q_norm=norm(d_head), k_norm=norm(d_head),
+                  scale=positive_float("query_pre_attn_scalar",
+                                       query_pre_attn_scalar) ** -0.5),
         GatedFFN(d_model, d_ff, gelu_tanh),
         norm(d_model), norm(d_model), norm(d_model), norm(d_model),
     )

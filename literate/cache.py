@@ -17,10 +17,6 @@ to place its queries (causal mask offset, RoPE angles). What is appended is chec
 against the cache's layout (metadata only): a wrong batch, head count, head width, dtype
 or device, or more tokens than the capacity, is an error naming what is wrong.
 
-A sliding-window layer (chapter 10) reads only the last `window` positions: its cache is
-a ring of `window` slots (`KVCache(..., window=W)`), written at position % W, whose
-memory does not grow with the sequence.
-
 Shapes: B batch, H_kv stored heads, T new tokens, d_head head width.
 """
 
@@ -46,43 +42,24 @@ class KVCache:
     are stored as given: a RoPE layer rotates them *before* appending. For inference:
     the in-place writes cannot be differentiated through, so it refuses tensors that
     require grad (decode under `torch.no_grad()`).
-
-    `window` (chapter 10): the cache of a sliding-window layer, a ring of
-    S = min(window, capacity) slots. Position p is written to slot p % S, over the
-    position p - S, which no query from p on can see (a query at p reads p - window + 1
-    .. p): the S slots hold the window - 1 keys before the newest token and the newest
-    itself, and the memory never grows, however long the sequence (`capacity` only
-    bounds the positions). The slots then hold their positions out of order, so each
-    slot's position is stored (`positions`, -1 for an empty slot) and `key_positions`
-    says which positions `write` returns, for the attention's mask.
     """
-
-    window: int | None = None  # the defaults of a cache without a window
-    positions: Tensor | None = None
 
     def __init__(self, batch: int, n_kv_heads: int, capacity: int, d_head: int, *,
                  dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None,
-                 window: int | None = None) -> None:
+                 device: torch.device | str | None = None) -> None:
         shape = (positive_int("batch", batch), positive_int("n_kv_heads", n_kv_heads),
                  positive_int("capacity", capacity), positive_int("d_head", d_head))
         dtype = float_dtype("dtype", dtype)
-        self.window = None if window is None else positive_int("window", window)
-        self.slots = shape[2] if window is None else min(self.window, shape[2])
-        slots = (shape[0], shape[1], self.slots, shape[3])
-        self.k = torch.zeros(slots, dtype=dtype, device=device)  # [B, H_kv, slots, d]
-        self.v = torch.zeros(slots, dtype=dtype, device=device)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # [B, H_kv, cap., d]
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.batch, self.n_kv_heads, self.capacity, self.d_head = shape
         self.dtype, self.device = dtype, self.k.device
         self.next_pos = 0
         self.owner: int | None = None  # id() of the one layer whose keys this holds
-        self.positions = None if window is None else torch.full(  # a ring: slot -> pos.
-            (self.slots,), -1, dtype=torch.long, device=self.device)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by both buffers, filled or not: what the cache costs in memory
-        (a ring's slot positions, 8 bytes a slot, aside)."""
+        """Bytes held by both buffers, filled or not: what the cache costs in memory."""
         return self.k.nbytes + self.v.nbytes
 
     def check(self, batch: int, n_kv_heads: int, new: int, d_head: int,
@@ -115,65 +92,12 @@ class KVCache:
 
     def write(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """`append` without its checks, for a caller that has made them (the layer's
-        `check_call` does, before anything is projected). A ring returns what the new
-        queries read, in the order `key_positions` gives: one new token is written
-        first, over the stale slot, and the S slots are read in place; a chunk of
-        several reads the old slots and its own keys side by side (a copy), and then
-        the newest S of its tokens are written."""
+        `check_call` does, before anything is projected)."""
         start, end = self.next_pos, self.next_pos + k_new.shape[2]
-        if end <= self.slots:  # nothing overwritten: slot = position
-            self.k[:, :, start:end] = k_new  # in place: no new buffer, no prefix copied
-            self.v[:, :, start:end] = v_new
-            if self.positions is not None:
-                self.positions[start:end] = torch.arange(start, end, device=self.device)
-            self.next_pos = end
-            return self.k[:, :, :end], self.v[:, :, :end]  # views
-        if end - start == 1:  # a ring's decoding step
-            self.put(start, k_new, v_new)
-            return self.k, self.v  # the slots themselves: no copy
-        filled = min(start, self.slots)  # a chunk: read the old slots before writing
-        k = torch.cat((self.k[:, :, :filled], k_new), dim=2)  # [B, H_kv, S' + T, d]
-        v = torch.cat((self.v[:, :, :filled], v_new), dim=2)
-        keep = min(end - start, self.slots)  # the newest S tokens stay
-        self.put(end - keep, k_new[:, :, -keep:], v_new[:, :, -keep:])
-        return k, v
-
-    def ring_slots(self, first: int, n: int) -> list[tuple[slice, slice]]:
-        """Where n <= S consecutive positions first .. first + n - 1 live in the ring
-        (slot p % S): at most two (slots, tokens) slices, the second from slot 0."""
-        at = first % self.slots
-        head = min(n, self.slots - at)
-        parts = [(slice(at, at + head), slice(0, head))]
-        if n > head:
-            parts.append((slice(0, n - head), slice(head, n)))
-        return parts
-
-    def put(self, first: int, k: Tensor, v: Tensor) -> None:
-        """Write the n <= S tokens of positions first .. first + n - 1 to their ring
-        slots; then next_pos = first + n."""
-        n = k.shape[2]
-        for slots, tokens in self.ring_slots(first, n):
-            self.k[:, :, slots] = k[:, :, tokens]
-            self.v[:, :, slots] = v[:, :, tokens]
-            self.positions[slots] = torch.arange(
-                first + tokens.start, first + tokens.stop, device=self.device)
-        self.next_pos = first + n
-
-    def key_positions(self, new: int) -> Tensor | None:
-        """The positions of the keys `write` returns when `new` tokens come next, in
-        its order [T_k] (-1: an empty slot); None when they are simply 0 .. next_pos +
-        new - 1 (a cache without a window, or a ring that has not wrapped yet)."""
-        if self.window is None:
-            return None
-        start, end = self.next_pos, self.next_pos + positive_int("new", new)
-        if end <= self.slots:
-            return None
-        if new == 1:
-            positions = self.positions.clone()
-            positions[start % self.slots] = start  # the stale slot takes the new token
-            return positions
-        return torch.cat((self.positions[:min(start, self.slots)],
-                          torch.arange(start, end, device=self.device)))
+        self.k[:, :, start:end] = k_new  # in place: no new buffer, no prefix copied
+        self.v[:, :, start:end] = v_new
+        self.next_pos = end
+        return self.k[:, :, :end], self.v[:, :, :end]  # views
 
     def bind(self, layer: object) -> None:
         """Tie the cache to the layer that fills it. A cache holds one layer's keys: a
@@ -187,29 +111,12 @@ class KVCache:
                              "this one")
 
     def truncate(self, length: int) -> None:
-        """Forget every position from `length` on: `next_pos` goes back to `length`. A
-        ring can go back only while it still holds the window - 1 positions before
-        `length` (after one decoding step, always; after a chunk, not once its slots
-        were overwritten): else an error, and nothing changes."""
+        """Forget every position from `length` on: `next_pos` goes back to `length`."""
         if non_negative_int("length", length) > self.next_pos:
             raise ValueError(f"length must be <= next_pos={self.next_pos}, "
                              f"got {length}")
-        if self.window is None:
-            self.k[:, :, length:self.next_pos] = 0
-            self.v[:, :, length:self.next_pos] = 0
-            self.next_pos = length
-            return
-        held = max(0, self.next_pos - self.slots)  # the oldest position still held
-        needed = max(0, length - self.window + 1)  # the oldest a query at length reads
-        if length > 0 and held > needed:
-            raise ValueError(f"the ring holds positions {held} .. {self.next_pos - 1}: "
-                             f"going back to length={length} needs position {needed}, "
-                             "overwritten; reset() and prefill again")
-        first = max(length, held)  # forget the held positions first .. next_pos - 1
-        for slots, _ in self.ring_slots(first, self.next_pos - first):
-            self.k[:, :, slots] = 0
-            self.v[:, :, slots] = 0
-            self.positions[slots] = -1
+        self.k[:, :, length:self.next_pos] = 0
+        self.v[:, :, length:self.next_pos] = 0
         self.next_pos = length
 
     def reorder(self, rows: Tensor) -> None:
@@ -221,7 +128,7 @@ class KVCache:
                    else type(rows).__name__)
             raise ValueError(f"rows must be torch.long [batch={self.batch}], the row "
                              f"each row continues, got {got}")
-        n = self.next_pos if self.window is None else min(self.next_pos, self.slots)
+        n = self.next_pos
         self.k[:, :, :n] = self.k[:, :, :n].index_select(0, rows)
         self.v[:, :, :n] = self.v[:, :, :n].index_select(0, rows)
 
@@ -229,8 +136,6 @@ class KVCache:
         """Forget the sequence and the layer: `next_pos` back to 0, buffers zeroed."""
         self.k.zero_()
         self.v.zero_()
-        if self.positions is not None:
-            self.positions.fill_(-1)
         self.next_pos, self.owner = 0, None
 # --8<-- [end:kv_cache]
 
@@ -252,8 +157,7 @@ class DecodeCache:
     slots hold real tokens (False: left padding), so that each row's positions count
     its real tokens only.
 
-    Every layer holds the same tokens (a windowed layer's ring only the last of them),
-    and `valid` has one flag per position. `advance(t_new, valid)` is called once
+    Every layer's slot t holds the same token. `advance(t_new, valid)` is called once
     per model call, before the layers: it records the new tokens' flags and returns
     `(key_valid, positions)` for that call: the flags of every slot so far [B, T_k]
     and the new tokens' positions [B, T_new] (the real tokens before them in their

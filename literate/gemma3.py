@@ -5,8 +5,8 @@ a local layer ("sliding_attention") reads only a sliding window of the last
 `sliding_window` positions (1,024 in the released models) and turns RoPE with base
 10,000; a global one ("full_attention") reads every earlier position, with base
 1,000,000. Only the global layers' KV cache grows with the context; a local layer's is a
-ring of `sliding_window` slots (`literate.cache.KVCache` with a window). Every layer is
-chapter 7's `gemma3_block`, given its window and its base.
+ring of `sliding_window` slots (`literate.window.RingKVCache`). Every layer is
+chapter 7's `gemma3_block`, given its base and, if local, a SlidingWindowAttention.
 
 Around the blocks, Gemma 3's model differs from Llama's in one place: the token
 embedding is multiplied by sqrt(d_model), the factor rounded to the embedding's dtype
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -41,6 +42,7 @@ from literate.checks import (
     positive_float,
     positive_int,
 )
+from literate.heads import MultiHeadAttention
 from literate.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
@@ -48,6 +50,7 @@ from literate.llama import (
     tied_head_state,
 )
 from literate.norms import ZeroCentredRMSNorm
+from literate.window import SlidingWindowAttention
 
 __all__ = [
     "LAYER_TYPES",
@@ -98,11 +101,11 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                  tied: bool = True, pad_id: int | None = None,
                  std: float = 0.02) -> Gemma3LanguageModel:
     """A Gemma 3 text model of any size: one `gemma3_block` per entry of `layer_types`,
-    "sliding_attention" with the `window` and RoPE base `local_base`,
-    "full_attention" with no window and `global_base`. Initialised as Hugging Face
-    does: linear maps and the embedding ~ N(0, std^2), every norm's w = 0 (gain 1), the
-    `pad_id` row of the embedding 0 (it gets no gradient either, as in
-    `nn.Embedding(padding_idx=...)`)."""
+    "sliding_attention" with a SlidingWindowAttention of `window` and RoPE base
+    `local_base`, "full_attention" with chapter 3's attention and `global_base`.
+    Initialised as Hugging Face does: linear maps and the embedding ~ N(0, std^2),
+    every norm's w = 0 (gain 1), the `pad_id` row of the embedding 0 (it gets no
+    gradient either, as in `nn.Embedding(padding_idx=...)`)."""
     vocab_size = positive_int("vocab_size", vocab_size)
     d_model = positive_int("d_model", d_model)
     kinds = [choice("layer_types[]", kind, LAYER_TYPES) for kind in layer_types]
@@ -115,11 +118,13 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
         raise ValueError(f"window={window} is given, but no layer is local")
     if pad_id is not None and non_negative_int("pad_id", pad_id) >= vocab_size:
         raise ValueError(f"pad_id={pad_id} must be < vocab_size={vocab_size}")
+    local = partial(SlidingWindowAttention, window=window)
     model = Gemma3LanguageModel(
         nn.Embedding(vocab_size, d_model, padding_idx=pad_id),
         [gemma3_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
                       query_pre_attn_scalar=query_pre_attn_scalar, eps=eps,
-                      window=window if kind == "sliding_attention" else None,
+                      attention=local if kind == "sliding_attention"
+                      else MultiHeadAttention,
                       rope_base=local_base if kind == "sliding_attention"
                       else global_base)
          for kind in kinds],

@@ -57,7 +57,6 @@ __all__ = [
     "merge_heads",
     "grouped_attention",
     "fused_attention",
-    "window_allowed",
     "attention_allowed",
     "head_counts",
     "check_call",
@@ -160,32 +159,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = No
 
 
 # --8<-- [start:attention_allowed]
-def window_allowed(query_positions: Tensor, key_positions: Tensor,
-                   window: int) -> Tensor:
-    """Sliding-window causal mask from absolute positions: key k is visible to query q
-    iff q - window < k <= q, the `window` positions ending at the query itself (the
-    meaning of Mistral's and Gemma 3's `sliding_window`, and of Hugging Face's
-    `sliding_window_causal_mask_function`: `kv_idx > q_idx - sliding_window` and
-    `kv_idx <= q_idx`). A negative key position marks an empty cache slot: never
-    visible. query_positions [..., T_q], key_positions [..., T_k], torch.long, leading
-    axes broadcast (positions per row, [B, T], give [B, T_q, T_k]) -> [..., T_q, T_k].
-    """
-    window = positive_int("window", window)
-    for name, p in (("query_positions", query_positions),
-                    ("key_positions", key_positions)):
-        if not isinstance(p, Tensor) or p.dtype != torch.long or p.ndim == 0:
-            kind = p.dtype if isinstance(p, Tensor) else type(p).__name__
-            raise TypeError(f"{name} must be a torch.long tensor [..., T], got {kind}")
-    q = query_positions[..., :, None]  # [..., T_q, 1]
-    k = key_positions[..., None, :]  # [..., 1, T_k]
-    return (k >= 0) & (k <= q) & (k > q - window)  # [..., T_q, T_k]
-
-
 def attention_allowed(t_q: int, t_k: int, *, causal: bool, query_offset: int = 0,
                       key_valid: Tensor | None = None,
-                      device: torch.device | str | None = None,
-                      window: int | None = None,
-                      key_positions: Tensor | None = None) -> Tensor | None:
+                      device: torch.device | str | None = None) -> Tensor | None:
     """The mask of one layer call, broadcastable to [B, H, T_q, T_k]; None if nothing is
     blocked.
 
@@ -195,36 +171,12 @@ def attention_allowed(t_q: int, t_k: int, *, causal: bool, query_offset: int = 0
     [B, T_k]: True for real keys. Each goes onto its own axes ([1, 1, T_q, T_k] and
     [B, 1, 1, T_k]), so a batch size that happens to equal T_q or a head count cannot
     be read as another axis.
-
-    window (chapter 10, causal only): each query reads only the `window` positions
-    ending at its own (`window_allowed`). The keys are positions 0 .. T_k - 1 unless
-    `key_positions` [T_k'] gives theirs: a ring cache's slots, out of order (for one
-    new query they are exactly its window, nothing to block). key_valid stays
-    [B, T_k], one flag per position, and is read at those positions. Positions here
-    are slots (steps of the sequence): a left-padded row's real tokens sit in
-    consecutive slots, so the window counts real tokens, as Hugging Face's (cache
-    indices) does.
     """
     if key_valid is not None and bool_tensor("key_valid", key_valid).shape[-1] != t_k:
         raise ValueError(f"key_valid must be [B, T_k={t_k}], "
                          f"got {tuple(key_valid.shape)}")
     allowed = None
-    if window is not None:
-        if not boolean("causal", causal):
-            raise ValueError(f"window={window} is a causal sliding window: "
-                             "causal must be True")
-        if key_positions is None:  # 0 .. T_k - 1: blocked unless one query reads all
-            blocked = query_offset < t_k - 1 or t_k > window
-        else:  # a ring's slots: one new query reads them all
-            blocked = t_q > 1
-        if blocked:
-            queries = torch.arange(query_offset, query_offset + t_q, device=device)
-            keys = (torch.arange(t_k, device=device) if key_positions is None
-                    else key_positions)
-            allowed = window_allowed(queries, keys, window)[None, None]
-        if key_valid is not None and key_positions is not None:
-            key_valid = key_valid.index_select(1, key_positions.clamp(min=0))
-    elif boolean("causal", causal) and query_offset < t_k - 1:  # else: nothing blocked
+    if boolean("causal", causal) and query_offset < t_k - 1:  # else: nothing blocked
         allowed = causal_allowed(t_q, t_k, query_offset=query_offset, device=device)
         allowed = allowed[None, None]  # [1, 1, T_q, T_k]
     if key_valid is not None:
@@ -312,9 +264,6 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
                         "a padding mask goes in key_valid")
     boolean("return_weights", return_weights)
     choice("empty_row", empty_row, EMPTY_ROW_POLICIES)
-    if layer.window is not None and (not causal or memory is not None):
-        raise ValueError(f"the layer has window={layer.window}: a sliding window is "
-                         "causal self-attention; call it with causal=True, no memory")
     b, t_q = x.shape[:2]
     if isinstance(memory, MemoryKV):  # keys and values projected once (chapter 8)
         shape = (b, layer.n_kv_heads, memory.k.shape[-2], layer.d_head)
@@ -366,13 +315,6 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
             raise ValueError("the cache holds another layer's keys and values; give "
                              "each layer its own cache (layer.new_cache), or reset() "
                              "this one")
-        if cache.window not in (None, layer.window):  # a ring drops what layer reads
-            raise ValueError(f"the cache is a ring for window={cache.window}, the "
-                             f"layer has window={layer.window}; make its cache with "
-                             "layer.new_cache")
-        if cache.window is not None and return_weights:
-            raise ValueError("return_weights with a ring cache: its keys are in slot "
-                             "order, not position order; use a KVCache without window")
     t_k = t_q if cache is None else start + t_q  # with a cache: cached and new tokens
     t_k = t_k if memory is None else memory[0].shape[-2] if isinstance(
         memory, MemoryKV) else memory.shape[1]
@@ -408,17 +350,16 @@ class MultiHeadAttention(nn.Module):
       Gemma 3) or of the projection's width applied before the split (OLMo 2);
     - d_head: the head width, d_model // n_heads unless given (Gemma 3 and Qwen3's
       small models project to n_heads * d_head != d_model);
-    - scale: the score scale, 1 / sqrt(d_head) unless given (Gemma 3);
-    - window: a sliding window (Mistral, Gemma 3's local layers; chapter 10): a query
-      reads only the `window` positions ending at its own, and `new_cache` is a ring of
-      `window` slots.
+    - scale: the score scale, 1 / sqrt(d_head) unless given (Gemma 3).
     """
+
+    window: int | None = None  # every earlier key: chapter 10's sliding window has one
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *,
                  d_head: int | None = None, bias: bool = False,
                  rope: bool | RotaryEmbedding = False, rope_base: float | None = None,
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
-                 scale: float | None = None, window: int | None = None) -> None:
+                 scale: float | None = None) -> None:
         super().__init__()
         d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
                                                            d_head)
@@ -428,7 +369,6 @@ class MultiHeadAttention(nn.Module):
         self.qk_norm = qk_norm_scope(q_norm, k_norm, self)  # None, "head", "projection"
         self.q_norm, self.k_norm = q_norm, k_norm
         self.scale = None if scale is None else positive_float("scale", scale)
-        self.window = None if window is None else positive_int("window", window)
         bias, d_q, d_kv = boolean("bias", bias), n_heads * d_head, n_kv_heads * d_head
         self.q_proj = nn.Linear(d_model, d_q, bias=bias)  # W_q: H heads of d_head
         self.k_proj = nn.Linear(d_model, d_kv, bias=bias)  # W_k: only H_kv heads
@@ -436,11 +376,17 @@ class MultiHeadAttention(nn.Module):
         self.o_proj = nn.Linear(d_q, d_model, bias=bias)  # W_o mixes the heads
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
-        """An empty cache for this layer: n_kv_heads heads of d_head, never n_heads;
-        with a window, a ring of min(window, capacity) slots."""
+        """An empty cache for this layer: n_kv_heads heads of d_head, never n_heads."""
         w = self.k_proj.weight
         return KVCache(batch, self.n_kv_heads, capacity, self.d_head, dtype=w.dtype,
-                       device=w.device, window=self.window)
+                       device=w.device)
+
+    def allowed(self, t_q: int, t_k: int, causal: bool, key_valid: Tensor | None,
+                cache: KVCache | None) -> Tensor | None:
+        """The mask of a call whose t_q queries are the last of its t_k positions
+        (`attention_allowed`); a method, for chapter 10's sliding window to override."""
+        return attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
+                                 key_valid=key_valid, device=self.q_proj.weight.device)
 
     def queries(self, x: Tensor) -> Tensor:
         """x [B, T, d] -> q [B, H, T, d_head], QK-normed if the layer has q_norm."""
@@ -481,12 +427,9 @@ class MultiHeadAttention(nn.Module):
                                 cache=cache, start_pos=start_pos, positions=positions,
                                 empty_row=empty_row, return_weights=return_weights)
         t_q = x.shape[1]  # the queries are the last t_q of the t_k positions
-        allowed = attention_allowed(  # a ring's keys come with their positions
-            t_q, t_k, causal=causal, query_offset=t_k - t_q, key_valid=key_valid,
-            device=x.device, window=self.window,
-            key_positions=None if cache is None else cache.key_positions(t_q))
+        allowed = self.allowed(t_q, t_k, causal, key_valid, cache)
         if key_valid is not None and empty_row == "error":  # padding can empty a row
-            rows = allowed.expand(x.shape[0], 1, t_q, allowed.shape[-1])  # a view
+            rows = allowed.expand(x.shape[0], 1, t_q, -1)  # [B, 1, T_q, T_k], a view
             refuse_empty_rows("causal and key_valid", ~rows.any(dim=-1)[:, 0])
         q = self.queries(x)  # [B, H, T_q, d_head]
         if isinstance(memory, MemoryKV):

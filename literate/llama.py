@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from literate.blocks import llama_block, same_width
 from literate.checks import boolean, positive_float, positive_int
+from literate.heads import MultiHeadAttention
 from literate.models import GPTLanguageModel
 from literate.norms import RMSNorm
 
@@ -122,17 +123,18 @@ def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                 n_kv_heads: int, n_layers: int, d_ff: int, *,
                 d_head: int | None = None, rope_base: float = 10_000.0,
                 eps: float = 1e-5, tied: bool = False, std: float = 0.02,
-                window: int | None = None) -> LlamaLanguageModel:
+                attention: Callable[..., MultiHeadAttention] = MultiHeadAttention,
+                ) -> LlamaLanguageModel:
     """A Llama of any size, initialised as Hugging Face does (weights ~ N(0, std^2)).
     `tied`: the output projection is the token embedding (Llama 3.2 1B and 3B).
-    `window`: every layer's sliding window (Mistral 7B, chapter 10)."""
+    `attention`: every block's attention class (`llama_block`; chapter 10's window)."""
     vocab_size = positive_int("vocab_size", vocab_size)
     d_model = positive_int("d_model", d_model)
     n_layers = positive_int("n_layers", n_layers)
     model = LlamaLanguageModel(
         nn.Embedding(vocab_size, d_model),
         [llama_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
-                     rope_base=rope_base, eps=eps, window=window)
+                     rope_base=rope_base, eps=eps, attention=attention)
          for _ in range(n_layers)],
         RMSNorm(d_model, eps=eps),
         None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
@@ -149,8 +151,8 @@ LLAMA_DEFAULTS = {
     "initializer_range": 0.02, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
     "attention_bias": False, "mlp_bias": False, "head_dim": None,
     "rope_theta": 10_000.0, "rope_scaling": None, "rope_parameters": None,
-    "pretraining_tp": 1, "attention_dropout": 0.0, "sliding_window": None,
-    "layer_types": None,  # not Llama's: Mistral's window, a list of layer kinds
+    "pretraining_tp": 1, "attention_dropout": 0.0,
+    "sliding_window": None,  # Mistral's, refused: windows are chapter 10's
 }
 
 
@@ -182,30 +184,27 @@ def llama_rope_base(config: object) -> float:
 
 LLAMA_UNSUPPORTED = {  # a field, and the one value our Llama has for it
     "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
-    "pretraining_tp": 1, "attention_dropout": 0.0,
+    "pretraining_tp": 1, "attention_dropout": 0.0, "sliding_window": None,
 }
 
 
 def check_llama_supported(config: object) -> None:
     """Refuse, rather than change, what our Llama does not do: biases, another
-    activation, tensor-parallel slicing, attention dropout (RoPE scaling:
-    `llama_rope_base`), and layers of different kinds (a `layer_types` list that
-    mixes windowed and full layers: Mistral's `sliding_window` is every layer's)."""
+    activation, tensor-parallel slicing, attention dropout, a sliding window (Mistral
+    7B's `sliding_window`: chapter 10) (RoPE scaling: `llama_rope_base`)."""
     for name, needed in LLAMA_UNSUPPORTED.items():
         if llama_field(config, name) != needed:
             raise ValueError(f"config {name}={llama_field(config, name)!r} is not "
                              f"supported (ours: {needed!r})")
-    kinds = set(llama_field(config, "layer_types") or ())
-    kind = "full_attention" if llama_field(config, "sliding_window") is None \
-        else "sliding_attention"
-    if kinds - {kind}:
-        raise ValueError(f"config layer_types={sorted(kinds)} is not supported (ours: "
-                         f"every layer {kind!r}, as sliding_window says)")
 
 
-def llama_from_hf_config(config: object) -> LlamaLanguageModel:
+def llama_from_hf_config(
+        config: object, *,
+        attention: Callable[..., MultiHeadAttention] = MultiHeadAttention,
+) -> LlamaLanguageModel:
     """Our model in the shape of a Hugging Face Llama configuration (a LlamaConfig or
-    its config.json dict). Refused rather than changed: `check_llama_supported`."""
+    its config.json dict). Refused rather than changed: `check_llama_supported`.
+    `attention`: `llama_model`'s (chapter 10's sliding window)."""
     check_llama_supported(config)
     d = llama_field(config, "hidden_size")
     heads = llama_field(config, "num_attention_heads")
@@ -219,7 +218,7 @@ def llama_from_hf_config(config: object) -> LlamaLanguageModel:
                        eps=llama_field(config, "rms_norm_eps"),
                        tied=bool(llama_field(config, "tie_word_embeddings")),
                        std=llama_field(config, "initializer_range"),
-                       window=llama_field(config, "sliding_window"))
+                       attention=attention)
 # --8<-- [end:llama_from_hf_config]
 
 
@@ -250,8 +249,6 @@ def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
         ("rope_base", block.attn.rope.base, "rope_theta", llama_rope_base(config)),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
-        ("window", block.attn.window, "sliding_window",
-         llama_field(config, "sliding_window")),
     ]
     for name, mine, field, theirs in pairs:
         close = isinstance(mine, float) and math.isclose(mine, theirs)

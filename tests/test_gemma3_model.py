@@ -5,7 +5,8 @@
   `layer_types` for 6 layers): local layers with the window (4, the sequence 12) and RoPE
   base `rope_parameters["sliding_attention"]["rope_theta"]` = 10,000, the global one
   full with `rope_parameters["full_attention"]["rope_theta"]` = 1,000,000; each layer is
-  chapter 7's `gemma3_block`. Model-level parts: the embedding times sqrt(d) (HF's
+  chapter 7's `gemma3_block`, a local one with chapter 10's `SlidingWindowAttention`.
+  Model-level parts: the embedding times sqrt(d) (HF's
   `Gemma3TextScaledWordEmbedding`), the zero-centred final norm, the tied head, the pad
   row's zero gradient (`padding_idx` = pad_token_id 0). Logits and every gradient equal.
 - Greedy cached decoding past the window (6 + 20 tokens) == HF `generate` (DynamicCache:
@@ -201,7 +202,10 @@ def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_for
     torch.testing.assert_close(logits, full, atol=SAME, rtol=0)
     assert torch.equal(generate(ours, prompt, 20, prefill_chunk=5), got)
     cache = new_decode_cache(ours, B, 26)  # what generate makes: each layer its own kind
-    assert [(c.window, c.slots) for c in cache.layers] == [(W, W)] * 5 + [(None, 26)]
+    assert [(type(c).__name__, c.k.shape[2]) for c in cache.layers] == \
+        [("RingKVCache", W)] * 5 + [("KVCache", 26)]
+    assert [type(b.attn).__name__ for b in ours.blocks] == \
+        ["SlidingWindowAttention"] * 5 + ["MultiHeadAttention"]
 
 
 def test_a_left_padded_batch_equals_hf_generate(pair):

@@ -1,13 +1,15 @@
 """Mistral with a sliding window shorter than the sequence (chapter 10), against Hugging
 Face's Mistral (transformers 5.24), weights copied, float64.
 
-- `llama_block(window=4)` == `MistralDecoderLayer` over 12 tokens, output and the gradient
+- `mistral_block(window=4)` (chapter 7's `llama_block` with chapter 10's
+  `SlidingWindowAttention`) == `MistralDecoderLayer` over 12 tokens, output and the gradient
   w.r.t. the input and every parameter, given HF's own sliding-window mask (built by
   `sdpa_mask` with `sliding_window_causal_mask_function(4)`; bool for "sdpa", additive
   0 / -inf for "eager"): the config's `sliding_window` is W keys including the query. With
   W - 1 or W + 1 ours is another layer.
 - The tiny `MistralForCausalLM` (sliding_window 4, 12 tokens), built and loaded with
-  chapter 7's `llama_from_hf_config` / `load_hf_llama` (which now read `sliding_window`):
+  `mistral_from_hf_config` / `load_hf_mistral` (chapter 7's Llama loaders, given the
+  window; chapter 7's own refuse a `sliding_window`):
   logits and every gradient equal.
 - Greedy cached decoding past the window (a 6-token prompt, 20 new tokens, window 4: the
   rings wrap five times) == HF `generate` (its DynamicCache holds a
@@ -39,11 +41,18 @@ from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_fun
 from transformers.models.mistral import modeling_mistral as mistral
 
 from literate.beam import beam_generate
-from literate.blocks import llama_block
 from literate.decoding import cached_run, generate, new_decode_cache
-from literate.llama import check_llama_config, llama_from_hf_config, load_hf_llama
+from literate.heads import MultiHeadAttention
+from literate.llama import llama_from_hf_config, load_hf_llama
 from literate.params import kv_cache_bytes
 from literate.syncs import host_reads
+from literate.window import (
+    SlidingWindowAttention,
+    check_mistral_config,
+    load_hf_mistral,
+    mistral_block,
+    mistral_from_hf_config,
+)
 
 F64 = torch.float64
 F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
@@ -136,7 +145,7 @@ def hf_window_mask(window: int, implementation: str) -> torch.Tensor:
 def block_pair(implementation: str, window: int = W, seed: int = 0):
     config = hf_config(num_hidden_layers=1, attn_implementation=implementation)
     torch.manual_seed(seed)
-    ours = llama_block(D, H, H_KV, D_FF, rope_base=10_000.0, eps=1e-5, window=window).double()
+    ours = mistral_block(D, H, H_KV, D_FF, rope_base=10_000.0, eps=1e-5, window=window).double()
     with torch.no_grad():
         for norm in (ours.norm1, ours.norm2):
             norm.weight.normal_(1.0, 0.3)
@@ -162,7 +171,7 @@ def block_grads(ours, theirs, rope, mask):
 
 
 @pytest.mark.parametrize("implementation", ["sdpa", "eager"])
-def test_windowed_llama_block_equals_mistral_decoder_layer(implementation):
+def test_mistral_block_equals_mistral_decoder_layer(implementation):
     ours, theirs, rope = block_pair(implementation)
     assert theirs.self_attn.config.sliding_window == W == ours.attn.window
     mask = hf_window_mask(W, implementation)
@@ -196,8 +205,8 @@ def hf_model(seed: int = 0, **changes) -> MistralForCausalLM:
 @pytest.fixture(scope="module")
 def pair():
     theirs = hf_model()
-    ours = llama_from_hf_config(theirs.config).double()
-    load_hf_llama(ours, theirs.state_dict(), theirs.config)
+    ours = mistral_from_hf_config(theirs.config).double()
+    load_hf_mistral(ours, theirs.state_dict(), theirs.config)
     return ours, theirs
 
 
@@ -321,21 +330,38 @@ def test_beam_search_past_the_window_equals_hf(pair):
 
 # --- loading ----------------------------------------------------------------------------
 def test_loading_reads_sliding_window_and_refuses_another():
-    assert llama_from_hf_config(hf_config()).blocks[0].attn.window == W
-    assert llama_from_hf_config(hf_config(sliding_window=None)).blocks[0].attn.window is None
+    windowed = mistral_from_hf_config(hf_config())
+    assert windowed.blocks[0].attn.window == W
+    assert all(type(b.attn) is SlidingWindowAttention for b in windowed.blocks)
+    plain = mistral_from_hf_config(hf_config(sliding_window=None))
+    assert plain.blocks[0].attn.window is None
+    assert type(plain.blocks[0].attn) is MultiHeadAttention  # a Llama
     as_json = hf_config().to_dict()
-    assert llama_from_hf_config(as_json).blocks[1].attn.window == W
+    assert mistral_from_hf_config(as_json).blocks[1].attn.window == W
     as_json["sliding_window"] = None  # Mistral 7B v0.2 and later: no window
-    assert llama_from_hf_config(as_json).blocks[1].attn.window is None
-    no_window = llama_from_hf_config(hf_config(sliding_window=None))
+    assert mistral_from_hf_config(as_json).blocks[1].attn.window is None
     with pytest.raises(ValueError, match=r"^ours has window=None, theirs sliding_window=4$"):
-        check_llama_config(no_window, hf_config())
+        check_mistral_config(plain, hf_config())
     with pytest.raises(ValueError, match=r"^ours has window=4, theirs sliding_window=8$"):
-        check_llama_config(llama_from_hf_config(hf_config()), hf_config(sliding_window=8))
+        check_mistral_config(windowed, hf_config(sliding_window=8))
+    check_mistral_config(windowed, hf_config())
+    check_mistral_config(plain, hf_config(sliding_window=None))
     mixed = hf_config().to_dict() | {"layer_types": ["sliding_attention", "full_attention"]}
     with pytest.raises(ValueError, match=r"config layer_types=\['full_attention', "
                                          r"'sliding_attention'\] is not supported"):
-        llama_from_hf_config(mixed)
+        mistral_from_hf_config(mixed)
+
+
+def test_chapter_7_refuses_a_window_rather_than_dropping_it():
+    """Chapter 7's loaders build no window: given one, they say so (before, a
+    MistralConfig was built without its window, silently)."""
+    for config in (hf_config(), hf_config().to_dict()):
+        with pytest.raises(ValueError, match=r"^config sliding_window=4 is not supported "
+                                             r"\(ours: None\)$"):
+            llama_from_hf_config(config)
+    plain = llama_from_hf_config(hf_config(sliding_window=None))
+    with pytest.raises(ValueError, match=r"^config sliding_window=4 is not supported"):
+        load_hf_llama(plain, {}, hf_config())
 
 
 # --- memory, syncs, compile -------------------------------------------------------------
@@ -349,7 +375,7 @@ def test_kv_cache_bytes_by_formula_equal_what_decoding_allocates(pair, context):
 
 def test_no_host_sync_in_run_and_a_windowed_block_compiles_to_the_same_numbers():
     torch.manual_seed(7)
-    model = llama_from_hf_config(hf_config()).eval()
+    model = mistral_from_hf_config(hf_config()).eval()
     tokens = ids()
     assert host_reads(model.run, tokens) == 0
     assert host_reads(model, tokens) == 1  # the id check

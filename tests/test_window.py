@@ -1,6 +1,6 @@
 """Sliding-window attention (chapter 10): the mask, the ring cache, the windowed layer.
 
-- The mask (`literate.heads.window_allowed`): key k is visible to query q iff
+- The mask (`literate.window.window_allowed`): key k is visible to query q iff
   q - W < k <= q, W positions including the query itself, the meaning of Mistral's and
   Gemma 3's `sliding_window`: equal, entry for entry, to Hugging Face's
   `sliding_window_causal_mask_function` (masking_utils, transformers 5.24) through its own
@@ -8,15 +8,16 @@
   The two off-by-one readings (W - 1 or W + 1 keys) differ from it. Built from positions,
   it also works with each row's own positions (left padding): on the real tokens it is the
   mask of the slots.
-- The ring (`KVCache(window=W)`, `MultiHeadAttention.new_cache` of a windowed layer):
+- The ring (`RingKVCache(window=W)`, `SlidingWindowAttention.new_cache`):
   W slots, position p in slot p % W, its positions stored (slots out of order after the
   first W tokens), memory and buffers unchanged however long the decode (10 W steps);
   decoding through it token by token, or in chunks longer than W, equals the full
   windowed forward and a windowed layer decoding with a plain, growing cache. A mask from
   the slot indices instead of the stored positions gives another (wrong) output. It can
   take back one decoding step, and refuses to take back what it has overwritten.
-- The windowed layer: its full forward equals PyTorch's fused attention given the mask;
-  the transparent path (weights) equals the fused one and puts weight 0 outside the
+- The windowed layer (`SlidingWindowAttention`: chapter 3's layer, the same weights,
+  with new_cache, allowed and forward overridden; chapter 3's own takes no window): its
+  full forward equals PyTorch's fused attention given the mask; the transparent path (weights) equals the fused one and puts weight 0 outside the
   window; a window covering the sequence is causal attention; window 1 reads the token
   itself only. Refusals name the argument; no host sync in a forward or a ring step.
 
@@ -38,8 +39,14 @@ from transformers.masking_utils import (
 )
 
 from literate.cache import KVCache
-from literate.heads import MultiHeadAttention, attention_allowed, window_allowed
+from literate.heads import MultiHeadAttention
 from literate.syncs import host_reads
+from literate.window import (
+    RingKVCache,
+    SlidingWindowAttention,
+    window_allowed,
+    window_attention_allowed,
+)
 
 F64 = torch.float64
 SAME = 1e-12
@@ -129,39 +136,42 @@ def test_window_allowed_refuses_positions_that_are_not_long_tensors():
         window_allowed([0, 1], arange(0, 2), 2)
 
 
-def test_attention_allowed_with_a_window():
+def test_window_attention_allowed():
     """None when nothing is blocked (one query over at most W keys); else the window on
     axes [1, 1, T_q, T_k] and padding on [B, 1, 1, T_k]; key_positions are read as given
     and the padding flags taken at those positions."""
-    assert attention_allowed(1, 4, causal=True, query_offset=3, window=4) is None
-    step = attention_allowed(1, 5, causal=True, query_offset=4, window=4)
+    assert window_attention_allowed(1, 4, query_offset=3, window=4) is None
+    step = window_attention_allowed(1, 5, query_offset=4, window=4)
     assert step.shape == (1, 1, 1, 5) and step.flatten().tolist() == [False] + [True] * 4
-    full = attention_allowed(6, 6, causal=True, window=2)
+    full = window_attention_allowed(6, 6, window=2)
     assert torch.equal(full[0, 0], window_allowed(arange(0, 6), arange(0, 6), 2))
     valid = torch.tensor([[True] * 6, [False, False] + [True] * 4])
-    padded = attention_allowed(6, 6, causal=True, window=2, key_valid=valid)
+    padded = window_attention_allowed(6, 6, window=2, key_valid=valid)
     assert padded.shape == (2, 1, 6, 6)
     assert torch.equal(padded[1, 0], full[0, 0] & valid[1][None])
     ring = torch.tensor([4, 1, 2, 3])  # a ring's slots after position 4 overwrote 0
-    assert attention_allowed(1, 5, causal=True, query_offset=4, window=4,
-                             key_positions=ring) is None  # one query: its whole window
+    assert window_attention_allowed(1, 5, query_offset=4, window=4,
+                                    key_positions=ring) is None  # one query: its window
     flags = torch.tensor([[True] * 5, [True, False, True, True, True]])
-    got = attention_allowed(1, 5, causal=True, query_offset=4, window=4, key_positions=ring,
-                            key_valid=flags)  # the flags read at the slots' positions
+    got = window_attention_allowed(1, 5, query_offset=4, window=4, key_positions=ring,
+                                   key_valid=flags)  # the flags at the slots' positions
     assert got.shape == (2, 1, 1, 4) and got[:, 0, 0].tolist() == [[True] * 4,
                                                                    [True, False, True, True]]
     chunk = torch.tensor([4, 1, 2, 3, 5, 6])  # a chunk of 2 after the ring: masked
-    got = attention_allowed(2, 7, causal=True, query_offset=5, window=4, key_positions=chunk)
+    got = window_attention_allowed(2, 7, query_offset=5, window=4, key_positions=chunk)
     assert got[0, 0].tolist() == [[True, False, True, True, True, False],
                                   [True, False, False, True, True, True]]
-    with pytest.raises(ValueError, match="window=2 is a causal sliding window: causal must be True"):
-        attention_allowed(3, 3, causal=False, window=2)
+    with pytest.raises(ValueError, match=r"key_valid must be \[B, T_k=6\]"):
+        window_attention_allowed(6, 6, window=2, key_valid=valid[:, :5])
 
 
 # --- the windowed layer -----------------------------------------------------------------
 def layer(window: int | None, seed: int = 0, rope: bool = True) -> MultiHeadAttention:
+    """Chapter 3's layer (window None) or the windowed one, the same weights for a seed."""
     torch.manual_seed(seed)
-    return MultiHeadAttention(D, H, H_KV, rope=rope, window=window).double()
+    if window is None:
+        return MultiHeadAttention(D, H, H_KV, rope=rope).double()
+    return SlidingWindowAttention(D, H, H_KV, rope=rope, window=window).double()
 
 
 def inputs(t: int, seed: int = 1) -> torch.Tensor:
@@ -204,10 +214,22 @@ def test_a_window_covering_the_sequence_is_causal_attention_and_window_1_the_tok
 
 def test_the_window_is_metadata_checked_at_construction():
     with pytest.raises(TypeError, match="window must be an int, got bool"):
-        MultiHeadAttention(D, H, window=True)
+        SlidingWindowAttention(D, H, window=True)
     with pytest.raises(ValueError, match="window must be >= 1, got 0"):
-        MultiHeadAttention(D, H, window=0)
-    assert MultiHeadAttention(D, H).window is None and MultiHeadAttention(D, H, window=3).window == 3
+        SlidingWindowAttention(D, H, window=0)
+    with pytest.raises(TypeError, match="window"):  # chapter 3's layer takes none
+        MultiHeadAttention(D, H, window=3)
+    assert MultiHeadAttention(D, H).window is None
+    assert SlidingWindowAttention(D, H, window=3).window == 3
+
+
+def test_the_same_weights_with_and_without_a_window():
+    """A subclass, not another layer: the same parameters, names and initialisation."""
+    plain, windowed = layer(None), layer(3)
+    assert isinstance(windowed, MultiHeadAttention)
+    assert windowed.state_dict().keys() == plain.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(),
+                                                  windowed.state_dict().values()))
 
 
 def test_a_windowed_layer_refuses_cross_attention_and_causal_false():
@@ -221,15 +243,19 @@ def test_a_windowed_layer_refuses_cross_attention_and_causal_false():
 # --- the ring ---------------------------------------------------------------------------
 def test_new_cache_of_a_windowed_layer_is_a_ring_of_min_window_capacity_slots():
     ring = layer(4).new_cache(B, 100)
+    assert isinstance(ring, RingKVCache) and isinstance(ring, KVCache)
     assert ring.window == 4 and ring.slots == 4 and ring.capacity == 100
     assert ring.k.shape == ring.v.shape == (B, H_KV, 4, D // H)
     assert ring.positions.tolist() == [-1] * 4
     short = layer(4).new_cache(B, 3)  # a context shorter than the window
     assert short.slots == 3 and short.k.shape[2] == 3
-    plain = layer(None).new_cache(B, 100)
-    assert plain.window is None and plain.slots == 100 and plain.positions is None
+    plain = layer(None).new_cache(B, 100)  # chapter 3's, untouched
+    assert type(plain) is KVCache and plain.k.shape[2] == 100
+    assert not hasattr(plain, "positions") and not hasattr(plain, "slots")
     with pytest.raises(TypeError, match="window must be an int, got bool"):
-        KVCache(1, 1, 4, 2, window=True)
+        RingKVCache(1, 1, 4, 2, window=True)
+    with pytest.raises(TypeError, match="window"):
+        KVCache(1, 1, 4, 2, window=3)
 
 
 def decode(attn, x, chunks, cache):
@@ -258,7 +284,7 @@ def test_decoding_through_the_ring_equals_the_full_windowed_forward(chunks):
 
 def test_slot_p_mod_w_holds_position_p_and_the_slots_are_out_of_order():
     W = 4
-    cache = KVCache(1, 1, 50, 2, dtype=F64, window=W)
+    cache = RingKVCache(1, 1, 50, 2, dtype=F64, window=W)
     for p in range(11):
         value = torch.full((1, 1, 1, 2), float(p), dtype=F64)
         k, _ = cache.append(value, -value)
@@ -356,7 +382,7 @@ def test_the_ring_takes_back_one_step_but_not_what_a_chunk_overwrote():
 
 
 def test_reorder_moves_rows_of_every_filled_slot():
-    cache = KVCache(3, 1, 20, 2, dtype=F64, window=2)
+    cache = RingKVCache(3, 1, 20, 2, dtype=F64, window=2)
     for p in range(5):
         cache.append(torch.arange(3, dtype=F64).view(3, 1, 1, 1).expand(3, 1, 1, 2) + 10 * p,
                      torch.zeros(3, 1, 1, 2, dtype=F64))
@@ -365,11 +391,16 @@ def test_reorder_moves_rows_of_every_filled_slot():
 
 
 def test_a_ring_is_refused_where_it_would_drop_what_the_layer_reads():
+    """Chapter 3's layer knows no rings: the ring itself refuses it (its `bind`, before
+    anything is written); the windowed layer refuses a ring of another window at once."""
     x = inputs(1)
     with torch.no_grad():
+        ring = layer(4).new_cache(B, 8)
         with pytest.raises(ValueError, match="the cache is a ring for window=4, the layer has "
                                              "window=None; make its cache with layer.new_cache"):
-            layer(None)(x, causal=True, cache=layer(4).new_cache(B, 8))
+            layer(None)(x, causal=True, cache=ring)
+        assert ring.next_pos == 0 and ring.owner is None and not ring.k.any()
+        assert ring.positions.tolist() == [-1] * 4
         with pytest.raises(ValueError, match="the cache is a ring for window=4, the layer has "
                                              "window=3"):
             layer(3)(x, causal=True, cache=layer(4).new_cache(B, 8))
