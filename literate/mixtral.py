@@ -251,8 +251,8 @@ def router_aux_loss(model: LlamaLanguageModel,
                     attention_mask: Tensor | None = None) -> Tensor:
     """The balancing loss of the model's last forward: `load_balancing_loss` over every
     MoE block's `router_logits`, pooled, with the model's k and E (HF's `aux_loss`;
-    the training loss adds it times `router_aux_loss_coef`, 0.001 in Mixtral's
-    config; Fedus et al. use 0.01)."""
+    the training loss adds it times `router_aux_loss_coef`: 0.02 in Mixtral's released
+    config, 0.001 the default of HF's MixtralConfig; Fedus et al. use 0.01)."""
     moes = [b.ffn for b in model.blocks if isinstance(getattr(b, "ffn", None), MoEFFN)]
     if not moes:
         raise ValueError("model has no MoEFFN block")

@@ -98,7 +98,7 @@ def mixtral_router(logits: Tensor, top_k: int) -> Routing:
 
 # --8<-- [start:qwen3_moe_router]
 def qwen3_moe_router(logits: Tensor, top_k: int, *, norm_topk_prob: bool) -> Routing:
-    """Qwen3-MoE (Yang et al. 2025), as HF's `Qwen3MoeTopKRouter`: Mixtral's router,
+    """Qwen3-MoE (Qwen Team 2025), as HF's `Qwen3MoeTopKRouter`: Mixtral's router,
     renormalised over the k only if `norm_topk_prob`, the weights cast back to the
     logits' dtype. `[N, E] -> ([N, k], [N, k])`."""
     logits, top_k = router_logits_and_k(logits, top_k)
@@ -268,7 +268,8 @@ class _GroupedMM(torch.autograd.Function):
 def _grouped_linear(rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
     """`_grouped_mm(rows, weight, offs)`, `[M, i] -> [M, o]`. Autograd and
     torch.compile need the ops above; eager inference calls `F.grouped_mm` itself, the
-    same product: through the op, the bench's MoE forward ran ~4% slower."""
+    same product without the op's dispatch (`python -m literate.bench --only moe`
+    times the layer)."""
     if torch.is_grad_enabled() or torch.compiler.is_compiling():
         return _GroupedMM.apply(rows, weight, offs)
     return F.grouped_mm(rows, weight.mT, offs=offs)
@@ -553,6 +554,10 @@ def update_balancing_bias(bias: Tensor, experts: Tensor, *,
     No loss and no gradient: the bias changes which experts are chosen, never the
     weights they get."""
     bias = float_tensor("bias", bias, ndim=1)
+    if bias.dtype not in (torch.float32, torch.float64):  # HF keeps it float32 too
+        raise TypeError(f"bias must be float32 or float64, got {bias.dtype}: steps of "
+                        f"speed={speed} vanish in its rounding (keep the router's "
+                        "bias in float32 when the model is cast)")
     if not isinstance(experts, Tensor) or experts.dtype != torch.long:
         raise TypeError("experts must be a torch.long tensor [N, k]")
     speed = positive_float("speed", speed)

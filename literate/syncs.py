@@ -26,15 +26,26 @@ __all__ = ["HOST_READS", "reads_values", "HostReads", "host_reads"]
 # on values (nonzero, masked_select, a boolean mask as an index): the host waits.
 HOST_READS = {Tensor.__bool__, Tensor.item, Tensor.tolist, Tensor.__int__,
               Tensor.__float__, Tensor.__index__, Tensor.cpu, Tensor.numpy,
-              Tensor.nonzero, torch.nonzero, Tensor.masked_select, torch.masked_select,
-              Tensor.unique, torch.unique}
+              Tensor.nonzero, torch.nonzero, Tensor.argwhere, torch.argwhere,
+              Tensor.masked_select, torch.masked_select, Tensor.unique, torch.unique,
+              Tensor.bincount, torch.bincount}
+REPEAT_INTERLEAVE = {torch.repeat_interleave, Tensor.repeat_interleave}
 
 
-def reads_values(func: Callable[..., object], args: tuple) -> bool:
-    """Whether a call reads values into the host: one of HOST_READS, or indexing with a
-    boolean tensor (the result's size is the number of True values)."""
+def reads_values(func: Callable[..., object], args: tuple,
+                 kwargs: dict | None = None) -> bool:
+    """Whether a call reads values into the host: one of HOST_READS; `torch.where(c)`
+    with one argument (a `nonzero`); `repeat_interleave` with a tensor of repeats and
+    no `output_size`; or indexing with a boolean tensor (the result's size is the
+    number of True values)."""
+    kwargs = kwargs or {}
     if func in HOST_READS:
         return True
+    if func is torch.where:
+        return len(args) + len(kwargs) == 1
+    if func in REPEAT_INTERLEAVE:  # torch.repeat_interleave(r) repeats arange by r
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats", args[0])
+        return isinstance(repeats, Tensor) and "output_size" not in kwargs
     if func is not Tensor.__getitem__ or len(args) < 2:
         return False
     index = args[1] if isinstance(args[1], tuple) else (args[1],)
@@ -50,7 +61,7 @@ class HostReads(TorchFunctionMode):
         self.calls: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if reads_values(func, args):
+        if reads_values(func, args, kwargs):
             self.calls.append(func.__name__)
         return func(*args, **(kwargs or {}))
 

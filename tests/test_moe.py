@@ -533,3 +533,6 @@ def test_the_loss_free_bias_evens_out_a_skewed_load():
     assert bias[0] == before[0] - 0.01 and (bias[1:] == before[1:] + 0.01).all()
     with pytest.raises(ValueError, match=r"^speed must be"):
         update_balancing_bias(bias, torch.zeros(4, 2, dtype=torch.long), speed=0.0)
+    with pytest.raises(TypeError, match=r"^bias must be float32 or float64, got "
+                                        r"torch.bfloat16"):
+        update_balancing_bias(bias.bfloat16(), torch.zeros(4, 2, dtype=torch.long))

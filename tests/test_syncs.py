@@ -31,6 +31,20 @@ def test_the_counter_sees_a_branch_on_a_value():
     assert syncs(lambda: t * 2) == 0
 
 
+def test_the_counter_sees_every_size_that_depends_on_values():
+    """One-argument where is a nonzero; bincount and argwhere size their output by the
+    values; repeat_interleave does with a tensor of repeats, unless told output_size."""
+    x = torch.tensor([1, 0, 2])
+    for reads in (lambda: torch.where(x > 0), lambda: x.argwhere(), lambda: x.bincount(),
+                  lambda: torch.bincount(x), lambda: x.repeat_interleave(x),
+                  lambda: x.repeat_interleave(repeats=x), lambda: torch.repeat_interleave(x),
+                  lambda: x.repeat_interleave(x, dim=0)):
+        assert syncs(reads) == 1
+    for free in (lambda: torch.where(x > 0, x, 0), lambda: x.repeat_interleave(2),
+                 lambda: torch.repeat_interleave(x, x, output_size=3)):
+        assert syncs(free) == 0
+
+
 @pytest.fixture(scope="module")
 def tiny():
     torch.manual_seed(0)
