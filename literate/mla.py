@@ -339,7 +339,7 @@ def rotary_part(rope: object, base: object, layout: object,
     return rope
 
 
-def check_mla_call(layer: MultiHeadLatentAttention, x: object, *, causal: object,
+def check_mla_call(layer: "MultiHeadLatentAttention", x: object, *, causal: object,
                    key_valid: object, cache: object, start_pos: object,
                    positions: object, empty_row: object,
                    return_weights: object) -> tuple[int, int]:
