@@ -14,13 +14,20 @@ from dataclasses import dataclass
 from literate.checks import positive_int
 
 __all__ = [
-    "attention_params",
-    "kv_cache_bytes_per_token",
-    "kv_cache_bytes",
-    "PublishedAttention",
     "PUBLISHED_ATTENTION",
+    "CacheShape",
     "GPT2ParamCount",
+    "PublishedAttention",
+    "attention_kind",
+    "attention_params",
+    "cache_bytes",
+    "cache_bytes_per_token_per_layer",
     "gpt2_params",
+    "interleaved_windows",
+    "kv_cache_bytes",
+    "kv_cache_bytes_per_token",
+    "kv_cache_shape",
+    "latent_cache_shape",
 ]
 
 
@@ -86,6 +93,103 @@ def kv_cache_bytes(windows: Sequence[int | None], n_kv_heads: int, d_head: int,
                for w in windows)  # positions held, summed over the layers
     return batch * per_position * kept
 # --8<-- [end:kv_cache_bytes]
+
+
+# --8<-- [start:cache_ledger]
+@dataclass(frozen=True)
+class CacheShape:
+    """What one model's cache keeps, layer by layer (chapter 10's ledger).
+
+    `windows` has one entry per layer: None for a layer that keeps every position, W
+    for a sliding-window layer, a ring of W slots. `width` is how many values one
+    position costs in one layer: 2 H_kv d_head (a key and a value per key/value head)
+    for MHA, GQA and MQA, kv_lora_rank + d_rope (the latent and the shared RoPE key)
+    for MLA. `kind` names the attention: "MHA", "GQA", "MQA", "MLA", with
+    "+ sliding" or "+ local/global" when some layers have a window."""
+
+    name: str
+    kind: str
+    windows: tuple[int | None, ...]
+    width: int
+    source: str = ""
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.windows)
+
+    @property
+    def global_layers(self) -> int:
+        """Layers whose cache grows with the context."""
+        return sum(w is None for w in self.windows)
+
+
+def attention_kind(n_heads: int, n_kv_heads: int) -> str:
+    """"MHA" when every query head has its own key/value head, "MQA" when one is
+    shared by all, "GQA" in between (chapter 3)."""
+    n_heads = positive_int("n_heads", n_heads)
+    n_kv_heads = positive_int("n_kv_heads", n_kv_heads)
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads={n_heads} must be divisible by "
+                         f"n_kv_heads={n_kv_heads}")
+    return "MHA" if n_kv_heads == n_heads else "MQA" if n_kv_heads == 1 else "GQA"
+
+
+def interleaved_windows(n_layers: int, window: int | None, *,
+                        every: int = 0) -> tuple[int | None, ...]:
+    """One window per layer: every `every`-th layer global (None), the others `window`.
+    every=0: no global layer, the window everywhere (Mistral 7B v0.1); Gemma 3:
+    every=6, five local layers then a global one; gpt-oss: every=2, local first.
+    window None: every layer global."""
+    n_layers = positive_int("n_layers", n_layers)
+    if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+        raise ValueError(f"every must be an int >= 0, got {every!r}")
+    if window is None:
+        return (None,) * n_layers
+    window = positive_int("window", window)
+    return tuple(None if every and (i + 1) % every == 0 else window
+                 for i in range(n_layers))
+
+
+def kv_cache_shape(name: str, *, n_layers: int, n_heads: int, n_kv_heads: int,
+                   d_head: int, window: int | None = None, every: int = 0,
+                   source: str = "") -> CacheShape:
+    """The cache of a model with keys and values per key/value head (MHA, GQA or MQA),
+    optionally windowed as `interleaved_windows(n_layers, window, every=every)`."""
+    kind = attention_kind(n_heads, n_kv_heads)
+    windows = interleaved_windows(n_layers, window, every=every)
+    if any(w is not None for w in windows):
+        kind += " + local/global" if None in windows else " + sliding"
+    width = 2 * n_kv_heads * positive_int("d_head", d_head)  # a key and a value
+    return CacheShape(name, kind, windows, width, source)
+
+
+def latent_cache_shape(name: str, *, n_layers: int, kv_lora_rank: int,
+                       qk_rope_head_dim: int, source: str = "") -> CacheShape:
+    """The cache of an MLA model: per layer and position the latent c_kv
+    [kv_lora_rank] and the decoupled RoPE key [qk_rope_head_dim], whatever the head
+    count (chapter 10's `LatentCache`)."""
+    width = (positive_int("kv_lora_rank", kv_lora_rank)
+             + positive_int("qk_rope_head_dim", qk_rope_head_dim))
+    return CacheShape(name, "MLA", interleaved_windows(n_layers, None), width, source)
+
+
+def cache_bytes_per_token_per_layer(shape: CacheShape, *,
+                                    bytes_per_value: int = 2) -> int:
+    """What one position costs in one layer: width x bytes per value (2: bfloat16)."""
+    return shape.width * positive_int("bytes_per_value", bytes_per_value)
+
+
+def cache_bytes(shape: CacheShape, context: int, *, bytes_per_value: int = 2,
+                batch: int = 1) -> int:
+    """Bytes of the whole cache for `context` tokens and `batch` rows: every layer
+    keeps min(window, context) positions (all `context` for a global layer), each of
+    `cache_bytes_per_token_per_layer` bytes. Past the longest window only the global
+    layers grow: by global_layers x that per token."""
+    context, batch = positive_int("context", context), positive_int("batch", batch)
+    kept = sum(context if w is None else min(w, context) for w in shape.windows)
+    return batch * kept * cache_bytes_per_token_per_layer(
+        shape, bytes_per_value=bytes_per_value)
+# --8<-- [end:cache_ledger]
 
 
 # --8<-- [start:published_attention]
@@ -173,7 +277,7 @@ def gpt2_params(vocab_size: int, context: int, d_model: int, n_heads: int,
 # ---------------------------------------------------------------------------------------
 # Chapter 4: the 2017 encoder-decoder
 
-__all__ += ["ParameterFloor", "transformer_parameter_floor", "EncoderDecoderCount", "encoder_decoder_params"]
+__all__ += ["EncoderDecoderCount", "ParameterFloor", "encoder_decoder_params", "transformer_parameter_floor"]
 
 
 # --8<-- [start:transformer_parameter_floor]

@@ -20,6 +20,7 @@ from literate.figures import encdec
 from literate.figures import modern
 from literate.figures import decoding
 from literate.figures import moe
+from literate.figures import long_context
 from literate.figures.style import LANGUAGES, THEMES, svg_bytes
 
 
@@ -188,6 +189,17 @@ FIGURES: dict[str, FigureSpec] = {
             "the mean. Right: the next-token loss of the two runs, on top of each "
             "other, falls from about 3.9 nats past the loss of a model that knows only "
             "the word frequencies, towards that of one that knows the topic.",
+        ),
+        FigureSpec(
+            "kv-cache-memory",
+            long_context.kv_memory_figure,
+            "KV-cache memory in GiB against context length from 128 to 1M tokens, both on "
+            "log scales, in bfloat16 at batch 1, one line per model: Llama 3 8B and 70B "
+            "grow in proportion to the context; Mistral 7B v0.1 stops growing at its "
+            "4,096-token window; Gemma 3 27B and gpt-oss-120b bend where their local "
+            "layers stop (1,024 and 128 tokens) and then grow with their global layers "
+            "only; DeepSeek-V3's latent cache grows in proportion, below Llama 3 8B's. "
+            "Hollow markers show where the windowed layers stop growing.",
         ),
     ]
 }
