@@ -11,10 +11,15 @@ import pytest
 import torch
 from transformers import (
     DeepseekV3Config,
+    DeepseekV3ForCausalLM,
+    Gemma3ForCausalLM,
     Gemma3TextConfig,
     GptOssConfig,
+    GptOssForCausalLM,
     LlamaConfig,
+    LlamaForCausalLM,
     MistralConfig,
+    MistralForCausalLM,
 )
 from transformers.cache_utils import StaticCache
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
@@ -36,7 +41,6 @@ from literate.long_context import (
 )
 from literate.mla import (
     deepseek_v3_from_hf_config,
-    expanded_cache_bytes_per_token,
     latent_cache_bytes_per_token,
 )
 from literate.params import (
@@ -269,14 +273,16 @@ def test_hf_attention_projects_what_the_ledger_counts(name):
 
 def hf_static_cache_bytes(config, context: int) -> int:
     """Bytes of HF's StaticCache for `context` tokens of this configuration, in
-    bfloat16 at batch 1, allocated on the meta device (shapes, no storage)."""
+    bfloat16 at batch 1, allocated on the meta device (shapes, no storage). HF decides
+    each layer's slots (min(window, context) for a sliding layer); what one slot holds
+    is what `test_hf_models_allocate_the_ledger_at_small_scale` sees HF's models store:
+    a key and a value per key/value head, or DeepSeek's latent and RoPE key as one
+    head (transformers 5.24 caches MLA's latent, not the up-projected heads)."""
     cache = StaticCache(config=config, max_cache_len=context)
-    if isinstance(config, DeepseekV3Config):  # HF caches the up-projected heads
-        heads, k_dim = config.num_attention_heads, config.qk_head_dim
-        v_dim = config.v_head_dim
+    if isinstance(config, DeepseekV3Config):
+        heads, k_dim, v_dim = 1, config.kv_lora_rank, config.qk_rope_head_dim
     else:
-        heads, k_dim = config.num_key_value_heads, config.head_dim
-        v_dim = k_dim
+        heads, k_dim, v_dim = config.num_key_value_heads, config.head_dim, config.head_dim
     for layer in cache.layers:
         layer.lazy_initialization(
             torch.empty(1, heads, 1, k_dim, dtype=torch.bfloat16, device="meta"),
@@ -288,13 +294,76 @@ def hf_static_cache_bytes(config, context: int) -> int:
 @pytest.mark.parametrize("context", [1000, 32 * K, 128 * K])
 def test_hf_static_cache_allocates_the_ledger(name, context):
     """HF's StaticCache gives a sliding layer min(window, context) slots, a full one
-    `context`: the same count. DeepSeek-V3 is the exception: HF caches every head's
-    key and value, `expanded_cache_bytes_per_token` (71 times the latent)."""
-    config = hf_configs()[name]
-    theirs = hf_static_cache_bytes(config, context)
-    if name == "DeepSeek-V3":
-        assert theirs == context * expanded_cache_bytes_per_token(
-            61, 128, config.qk_head_dim, config.v_head_dim, 2)
-        assert theirs // cache_bytes(published_cache(name), context) == 71
-    else:
-        assert theirs == cache_bytes(published_cache(name), context)
+    `context`: the same count as ours, for the published configurations."""
+    theirs = hf_static_cache_bytes(hf_configs()[name], context)
+    assert theirs == cache_bytes(published_cache(name), context)
+
+
+def tiny_hf(family: str):
+    """A tiny HF model of each family and our CacheShape of it."""
+    common = {"vocab_size": 50, "hidden_size": 16, "intermediate_size": 8,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
+              "max_position_embeddings": 32, "bos_token_id": None,
+              "eos_token_id": None, "pad_token_id": None}
+    if family == "llama":
+        config = LlamaConfig(num_hidden_layers=2, **common)
+        shape = kv_cache_shape(family, n_layers=2, n_heads=4, n_kv_heads=2, d_head=4)
+        return LlamaForCausalLM(config), shape
+    if family == "mistral":
+        config = MistralConfig(num_hidden_layers=2, sliding_window=5, **common)
+        shape = kv_cache_shape(family, n_layers=2, n_heads=4, n_kv_heads=2, d_head=4,
+                               window=5)
+        return MistralForCausalLM(config), shape
+    if family == "gemma3":
+        config = Gemma3TextConfig(num_hidden_layers=6, sliding_window=5,
+                                  query_pre_attn_scalar=4, **common)
+        shape = kv_cache_shape(family, n_layers=6, n_heads=4, n_kv_heads=2, d_head=4,
+                               window=5, every=6)
+        return Gemma3ForCausalLM(config), shape
+    if family == "gpt_oss":
+        config = GptOssConfig(num_hidden_layers=4, sliding_window=5,
+                              num_local_experts=2, num_experts_per_tok=1, **common)
+        shape = kv_cache_shape(family, n_layers=4, n_heads=4, n_kv_heads=2, d_head=4,
+                               window=5, every=2)
+        return GptOssForCausalLM(config), shape
+    config = tiny_deepseek()
+    shape = latent_cache_shape(family, n_layers=2, kv_lora_rank=16, qk_rope_head_dim=6)
+    return DeepseekV3ForCausalLM(config), shape
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma3", "gpt_oss",
+                                    "deepseek_v3"])
+@pytest.mark.parametrize("context", [4, 9])  # below and past the window of 5
+def test_hf_models_allocate_the_ledger_at_small_scale(family, context):
+    """HF's own models, prefilling `context` tokens into a StaticCache of `context`
+    slots: the bytes their layers allocate are `cache_bytes` (float32)."""
+    torch.manual_seed(0)
+    model, shape = tiny_hf(family)
+    cache = StaticCache(config=model.config, max_cache_len=context)
+    with torch.no_grad():
+        model.eval()(torch.arange(context)[None] % 50, cache=cache, use_cache=True)
+    theirs = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+    assert theirs == cache_bytes(shape, context, bytes_per_value=4)
+
+
+# --- the figure ---------------------------------------------------------------------
+def test_the_figure_plots_the_ledger():
+    """Each model's line is `cache_bytes` in GiB at the figure's contexts; a hollow
+    marker sits at each windowed model's `growth_stops`, on its line."""
+    import matplotlib.pyplot as plt
+
+    from literate.figures import FIGURES
+    from literate.figures.long_context import CONTEXTS
+
+    assert "kv-cache-memory" in FIGURES
+    fig = FIGURES["kv-cache-memory"].draw(language="ru", theme="dark")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    for shape in PUBLISHED_CACHES:
+        line = next(v for k, v in lines.items() if k.startswith(shape.name + " ("))
+        assert list(line.get_xdata()) == list(CONTEXTS)
+        assert list(line.get_ydata()) == [cache_bytes(shape, n) / GIB for n in CONTEXTS]
+    stops = {(m.get_xdata()[0], m.get_ydata()[0]) for m in fig.axes[0].get_lines()
+             if m.get_markerfacecolor() == "none" and len(m.get_xdata()) == 1}
+    assert stops == {(growth_stops(s), cache_bytes(s, growth_stops(s)) / GIB)
+                     for s in PUBLISHED_CACHES if growth_stops(s) is not None}
+    plt.close(fig)
