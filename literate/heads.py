@@ -388,6 +388,23 @@ class MultiHeadAttention(nn.Module):
         return attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
                                  key_valid=key_valid, device=self.q_proj.weight.device)
 
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, *,
+               plain_causal: bool,
+               return_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """The attention itself: q [B, H, T_q, d_head], k and v [B, H_kv, T_k, d_head]
+        -> (per-head output [B, H, T_q, d_head], the weights or None); a method, for
+        chapter 10's attention sinks to override. `plain_causal`: `allowed` is the
+        square causal mask, which the fused kernel makes itself."""
+        if return_weights:  # the transparent path of chapter 1
+            # empty rows were refused by forward, or are wanted: "zero"
+            result = grouped_attention(q, k, v, allowed, empty_row="zero",
+                                       scale=self.scale)
+            return result.output, result.weights
+        if plain_causal:
+            return fused_attention(q, k, v, is_causal=True, scale=self.scale), None
+        # allowed None: nothing blocked (no padding, one query after a cache)
+        return fused_attention(q, k, v, allowed, scale=self.scale), None
+
     def queries(self, x: Tensor) -> Tensor:
         """x [B, T, d] -> q [B, H, T, d_head], QK-normed if the layer has q_norm."""
         q = self.q_proj(x)
@@ -442,16 +459,10 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             cache.bind(self)  # one cache, one layer
             k, v = cache.write(k, v)  # [B, H_kv, T_k, d_head]: checked by check_call
-        if return_weights:  # the transparent path of chapter 1
-            # empty rows were refused above, or are wanted: "zero"
-            result = grouped_attention(q, k, v, allowed, empty_row="zero",
-                                       scale=self.scale)
-            out, weights = result.output, result.weights
-        elif allowed is not None and key_valid is None and t_q == t_k \
-                and self.window is None:  # the plain causal mask: the kernel makes it
-            out = fused_attention(q, k, v, is_causal=True, scale=self.scale)
-        else:  # allowed None: nothing blocked (no padding, one query after a cache)
-            out = fused_attention(q, k, v, allowed, scale=self.scale)  # [B, H, T_q, d]
+        plain = (allowed is not None and key_valid is None and t_q == t_k
+                 and self.window is None)  # the plain causal mask: the kernel makes it
+        out, weights = self.attend(q, k, v, allowed, plain_causal=plain,
+                                   return_weights=return_weights)  # [B, H, T_q, d]
         out = self.o_proj(merge_heads(out))  # [B, T_q, d]
         return (out, weights) if return_weights else out
 # --8<-- [end:multi_head_attention]

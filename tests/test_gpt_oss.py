@@ -1,0 +1,204 @@
+"""gpt-oss against Hugging Face: the tiny model (3 layers: sliding, full, sliding;
+window 4; 4 experts, top-2; YaRN as released) built from a `GptOssConfig` and loaded
+from `GptOssForCausalLM`'s weights == HF (logits, every gradient, the balancing loss),
+greedy cached decoding past the window == HF `generate`, refusals by field name.
+
+Float64, experts_implementation="eager". HF's RMSNorm computes in float32, so twice
+(as tests/test_mixtral.py): HF as it is, each tensor within 16 float32 ulps of its
+largest entry (and further than 1e-12: the float32 steps are there); HF with its norms
+patched to compute in float64, 1e-12. Its sink softmax already runs in the input dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import pytest
+import torch
+from transformers import GptOssConfig, GptOssForCausalLM
+from transformers.models.gpt_oss import modeling_gpt_oss
+
+from literate.decoding import generate
+from literate.gpt_oss import (
+    HF_GPT_OSS_NAMES,
+    check_gpt_oss_config,
+    gpt_oss_aux_loss,
+    gpt_oss_from_hf_config,
+    load_hf_gpt_oss,
+)
+from literate.mla import YarnRotaryEmbedding
+from literate.sinks import SinkAttention, SlidingWindowSinkAttention
+from literate.syncs import host_reads
+
+F64 = torch.float64
+F32_BOUND = 16 * 2.0**-23
+F64_TOL = 1e-12
+VOCAB, D, H, H_KV, D_HEAD, D_FF, E, K, W, B, T = 61, 32, 4, 2, 8, 16, 4, 2, 4, 2, 9
+KINDS = ["sliding_attention", "full_attention", "sliding_attention"]
+
+
+def hf_config(**changes) -> GptOssConfig:
+    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
+                "num_key_value_heads": H_KV, "head_dim": D_HEAD,
+                "intermediate_size": D_FF, "num_hidden_layers": 3,
+                "num_local_experts": E, "num_experts_per_tok": K, "sliding_window": W,
+                "layer_types": KINDS, "max_position_embeddings": 64,
+                "router_aux_loss_coef": 0.001, "pad_token_id": None,
+                "bos_token_id": None, "eos_token_id": None,
+                "attn_implementation": "eager", "experts_implementation": "eager"}
+    return GptOssConfig(**(settings | changes))  # rope_parameters: HF's YaRN
+
+
+@contextlib.contextmanager
+def hf_norms_in_input_dtype(module: torch.nn.Module):
+    """Test-harness patch: every GptOssRMSNorm computes in the input dtype (HF: f32)."""
+    norms = [m for m in module.modules()
+             if isinstance(m, modeling_gpt_oss.GptOssRMSNorm)]
+    for m in norms:
+        def forward(x, m=m):
+            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
+                                               + m.variance_epsilon))
+        m.forward = forward
+    try:
+        yield
+    finally:
+        for m in norms:
+            del m.forward
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.manual_seed(0)
+    theirs = GptOssForCausalLM(hf_config()).double().eval()
+    with torch.no_grad():
+        for name, p in theirs.named_parameters():
+            if name.endswith("sinks"):
+                p.normal_(0.0, 2.0)  # sinks that take a real share
+            elif name.endswith("norm.weight") or "layernorm" in name:
+                p.normal_(1.0, 0.3)
+            elif "router" in name:
+                p.normal_(0.0, 0.5)  # routing far from uniform
+            elif name.endswith("bias"):
+                p.normal_(0.0, 0.1)  # HF initialises these to 0
+            else:
+                p.normal_(0.0, 0.2)
+    ours = gpt_oss_from_hf_config(theirs.config).double().eval()
+    load_hf_gpt_oss(ours, theirs.state_dict(), theirs.config)
+    return ours, theirs
+
+
+def test_built_from_the_config(pair):
+    ours, theirs = pair
+    kinds = [type(b.attn) for b in ours.blocks]
+    assert kinds == [SlidingWindowSinkAttention, SinkAttention,
+                     SlidingWindowSinkAttention]
+    assert [b.attn.window for b in ours.blocks] == [W, None, W]
+    rope = ours.blocks[0].attn.rope
+    assert isinstance(rope, YarnRotaryEmbedding) and rope.yarn["factor"] == 32.0
+    assert rope.yarn["truncate"] is False and abs(rope.attention_factor - 1.3466) < 1e-4
+    assert sum(p.numel() for p in ours.parameters()) == \
+        sum(p.numel() for p in theirs.parameters())
+
+
+def forward_and_grads(ours, theirs):
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(1))
+    got = ours(ids)
+    out = theirs(ids, output_router_logits=True)
+    want = out.logits
+    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(2),
+                        dtype=F64)
+    names = [n for n, _ in ours.named_parameters()]
+    hf = dict(theirs.named_parameters())
+    hf_names = [n for n, _ in theirs.named_parameters()]
+    assert len(names) == len(hf_names)
+    ours_params = dict(ours.named_parameters())
+    loss_ours, loss_hf = (got * probe).sum(), (want * probe).sum()
+    g_ours = torch.autograd.grad(loss_ours, list(ours_params.values()))
+    g_hf = dict(zip(hf_names, torch.autograd.grad(loss_hf, list(hf.values()))))
+    ours_of = {}
+    for n in hf_names:
+        key = n
+        for pattern, replacement in HF_GPT_OSS_NAMES:
+            key = re.sub(pattern, replacement, key)
+        ours_of[key] = n
+    routers = [f"router_logits[{i}]" for i in range(len(ours.blocks))]
+    labels = ["logits", *routers, *names]
+    mine = [got, *(b.ffn.router_logits for b in ours.blocks), *g_ours]
+    theirs_t = [want, *out.router_logits, *(g_hf[ours_of[n]] for n in names)]
+    return labels, mine, theirs_t
+
+
+def test_tiny_gpt_oss_equals_hf(pair):
+    ours, theirs = pair
+    labels, mine, hf = forward_and_grads(ours, theirs)
+    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, mine, hf)}
+    for n, a, b in zip(labels, mine, hf):
+        assert diffs[n] <= F32_BOUND * b.abs().max().item(), (n, diffs[n])
+    assert max(diffs.values()) > 1e-12  # HF's float32 norms are in the path
+    with hf_norms_in_input_dtype(theirs):
+        labels, mine, hf = forward_and_grads(ours, theirs)
+    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, mine, hf)}
+    worst = max(diffs, key=diffs.get)
+    assert diffs[worst] <= F64_TOL, (worst, diffs[worst])
+    sinks = [n for n in labels if n.endswith("sinks")]
+    assert len(sinks) == 3 and all(mine[labels.index(n)].abs().max() > 1e-3
+                                   for n in sinks)
+
+
+def test_balancing_loss_and_training_loss_equal_hf(pair):
+    """HF's aux_loss accumulates in float32 (and its cross-entropy upcasts the logits):
+    within F32_BOUND of ours; loss = CE + router_aux_loss_coef * aux."""
+    ours, theirs = pair
+    ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        out = theirs(input_ids=ids, labels=ids, output_router_logits=True)
+        logits = ours(ids)
+        aux = gpt_oss_aux_loss(ours)
+        ce = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
+                                               ids[:, 1:].reshape(-1))
+        loss = ce + theirs.config.router_aux_loss_coef * aux
+    assert aux > K  # uniform routing gives k: ours is not uniform
+    for name, a, b in (("aux", aux, out.aux_loss), ("loss", loss, out.loss)):
+        assert abs(a.item() - b.item()) <= F32_BOUND * abs(b.item()), name
+
+
+def test_greedy_cached_decoding_past_the_window_equals_hf_generate(pair):
+    ours, theirs = pair
+    prompt = torch.randint(0, VOCAB, (B, 5), generator=torch.Generator().manual_seed(3))
+    with hf_norms_in_input_dtype(theirs):
+        want = theirs.generate(prompt, max_new_tokens=10, do_sample=False,
+                               min_new_tokens=10)
+    got = generate(ours, prompt, 10)
+    assert got.shape == (B, 15) and torch.equal(got, want)
+    assert len(set(got[:, 5:].flatten().tolist())) > 2  # not one token repeated
+
+
+def test_no_host_reads_in_run(pair):
+    ours, _ = pair
+    ids = torch.randint(0, VOCAB, (B, T))
+    assert host_reads(ours.run, ids) == 0
+
+
+def test_refusals_name_the_field(pair):
+    ours, theirs = pair
+    bad = [({"attention_dropout": 0.1}, "attention_dropout"),
+           ({"layer_types": ["sliding_attention", "chunked_attention",
+                             "full_attention"]}, "layer_types"),
+           ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4,
+                                 "factor": 2.0}}, "rope_type")]
+    base = theirs.config.to_dict()
+    for change, field in bad:
+        with pytest.raises(ValueError, match=field):
+            gpt_oss_from_hf_config(base | change)
+    with pytest.raises(ValueError, match="sliding_window"):
+        gpt_oss_from_hf_config(base | {"sliding_window": None})
+    for change, field in [({"num_experts_per_tok": 1}, "num_experts_per_tok"),
+                          ({"swiglu_limit": 6.0}, "swiglu_limit"),
+                          ({"layer_types": KINDS[::-1][:2] + ["full_attention"]},
+                           "layer_types"),
+                          ({"rope_parameters": {"rope_type": "default",
+                                                "rope_theta": 150000.0}},
+                           "rope_parameters")]:
+        with pytest.raises(ValueError, match=field):
+            check_gpt_oss_config(ours, base | change)
