@@ -109,8 +109,8 @@ def sink_share(scores: Tensor, sinks: Tensor) -> Tensor:
     a blocked key) and sinks [H] -> [B, H, T_q]. The real keys share 1 - this: a row
     whose scores are all low next to s_h hands its weight to the sink, and its output,
     (1 - share) times an average of values, shrinks toward 0."""
-    if float_tensor("scores", scores, ndim=4).shape[1] != float_tensor(
-            "sinks", sinks).shape[0] or sinks.ndim != 1:
+    scores, sinks = float_tensor("scores", scores, ndim=4), float_tensor("sinks", sinks)
+    if sinks.shape != (scores.shape[1],):
         raise ValueError(f"sinks must be [H={scores.shape[1]}], "
                          f"got {tuple(sinks.shape)}")
     return torch.sigmoid(sinks[None, :, None] - scores.logsumexp(dim=-1))

@@ -151,6 +151,11 @@ def test_an_empty_row_goes_to_the_sink_and_bad_sinks_are_refused():
         sink_attention(q, k, v, torch.zeros(H + 1, dtype=F64))
     with pytest.raises(TypeError, match="sinks"):
         sink_attention(q, k, v, torch.zeros(H, dtype=torch.long))
+    scores = torch.zeros(B, H, 5, 5, dtype=F64)
+    for bad in (torch.tensor(0.0, dtype=F64), torch.zeros(H + 1, dtype=F64),
+                torch.zeros(1, H, dtype=F64)):  # a 0-d one too: ValueError, not IndexError
+        with pytest.raises(ValueError, match=r"^sinks must be \[H=4\]"):
+            sink_share(scores, bad)
 
 
 def test_weights_path_equals_fused_path_and_ring_decoding_equals_the_full_forward():
