@@ -145,6 +145,25 @@ ERAS["mixtral"] = Era(
     "Llama file (chapters 1-8)",
     "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral")
 
+LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
+    ("window", "window_allowed"), ("window", "window_attention_allowed"),
+    ("window", "ring_kv_cache"), ("window", "sliding_window_attention"),
+    ("window", "mistral"), ("gemma3", "gemma3_language_model"),
+    ("gemma3", "gemma3_from_hf_config"), ("gemma3", "check_gemma3_config"),
+    ("sinks", "sink_attention"), ("sinks", "sink_share"), ("sinks", "sink_layers"),
+    ("mla", "latent_cache"), ("mla", "absorbed"), ("mla", "latent_attention"),
+    ("mla", "mla_checks"), ("mla", "yarn"), ("mla", "multi_head_latent_attention"),
+    ("mla", "cache_bytes"), ("gpt_oss", "gpt_oss_block"), ("gpt_oss", "gpt_oss_model"),
+    ("gpt_oss", "gpt_oss_from_hf_config"), ("gpt_oss", "check_gpt_oss_config"),
+    ("gpt_oss", "load_hf_gpt_oss"), ("gpt_oss", "gpt_oss_aux_loss"),
+    ("params", "cache_ledger"))
+ERAS["long_context"] = Era(
+    "Long context (chapter 10): sliding windows and their ring caches (Mistral,\n"
+    "Gemma 3), attention sinks, multi-head latent attention with YaRN (DeepSeek-V3's\n"
+    "layer), gpt-oss with Hugging Face loading, and the cache ledger; with everything\n"
+    "of the Mixtral file (chapters 1-9)",
+    "chapters 1-10", ERAS["mixtral"].sections + LONG_CONTEXT, "check_long_context")
+
 MARKER = "# --8<-- [{kind}:{name}]"
 
 
@@ -195,6 +214,15 @@ def _imports(modules: list[str], code: str) -> list[str]:
     return ["from __future__ import annotations", ""] + stdlib + [""] + torch_
 
 
+def _top_level_names(stmt: ast.stmt) -> list[str]:
+    """The names a top-level def, class or assignment binds."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    targets = (stmt.targets if isinstance(stmt, ast.Assign)
+               else [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
 def assemble(name: str) -> str:
     """The standalone file of era `name`, as text."""
     if name not in ERAS:
@@ -214,6 +242,10 @@ def assemble(name: str) -> str:
     main = (f'\n\n\nif __name__ == "__main__":\n    {era.self_check}()\n'
             f'    print("{name}.py: self-check passed")\n')
     text = "\n".join([header, ""] + _imports(list(dict.fromkeys(modules)), body)) + "\n\n\n" + body + main
+    defined = [n for stmt in ast.parse(body).body for n in _top_level_names(stmt)]
+    twice = sorted({n for n in defined if defined.count(n) > 1})
+    if twice:  # a later section would silently replace an earlier one's definition
+        raise ValueError(f"{name}.py defines {twice} more than once")
     problems = check_module_source(text, where=f"{name}.py")
     if problems:
         raise ValueError("the era does not stand alone:\n  " + "\n  ".join(map(str, problems)))

@@ -319,8 +319,8 @@ def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
 ABSORB_MODES = ("never", "decode", "always")
 
 
-def rotary_part(rope: object, base: object, layout: object,
-                d_rope: int) -> RotaryEmbedding:
+def latent_rotary_part(rope: object, base: object, layout: object,
+                       d_rope: int) -> RotaryEmbedding:
     """The RoPE of the queries' and keys' RoPE parts: `rope` as given (a
     RotaryEmbedding turning all of its d_rope coordinates), or one made from `base`
     (10000) and `layout` ("interleaved"), not both."""
@@ -439,7 +439,8 @@ class MultiHeadLatentAttention(nn.Module):
         self.qk_rope_head_dim = positive_int("qk_rope_head_dim", qk_rope_head_dim)
         self.v_head_dim = positive_int("v_head_dim", v_head_dim)
         self.qk_head_dim = d_qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-        self.rope = rotary_part(rope, rope_base, rope_layout, self.qk_rope_head_dim)
+        self.rope = latent_rotary_part(rope, rope_base, rope_layout,
+                                       self.qk_rope_head_dim)
         self.scale = d_qk**-0.5 if scale is None else positive_float("scale", scale)
         self.absorb = choice("absorb", absorb, ABSORB_MODES)
         bias = boolean("bias", bias)

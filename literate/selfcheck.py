@@ -16,6 +16,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from literate.beam import beam_generate
+from literate.gpt_oss import gpt_oss_model
+from literate.mla import MultiHeadLatentAttention
+from literate.params import cache_bytes, kv_cache_shape
+from literate.sinks import sink_attention, sink_share
+from literate.window import SlidingWindowAttention, mistral_model, window_allowed
 from literate.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
 from literate.blocks import (cohere_block, gemma3_block, gptj_block, llama_block,
                              neox_block, olmo2_block, qwen3_block)
@@ -35,7 +40,7 @@ from literate.syncs import host_reads
 from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 __all__ = ["check_attention", "check_transformer2017", "check_decoding", "check_gpt2",
-           "check_llama", "check_mixtral"]
+           "check_llama", "check_mixtral", "check_long_context"]
 
 
 # --8<-- [start:check_attention]
@@ -377,3 +382,70 @@ def check_mixtral() -> None:
         torch.testing.assert_close(fresh(ids), model(ids), atol=0, rtol=0)
     check_decoding(model)
 # --8<-- [end:check_mixtral]
+
+
+# --8<-- [start:check_long_context]
+def check_long_context() -> None:
+    """Chapter 10: a query of a window W reads min(W, q + 1) keys; a sliding-window
+    layer decoding token by token through its ring equals its full forward, the ring's
+    bytes constant once made; a sink row's weights sum to 1 - its sink share; MLA's
+    absorbed form equals the up-projected one (float64) and its cache holds r + d_rope
+    numbers per token; the ledger's bytes of a tiny Mistral equal what its rings
+    allocate; cached decoding of a Mistral and a gpt-oss equals the uncached one."""
+    torch.manual_seed(0)
+    window = 3
+    t = torch.arange(9)
+    reads = window_allowed(t, t, window).sum(-1)
+    if not torch.equal(reads, (t + 1).clamp(max=window)):
+        raise AssertionError(f"window_allowed reads {reads.tolist()} keys per query")
+
+    layer = SlidingWindowAttention(16, 4, 2, window=window).double().eval()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    with torch.no_grad():
+        full = layer(x, causal=True)
+        ring = layer.new_cache(2, 9)
+        made = ring.nbytes
+        steps = []
+        for i in range(9):
+            steps.append(layer(x[:, i:i + 1], causal=True, cache=ring))
+            if ring.nbytes != made:
+                raise AssertionError("the ring grew")
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-12, rtol=0)
+    if made != 2 * 2 * 2 * window * layer.d_head * 8:  # k and v, B, H_kv, S, d_head
+        raise AssertionError(f"a ring of {window} slots holds {made} bytes")
+
+    q, k, v = (torch.randn(2, 4, 5, 8, dtype=torch.float64) for _ in range(3))
+    sinks = torch.randn(4, dtype=torch.float64)
+    allowed = causal_allowed(5, 5)
+    _, weights = sink_attention(q, k, v, sinks, allowed)
+    scores = (q @ k.transpose(-1, -2) * 8**-0.5).masked_fill(~allowed, float("-inf"))
+    torch.testing.assert_close(weights.sum(-1), 1 - sink_share(scores, sinks),
+                               atol=1e-12, rtol=0)
+
+    dims = dict(q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4,
+                v_head_dim=6)
+    naive = MultiHeadLatentAttention(16, 4, absorb="never", **dims).double().eval()
+    absorbed = MultiHeadLatentAttention(16, 4, absorb="always", **dims).double().eval()
+    absorbed.load_state_dict(naive.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(absorbed(x, causal=True), naive(x, causal=True),
+                                   atol=1e-12, rtol=0)
+        latent = naive.new_cache(2, 9)
+        steps = [naive(x[:, i:i + 1], causal=True, cache=latent) for i in range(9)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), naive(x, causal=True),
+                               atol=1e-12, rtol=0)
+    if latent.nbytes != 2 * 9 * (8 + 4) * 8:
+        raise AssertionError(f"the latent cache holds {latent.nbytes} bytes")
+
+    model = mistral_model(50, 16, 16, 4, 2, 2, 24, window=window).double().eval()
+    caches = [block.attn.new_cache(2, 16) for block in model.blocks]
+    shape = kv_cache_shape("tiny", n_layers=2, n_heads=4, n_kv_heads=2, d_head=4,
+                           window=window)
+    ledger = cache_bytes(shape, 16, bytes_per_value=8, batch=2)
+    if ledger != sum(c.nbytes for c in caches):
+        raise AssertionError(f"the ledger says {ledger} bytes, the rings hold "
+                             f"{sum(c.nbytes for c in caches)}")
+    check_decoding(model)
+    oss = gpt_oss_model(50, 16, 16, 4, 2, 8, 4, 2, windows=[window, None])
+    check_decoding(oss)
+# --8<-- [end:check_long_context]

@@ -393,3 +393,100 @@ def test_mixtral_file_equals_hugging_face(files, tmp_path):
     measured = json.loads(run.stdout.splitlines()[-1])
     print(measured)
     assert measured["float64, HF's norms in float64"] <= 1e-12
+
+
+def long_context_against_hf(path: str) -> dict[str, float]:
+    """The exported chapter 10 against Hugging Face, run by
+    test_long_context_file_equals_hugging_face in a fresh interpreter (the file holds
+    chapter 9's grouped_mm ops: `mixtral_against_hf` says why). (1) A tiny float64
+    `MistralForCausalLM` with sliding_window 4, every gain random, built and loaded
+    by the file's `mistral_from_hf_config` / `load_hf_mistral`: logits within
+    F32_BOUND of their largest entry (HF's RMSNorm computes in float32); greedy
+    decoding of 20 tokens past the window (the rings wrap), cached and uncached, gives
+    HF generate's tokens. (2) The file's `SlidingWindowSinkAttention` and
+    `SinkAttention` with random weights and sinks against `GptOssAttention` (eager,
+    sliding and full layers, the file's gpt-oss RoPE): within 1e-12."""
+    import transformers
+    from transformers.models.gpt_oss import modeling_gpt_oss
+
+    if "literate.moe" in sys.modules:
+        raise AssertionError("the interpreter must hold the file's grouped_mm ops only")
+    era = load(Path(path))
+    measured = {}
+    config = transformers.MistralConfig(
+        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=48, num_hidden_layers=2, max_position_embeddings=64,
+        rms_norm_eps=1e-5, sliding_window=4, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation="sdpa")
+    torch.manual_seed(0)
+    theirs = transformers.MistralForCausalLM(config).double().eval()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            if p.ndim == 1:
+                p.normal_(1.0, 0.3)
+            else:
+                p.normal_(0.0, 0.3)  # continuations that vary
+    ours = era.mistral_from_hf_config(config).double().eval()
+    era.load_hf_mistral(ours, theirs.state_dict(), config)
+    if [b.attn.window for b in ours.blocks] != [4, 4]:
+        raise AssertionError("the file's Mistral lost its window")
+    ids = torch.randint(0, 61, (2, 12))
+    with torch.no_grad():
+        measured["mistral logits"] = within(
+            worst(["logits"], [ours(ids)], [theirs(ids).logits]), ulps=1)
+        prompt = ids[:, :6]
+        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
+                               max_new_tokens=20, do_sample=False)
+    got = era.generate(ours, prompt, 20)
+    if not torch.equal(got, want) or not torch.equal(ours.generate(prompt, 20), want):
+        raise AssertionError("greedy decoding past the window differs from HF's")
+    if len(set(got[:, 6:].flatten().tolist())) < 6:
+        raise AssertionError("one repeated token proves little")
+
+    oss = transformers.GptOssConfig(
+        vocab_size=16, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, num_hidden_layers=2, intermediate_size=8, num_local_experts=2,
+        num_experts_per_tok=1, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
+        max_position_embeddings=64, attn_implementation="eager")
+    x = torch.randn(2, 9, 32, dtype=F64)
+    positions = torch.arange(9)
+    for layer, window in ((0, 4), (1, None)):
+        theirs = modeling_gpt_oss.GptOssAttention(oss, layer).double().eval()
+        make, options = ((era.SinkAttention, {}) if window is None else
+                         (era.SlidingWindowSinkAttention, {"window": window}))
+        mine = make(32, 4, 2, d_head=8, bias=True, rope=era.gpt_oss_rope(oss)(),
+                    **options).double().eval()
+        with torch.no_grad():
+            for p in mine.parameters():
+                p.normal_(0.0, 0.5)
+            mine.sinks.normal_(0.0, 2.0)
+        theirs.load_state_dict(mine.state_dict(), strict=True)
+        allowed = (era.window_allowed(positions, positions, window) if window
+                   else era.causal_allowed(9, 9))
+        additive = torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed,
+                                                                     float("-inf"))
+        cos_sin = modeling_gpt_oss.GptOssRotaryEmbedding(oss)(x, positions[None])
+        with torch.no_grad():
+            found = worst(["out"], [mine(x, causal=True)],
+                          [theirs(x, cos_sin, additive[None, None])[0]])
+        measured[f"GptOssAttention, layer {layer}"] = within(found, atol=1e-12)
+    return measured
+
+
+def test_long_context_file_equals_hugging_face(files, tmp_path):
+    """`long_context_against_hf` in a fresh interpreter, from an empty directory."""
+    code = ("import json, sys\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "from test_export import long_context_against_hf\n"
+            "print(json.dumps(long_context_against_hf(sys.argv[2])))\n")
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent),
+                          str(files["long_context"])], cwd=tmp_path, env=ONE_THREAD,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    measured = json.loads(run.stdout.splitlines()[-1])
+    print(measured)
+    assert measured["mistral logits"] > 0
