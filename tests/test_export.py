@@ -1,13 +1,14 @@
 """One verified file per era (`python -m literate.export`).
 
-Each exported file is run in a fresh interpreter from an empty directory (its self-check
-must pass and it must import nothing from `literate`), and then imported here and
-compared with the production layers it mirrors: PyTorch's attention and Transformer
-layers, and Hugging Face's GPT-2 (logits and greedy tokens), in float64 where the
-reference allows it, at 1e-12 (differences are rounding of the same float64 operations
-in another order: ~1e-15 is what is measured). The Mixtral file is compared with
-Hugging Face's Mixtral in a fresh interpreter of its own, where its grouped_mm custom
-ops are the only ones (`mixtral_against_hf` says why).
+Each exported file is run in an interpreter of its own that has imported nothing but
+torch (`fresh_interpreters.py`), from an empty directory (its self-check must pass and it
+must import nothing from `literate`), and then imported here and compared with the
+production layers it mirrors: PyTorch's attention and Transformer layers, and Hugging
+Face's GPT-2 (logits and greedy tokens), in float64 where the reference allows it, at
+1e-12 (differences are rounding of the same float64 operations in another order: ~1e-15
+is what is measured). The Mixtral and long-context files are compared with Hugging Face
+in interpreters of their own, where their grouped_mm custom ops are the only ones
+(`mixtral_against_hf` says why).
 """
 
 from __future__ import annotations
@@ -53,27 +54,45 @@ def load(path: Path):
     return module
 
 
+HF_COMPARISONS = {"mixtral": "mixtral_against_hf", "long_context": "long_context_against_hf"}
+
+
 @pytest.fixture(scope="module")
 def runs(files, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
-    """Every era file run at once, each in a fresh isolated interpreter from an empty
-    directory (side by side: each spends most of its time importing torch)."""
+    """Every era file run, and the files of HF_COMPARISONS compared with Hugging Face,
+    each in an interpreter of its own that has imported nothing but torch, from an
+    empty directory (`fresh_interpreters.py` forks them all at once from one isolated
+    interpreter that imported torch: most of an interpreter's start is that import)."""
     probe = (
         "import runpy, sys\n"
         "runpy.run_path(sys.argv[1], run_name='__main__')\n"
         "leaked = sorted(m for m in sys.modules if m == 'literate' or m.startswith('literate.'))\n"
         "sys.exit(f'imported {leaked}' if leaked else 0)\n"
     )
-    started = {}
-    for name, path in files.items():
-        empty = tmp_path_factory.mktemp(f"run_{name}")
-        started[name] = subprocess.Popen([sys.executable, "-I", "-c", probe, str(path)],
-                                         cwd=empty, env=ONE_THREAD, text=True,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    done = {}
-    for name, process in started.items():
-        out, err = process.communicate(timeout=300)
-        done[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
-    return done
+    jobs = [{"name": name, "code": probe, "argv": [str(path)],
+             "cwd": str(tmp_path_factory.mktemp(f"run_{name}"))}
+            for name, path in files.items()]
+    for era, function in HF_COMPARISONS.items():
+        code = ("import json, sys\n"
+                "sys.path.insert(0, sys.argv[1])\n"
+                f"from test_export import {function}\n"
+                f"print(json.dumps({function}(sys.argv[2])))\n")
+        jobs.append({"name": f"{era}_vs_hf", "code": code,
+                     "argv": [str(Path(__file__).parent), str(files[era])],
+                     "cwd": str(tmp_path_factory.mktemp(f"hf_{era}"))})
+    folder = tmp_path_factory.mktemp("jobs")
+    (folder / "jobs.json").write_text(json.dumps(jobs), encoding="utf-8")
+    runner = Path(__file__).with_name("fresh_interpreters.py")
+    started = subprocess.run([sys.executable, "-I", str(runner), str(folder / "jobs.json")],
+                             cwd=folder, env=ONE_THREAD, capture_output=True, text=True,
+                             timeout=600)
+    assert started.returncode == 0, started.stderr[-3000:]
+    codes = json.loads((folder / "codes.json").read_text(encoding="utf-8"))
+    return {job["name"]: subprocess.CompletedProcess(
+                job["argv"], codes[job["name"]],
+                (folder / f"{job['name']}.out").read_text(encoding="utf-8"),
+                (folder / f"{job['name']}.err").read_text(encoding="utf-8"))
+            for job in jobs}
 
 
 @pytest.mark.parametrize("name", sorted(ERAS))
@@ -380,15 +399,9 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
     return measured
 
 
-def test_mixtral_file_equals_hugging_face(files, tmp_path):
-    """`mixtral_against_hf` in a fresh interpreter, from an empty directory."""
-    code = ("import json, sys\n"
-            "sys.path.insert(0, sys.argv[1])\n"
-            "from test_export import mixtral_against_hf\n"
-            "print(json.dumps(mixtral_against_hf(sys.argv[2])))\n")
-    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent),
-                          str(files["mixtral"])], cwd=tmp_path, env=ONE_THREAD,
-                         capture_output=True, text=True, timeout=300)
+def test_mixtral_file_equals_hugging_face(runs):
+    """`mixtral_against_hf` in an interpreter of its own, from an empty directory."""
+    run = runs["mixtral_vs_hf"]
     assert run.returncode == 0, run.stderr[-3000:]
     measured = json.loads(run.stdout.splitlines()[-1])
     print(measured)
@@ -477,15 +490,9 @@ def long_context_against_hf(path: str) -> dict[str, float]:
     return measured
 
 
-def test_long_context_file_equals_hugging_face(files, tmp_path):
-    """`long_context_against_hf` in a fresh interpreter, from an empty directory."""
-    code = ("import json, sys\n"
-            "sys.path.insert(0, sys.argv[1])\n"
-            "from test_export import long_context_against_hf\n"
-            "print(json.dumps(long_context_against_hf(sys.argv[2])))\n")
-    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent),
-                          str(files["long_context"])], cwd=tmp_path, env=ONE_THREAD,
-                         capture_output=True, text=True, timeout=300)
+def test_long_context_file_equals_hugging_face(runs):
+    """`long_context_against_hf` in an interpreter of its own, from an empty directory."""
+    run = runs["long_context_vs_hf"]
     assert run.returncode == 0, run.stderr[-3000:]
     measured = json.loads(run.stdout.splitlines()[-1])
     print(measured)

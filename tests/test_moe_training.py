@@ -15,6 +15,7 @@ import dataclasses
 import math
 import re
 import statistics
+import xml.etree.ElementTree as ET
 
 import matplotlib.pyplot as plt
 import pytest
@@ -290,6 +291,7 @@ def test_the_figure_draws_in_each_language_and_theme(language, theme):
 
 def test_the_figure_is_byte_reproducible_and_differs_by_theme():
     light = render("moe-tokens-per-expert", theme="light")
+    assert ET.fromstring(light).tag.endswith("svg")
     assert light == render("moe-tokens-per-expert", theme="light")
     assert light != render("moe-tokens-per-expert", theme="dark")
 
