@@ -140,8 +140,9 @@ PUBLISHED_BLOCKS: tuple[PublishedBlock, ...] = (
         paper="jiang-2023",
         not_modelled=(("sliding-window attention in every layer: a query reads only "
                        "the last 4,096 positions (sliding_window 4096); the block "
-                       "built here reads all earlier ones, the same computation up to "
-                       "4,096 tokens"),)),
+                       "built here with this chapter's attention reads all earlier "
+                       "ones, the same computation up to 4,096 tokens (chapter 10 "
+                       "builds the window)"),)),
     # Qwen/Qwen3-8B config.json (an ADR quoting it: 4096, 12288, 32 query / 8 key-value
     # heads, head_dim 128, untied), Qwen3-8B-Base's config.json (copy in
     # Chen-Oliver/qwen3-8b-base) and two 8B derivatives' configs (Qwen3-Reranker-8B,
@@ -176,7 +177,7 @@ PUBLISHED_BLOCKS: tuple[PublishedBlock, ...] = (
                        "our RotaryEmbedding has no scaling factor"),
                       ("five of every six layers are local: a 1,024-token sliding "
                        "window with RoPE base 10,000; the row describes a global "
-                       "layer"))),
+                       "layer (chapter 10 builds the local layers and the model)"))),
     # allenai/OLMo-2-1124-7B config.json (copy in a Megatron-bridge test, "Mirror of
     # allenai/OLMo-2-1124-7B/config.json"): hidden_size 4096, 32 heads, 32 key/value
     # heads, intermediate_size 11008, silu, rms_norm_eps 1e-06, rope_theta 500000.0,

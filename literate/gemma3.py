@@ -46,6 +46,7 @@ from literate.heads import MultiHeadAttention
 from literate.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
+    config_field,
     load_renamed,
     tied_head_state,
 )
@@ -75,13 +76,21 @@ LAYER_TYPES = ("sliding_attention", "full_attention")  # Hugging Face's names
 class Gemma3LanguageModel(LlamaLanguageModel):
     """ids [B, T] -> token embedding x sqrt(d) -> blocks (local and global) -> final
     norm -> logits [B, T, V]: Llama's model with Gemma's embedding scale. The scale is
-    rounded to the embedding's dtype first (sqrt(2560) = 50.596 is 50.5 in bfloat16),
-    as Gemma's own code and Hugging Face's do."""
+    a float32 buffer cast with the model, as Hugging Face's `embed_scale` is: rounded
+    to bfloat16 in a bfloat16 model (sqrt(2560) = 50.596 is 50.5), as Gemma's own code
+    rounds it, and kept at its float32 rounding by `.double()`. `parts`:
+    LlamaLanguageModel's."""
+
+    def __init__(self, *parts: object, **options: object) -> None:
+        super().__init__(*parts, **options)
+        # a buffer (not in the state dict): it follows the model's dtype and device
+        self.register_buffer("embed_scale", torch.tensor(self.d_model**0.5),
+                             persistent=False)
 
     def embed(self, ids: Tensor, *, offset: int = 0,
               positions: Tensor | None = None) -> Tensor:
         x = self.token_embedding(ids)  # [B, T, d]
-        return x * torch.tensor(self.d_model**0.5, dtype=x.dtype)
+        return x * self.embed_scale.to(x.dtype)
 
 
 def gemma3_layer_types(n_layers: int, *, pattern: int = 6) -> list[str]:
@@ -167,9 +176,7 @@ GEMMA3_DEFAULTS = {  # transformers' Gemma3TextConfig (5.24), for what config.js
 def gemma3_field(config: object, name: str) -> object:
     """`config.name` of a Gemma3TextConfig, or `config[name]` of its config.json, with
     Gemma3TextConfig's default for what it leaves out."""
-    if isinstance(config, Mapping):
-        return config.get(name, GEMMA3_DEFAULTS[name])
-    return getattr(config, name, GEMMA3_DEFAULTS[name])
+    return config_field(config, name, GEMMA3_DEFAULTS)
 
 
 def gemma3_rope_bases(config: object) -> dict[str, float]:

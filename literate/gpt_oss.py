@@ -35,6 +35,7 @@ from literate.heads import head_counts
 from literate.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
+    config_field,
     load_renamed,
     tied_head_state,
 )
@@ -181,11 +182,7 @@ LAYER_KINDS = ("sliding_attention", "full_attention")
 
 def gpt_oss_field(config: object, name: str) -> object:
     """`config.name` of a GptOssConfig, or `config[name]` of its config.json."""
-    if isinstance(config, Mapping):
-        if name not in config and name not in GPT_OSS_DEFAULTS:
-            raise ValueError(f"config has no {name!r}")
-        return config.get(name, GPT_OSS_DEFAULTS.get(name))
-    return getattr(config, name, GPT_OSS_DEFAULTS.get(name))
+    return config_field(config, name, GPT_OSS_DEFAULTS)
 
 
 def gpt_oss_rope_parameters(config: object) -> dict:

@@ -32,6 +32,7 @@ __all__ = [
     "llama_model",
     "llama_init_",
     "LLAMA_DEFAULTS",
+    "config_field",
     "llama_field",
     "llama_rope_base",
     "LLAMA_UNSUPPORTED",
@@ -156,15 +157,22 @@ LLAMA_DEFAULTS = {
 }
 
 
+def config_field(config: object, name: str, defaults: Mapping[str, object]) -> object:
+    """`config.name` of a transformers configuration, or `config[name]` of its
+    config.json (a dict), with `defaults[name]` where it has none; a field that is
+    neither there nor in `defaults` is a ValueError naming it."""
+    if isinstance(config, Mapping) and name in config:
+        return config[name]
+    if not isinstance(config, Mapping) and hasattr(config, name):
+        return getattr(config, name)
+    if name not in defaults:
+        raise ValueError(f"config has no {name!r} (and no default for it)")
+    return defaults[name]
+
+
 def llama_field(config: object, name: str) -> object:
     """`config.name` of a LlamaConfig, or `config[name]` of its config.json."""
-    if isinstance(config, Mapping):
-        if name not in config and name not in LLAMA_DEFAULTS:
-            raise ValueError(f"config has no {name!r}")
-        return config.get(name, LLAMA_DEFAULTS.get(name))
-    if not hasattr(config, name):
-        return LLAMA_DEFAULTS.get(name)
-    return getattr(config, name)
+    return config_field(config, name, LLAMA_DEFAULTS)
 
 
 def llama_rope_base(config: object) -> float:

@@ -30,9 +30,10 @@ from literate.checks import boolean, non_negative_int, positive_float, positive_
 from literate.heads import MultiHeadAttention, head_counts
 from literate.llama import (
     HF_LLAMA_NAMES,
+    LLAMA_DEFAULTS,
     LlamaLanguageModel,
     check_llama_supported,
-    llama_field,
+    config_field,
     llama_rope_base,
     load_renamed,
     tied_head_state,
@@ -130,11 +131,7 @@ MIXTRAL_DEFAULTS = {  # transformers' MixtralConfig, where it differs from Llama
 
 def mixtral_field(config: object, name: str) -> object:
     """`config.name` of a MixtralConfig, or `config[name]` of its config.json."""
-    if isinstance(config, Mapping) and name not in config and name in MIXTRAL_DEFAULTS:
-        return MIXTRAL_DEFAULTS[name]
-    if not isinstance(config, Mapping) and not hasattr(config, name):
-        return MIXTRAL_DEFAULTS.get(name, llama_field(config, name))
-    return llama_field(config, name)
+    return config_field(config, name, LLAMA_DEFAULTS | MIXTRAL_DEFAULTS)
 
 
 def check_mixtral_supported(config: object) -> None:

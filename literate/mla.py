@@ -79,8 +79,8 @@ from literate.checks import (bool_tensor, boolean, choice, features, float_tenso
 from literate.ffn import GatedFFN
 from literate.heads import (attention_allowed, fused_attention, grouped_attention,
                             merge_heads, split_heads)
-from literate.llama import (HF_LLAMA_NAMES, LlamaLanguageModel, load_renamed,
-                            tied_head_state)
+from literate.llama import (HF_LLAMA_NAMES, LlamaLanguageModel, config_field,
+                            load_renamed, tied_head_state)
 from literate.moe import DeepSeekV3Router, Experts, MoEFFN
 from literate.norms import RMSNorm
 from literate.positions import ROPE_LAYOUTS, RotaryEmbedding, base_above_one
@@ -151,9 +151,13 @@ def yarn_inverse_frequencies(d_rope: int, *, base: float, factor: float,
         high += 0.001  # HF's guard against a zero-width ramp
     ramp = ((torch.arange(d_rope // 2, dtype=torch.float32) - low)
             / (high - low)).clamp(0, 1)  # 0: keep theta_i, 1: theta_i / factor
-    keep = 1 - ramp
     powers = base ** (torch.arange(0, d_rope, 2).float() / d_rope)  # 1 / theta_i
-    return 1.0 / (factor * powers) * (1 - keep) + 1.0 / powers * keep
+    theta, interpolated = 1.0 / powers, 1.0 / (factor * powers)
+    # theta_i (1 - ramp) + (theta_i / factor) ramp, in Hugging Face's float32 steps
+    # (its weight is `keep`, and 1 - keep is not always ramp once rounded): the
+    # frequencies then equal its bit for bit
+    keep = 1 - ramp
+    return interpolated * (1 - keep) + theta * keep
 
 
 class YarnRotaryEmbedding(RotaryEmbedding):
@@ -299,12 +303,11 @@ def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
     """The fused kernel on the absorbed form: every head's query
     q [B, H, T_q, r + d_rope] reads the one key `keys` [B, 1, T_k, r + d_rope] and value
     `values` [B, 1, T_k, r]; allowed broadcastable to [B, H, T_q, T_k]. The H heads are
-    stacked along the query axis, one head of H T_q queries (chapter 3's
-    `grouped_attention` does the same):
-    PyTorch's CPU kernel with `enable_gqa` over one key head was measured 65 times
-    slower at T_q = 1 (torch 2.13; 16 heads, 2048 keys of 576). `scale` is given: the
-    absorbed query is r + d_rope wide, but the scores are those of d_qk-wide heads.
-    -> [B, H, T_q, r]."""
+    stacked along the query axis, one head of H T_q queries, as chapter 3's
+    `grouped_attention` does (PyTorch's CPU kernel with `enable_gqa` and one key
+    head is many times slower at T_q = 1: `python -m literate.bench --only long`).
+    `scale` is given: the absorbed query is r + d_rope wide, but the scores are
+    those of d_qk-wide heads. -> [B, H, T_q, r]."""
     b, h, t_q, width = q.shape
     t_k = keys.shape[2]
     stacked = q.reshape(b, 1, h * t_q, width)  # head h's queries at h T_q .. (h+1) T_q
@@ -588,11 +591,7 @@ DEEPSEEK_V3_DEFAULTS = {
 
 def deepseek_field(config: object, name: str) -> object:
     """`config.name` of a DeepseekV3Config, or `config[name]` of its config.json."""
-    if isinstance(config, Mapping):
-        if name not in config and name not in DEEPSEEK_V3_DEFAULTS:
-            raise ValueError(f"config has no {name!r}")
-        return config.get(name, DEEPSEEK_V3_DEFAULTS.get(name))
-    return getattr(config, name, DEEPSEEK_V3_DEFAULTS.get(name))
+    return config_field(config, name, DEEPSEEK_V3_DEFAULTS)
 
 
 def deepseek_rope_parameters(config: object) -> dict:

@@ -9,8 +9,8 @@ entry and is dropped before the weights multiply V:
     w_j = exp(z_j) / (exp(s_h) + sum_k exp(z_k)),   sum_j w_j = 1 - sink share < 1,
 
 so a row whose real scores z_j are all low gives most of its weight to the sink and
-its output shrinks toward 0 (Xiao et al. 2023 found trained models making such a
-"sink" of the first token; Miller 2023's "softmax + 1" is s_h = 0). `sink_share`
+its output shrinks toward 0 (Xiao et al. 2024 found trained models making such a
+"sink" of the first tokens; Miller 2023's "softmax + 1" is s_h = 0). `sink_share`
 measures it.
 
 * `sink_attention`: the attention of one call with the sink, explicit softmax (the
@@ -123,12 +123,11 @@ class SinkAttention(MultiHeadAttention):
     `sinks` [H] (zeros at first, as a "softmax + 1"; Hugging Face's name), and one
     method changed, `attend`, which runs `sink_attention` (weights or not: the fused
     kernel has no room for the extra logit; `sink_attention_sdpa` makes it one by
-    copying K and V to append the zero key, at every call: one decoding step on
-    CPU, float32, one thread, measured 124.8 vs 179.4 us at gpt-oss's 64 / 8 heads
-    and 128 keys, 288 vs 1314 us at B = 4 and 1024 keys; only at 8 / 2 heads and 16
-    keys was the copy cheaper, 58 vs 44 us). Everything else, masks, caches,
-    RoPE, padding, is chapter 3's. `options`: MultiHeadAttention's (bias, d_head,
-    rope, ...; gpt-oss: bias=True)."""
+    copying K and V to append the zero key, at every call, which costs more than the
+    explicit softmax saves at gpt-oss's shapes: `python -m literate.bench --only
+    long` times the two). Everything else, masks, caches, RoPE, padding, is chapter
+    3's. `options`: MultiHeadAttention's (bias, d_head, rope, ...; gpt-oss:
+    bias=True)."""
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
                  **options: object) -> None:

@@ -13,7 +13,8 @@
   sliding layers in a DynamicSlidingWindowLayer, the global one growing) == our uncached
   forward; our cache is five rings of 4 slots and one full cache. A left-padded batch ==
   HF's.
-- The scale in bfloat16: sqrt(d) rounded to the dtype first, as HF does (bit for bit).
+- The scale: HF's float32 sqrt(d), a buffer cast with the model (in bfloat16 rounded
+  before it multiplies, bit for bit as HF; in float64 its float32 rounding, as HF's).
 - Loading: from the config object, its config.json, and an older config.json
   (rope_theta, rope_local_base_freq, sliding_window_pattern) alike; refused, naming the
   field: logit soft-capping, RoPE scaling (Gemma 3 4B's linear x8), bidirectional
@@ -21,11 +22,11 @@
 - KV-cache bytes by formula (global layers: the context; local: min(window, context))
   == what `generate` allocates; no host sync in `run`.
 
-Tolerances as in tests/test_modern_blocks.py: HF's Gemma3RMSNorm computes in float32, and
-HF's embedding scale is a float32 tensor (sqrt(32) rounded to float32, even in a float64
-model). (1) HF as it is: each tensor within F32_BOUND = 16 float32 ulps of its largest
-entry, and further than 1e-12; (2) HF with its norms in the input dtype and its scale
-exact (a test-harness patch): max |diff| <= 1e-10. Measured: (1) 17.5 float32 ulps at
+Tolerances as in tests/test_modern_blocks.py: HF's Gemma3RMSNorm computes in float32 (HF's
+embedding scale is a float32 tensor, sqrt(32) rounded to float32 even in a float64 model,
+and so is ours). (1) HF as it is: each tensor within F32_BOUND of its largest entry, and
+further than 1e-12; (2) HF with its norms in the input dtype (a test-harness patch): max
+|diff| <= 1e-10. Measured: (1) 17.5 float32 ulps at
 worst (a k_proj gradient of a local layer; the logits 3.4), F32_BOUND = 64 ulps, four times
 the single block's 16 of tests/test_modern_blocks.py, for six blocks of six norms; (2)
 1.4e-13 (the logits 0). A wrong window, base or scale moves logits by 1e-3 or more. Ours
@@ -77,20 +78,16 @@ def hf_config(**changes) -> Gemma3TextConfig:
 @contextlib.contextmanager
 def hf_exact(model: torch.nn.Module):
     """Test-harness patch: every Gemma3RMSNorm computes its formula in the input dtype
-    (HF: float32), and the embedding scale is sqrt(d) in float64 (HF: its float32
-    rounding, kept by .double())."""
+    (HF: float32). The embedding scale needs none: ours is HF's float32 sqrt(d), cast
+    with the model as HF's is."""
     norms = [m for m in model.modules() if isinstance(m, gemma3.Gemma3RMSNorm)]
     for m in norms:
         def forward(x, m=m):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.eps) * (1.0 + m.weight)
         m.forward = forward
-    scale = model.model.embed_tokens.embed_scale
-    rounded = scale.clone()
-    scale.fill_(D**0.5)
     try:
         yield
     finally:
-        scale.copy_(rounded)
         for m in norms:
             del m.forward
 
@@ -152,6 +149,9 @@ def test_the_model_is_what_we_think_it_is(pair):
     assert all(b.attn.scale == 24**-0.5 for b in ours.blocks)
     assert config.final_logit_softcapping is None and config.attn_logit_softcapping is None
     assert theirs.model.embed_tokens.scalar_embed_scale == D**0.5
+    assert torch.equal(ours.embed_scale, theirs.model.embed_tokens.embed_scale)  # float64
+    assert ours.embed_scale.item() != D**0.5  # its float32 rounding, as HF's
+    assert "embed_scale" not in ours.state_dict()
     assert ours.lm_head.weight is ours.token_embedding.weight  # tied, as in HF
     assert theirs.lm_head.weight is theirs.model.embed_tokens.weight
     assert ours.token_embedding.padding_idx == theirs.model.embed_tokens.padding_idx == 0

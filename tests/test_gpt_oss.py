@@ -4,9 +4,14 @@ from `GptOssForCausalLM`'s weights == HF (logits, every gradient, the balancing 
 greedy cached decoding past the window == HF `generate`, refusals by field name.
 
 Float64, experts_implementation="eager". HF's RMSNorm computes in float32, so twice
-(as tests/test_mixtral.py): HF as it is, each tensor within 16 float32 ulps of its
-largest entry (and further than 1e-12: the float32 steps are there); HF with its norms
-patched to compute in float64, 1e-12. Its sink softmax already runs in the input dtype.
+(as tests/test_mixtral.py): HF as it is, each tensor within a bound of float32 units of
+its largest entry (and further than 1e-12: the float32 steps are there); HF with its
+norms patched to compute in float64, 1e-12. Its sink softmax already runs in the input
+dtype. The float32 bounds are set from ten draws of the weights (seeds 0-9, this
+fixture's recipe): the logits and router logits came within 8.5 units, the parameter
+gradients within 64 (the sinks' and first router's, whose gradients come back through
+all seven float32 norms, forward and backward); F32_OUTPUTS = 16 and F32_GRADIENTS = 256
+leave a factor of 2 and 4 for another torch's float32 kernels.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from literate.sinks import SinkAttention, SlidingWindowSinkAttention
 from literate.syncs import host_reads
 
 F64 = torch.float64
-F32_BOUND = 16 * 2.0**-23
+F32_OUTPUTS = 16 * 2.0**-23  # logits, router logits, losses
+F32_GRADIENTS = 256 * 2.0**-23  # parameter gradients
 F64_TOL = 1e-12
 VOCAB, D, H, H_KV, D_HEAD, D_FF, E, K, W, B, T = 61, 32, 4, 2, 8, 16, 4, 2, 4, 2, 9
 KINDS = ["sliding_attention", "full_attention", "sliding_attention"]
@@ -43,7 +49,7 @@ def hf_config(**changes) -> GptOssConfig:
                 "num_key_value_heads": H_KV, "head_dim": D_HEAD,
                 "intermediate_size": D_FF, "num_hidden_layers": 3,
                 "num_local_experts": E, "num_experts_per_tok": K, "sliding_window": W,
-                "layer_types": KINDS, "max_position_embeddings": 64,
+                "layer_types": KINDS, "max_position_embeddings": 131_072,
                 "router_aux_loss_coef": 0.001, "pad_token_id": None,
                 "bos_token_id": None, "eos_token_id": None,
                 "attn_implementation": "eager", "experts_implementation": "eager"}
@@ -134,7 +140,8 @@ def test_tiny_gpt_oss_equals_hf(pair):
     labels, mine, hf = forward_and_grads(ours, theirs)
     diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, mine, hf)}
     for n, a, b in zip(labels, mine, hf):
-        assert diffs[n] <= F32_BOUND * b.abs().max().item(), (n, diffs[n])
+        bound = F32_OUTPUTS if n == "logits" or n.startswith("router") else F32_GRADIENTS
+        assert diffs[n] <= bound * b.abs().max().item(), (n, diffs[n])
     assert max(diffs.values()) > 1e-12  # HF's float32 norms are in the path
     with hf_norms_in_input_dtype(theirs):
         labels, mine, hf = forward_and_grads(ours, theirs)
@@ -148,7 +155,7 @@ def test_tiny_gpt_oss_equals_hf(pair):
 
 def test_balancing_loss_and_training_loss_equal_hf(pair):
     """HF's aux_loss accumulates in float32 (and its cross-entropy upcasts the logits):
-    within F32_BOUND of ours; loss = CE + router_aux_loss_coef * aux."""
+    within F32_OUTPUTS of ours; loss = CE + router_aux_loss_coef * aux."""
     ours, theirs = pair
     ids = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
@@ -160,7 +167,7 @@ def test_balancing_loss_and_training_loss_equal_hf(pair):
         loss = ce + theirs.config.router_aux_loss_coef * aux
     assert aux > K  # uniform routing gives k: ours is not uniform
     for name, a, b in (("aux", aux, out.aux_loss), ("loss", loss, out.loss)):
-        assert abs(a.item() - b.item()) <= F32_BOUND * abs(b.item()), name
+        assert abs(a.item() - b.item()) <= F32_OUTPUTS * abs(b.item()), name
 
 
 def test_greedy_cached_decoding_past_the_window_equals_hf_generate(pair):

@@ -42,7 +42,9 @@ from literate.blocks import llama_block
 from literate.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
+    LLAMA_DEFAULTS,
     check_llama_config,
+    config_field,
     llama_from_hf_config,
     load_hf_llama,
 )
@@ -478,6 +480,19 @@ def test_a_config_json_of_the_older_layout_is_read():
     for scaling in ({"type": "linear", "factor": 2.0}, {"rope_type": "llama3", "factor": 8.0}):
         with pytest.raises(ValueError, match=r"^RoPE scaling '(linear|llama3)' is not"):
             llama_from_hf_config(old | {"rope_scaling": scaling})
+
+
+def test_a_field_is_read_from_an_object_or_a_dict_alike():
+    """The config's own value, else the default, else a ValueError naming the field, for
+    a configuration object and its config.json dict the same way."""
+    config = hf_config()
+    for form in (config, config.to_dict()):
+        assert config_field(form, "hidden_size", LLAMA_DEFAULTS) == D
+        assert config_field(form, "nope", {"nope": 3}) == 3
+        with pytest.raises(ValueError, match=r"^config has no 'nope' \(and no default"):
+            config_field(form, "nope", LLAMA_DEFAULTS)
+    assert config_field({"rms_norm_eps": 0.5}, "rms_norm_eps", LLAMA_DEFAULTS) == 0.5
+    assert config_field({}, "rms_norm_eps", LLAMA_DEFAULTS) == 1e-6
 
 
 def test_head_dim_other_than_hidden_over_heads_is_built():

@@ -40,7 +40,7 @@ def hf_config(rope: dict) -> GptOssConfig:
                         intermediate_size=8, num_local_experts=2,
                         num_experts_per_tok=1, sliding_window=W,
                         layer_types=["sliding_attention", "full_attention"],
-                        rope_parameters=rope, max_position_embeddings=64,
+                        rope_parameters=rope, max_position_embeddings=131_072,
                         attn_implementation="eager")
 
 
