@@ -153,14 +153,16 @@ LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses
     ("sinks", "sink_attention"), ("sinks", "sink_share"), ("sinks", "sink_layers"),
     ("mla", "latent_cache"), ("mla", "absorbed"), ("mla", "latent_attention"),
     ("mla", "mla_checks"), ("mla", "yarn"), ("mla", "multi_head_latent_attention"),
-    ("mla", "cache_bytes"), ("gpt_oss", "gpt_oss_block"), ("gpt_oss", "gpt_oss_model"),
+    ("mla", "mla_from_hf_config"), ("mla", "cache_bytes"),
+    ("mla", "deepseek_v3_from_hf_config"), ("mla", "load_hf_deepseek_v3"),
+    ("gpt_oss", "gpt_oss_block"), ("gpt_oss", "gpt_oss_model"),
     ("gpt_oss", "gpt_oss_from_hf_config"), ("gpt_oss", "check_gpt_oss_config"),
     ("gpt_oss", "load_hf_gpt_oss"), ("gpt_oss", "gpt_oss_aux_loss"),
     ("params", "cache_ledger"))
 ERAS["long_context"] = Era(
     "Long context (chapter 10): sliding windows and their ring caches (Mistral,\n"
-    "Gemma 3), attention sinks, multi-head latent attention with YaRN (DeepSeek-V3's\n"
-    "layer), gpt-oss with Hugging Face loading, and the cache ledger; with everything\n"
+    "Gemma 3), attention sinks, multi-head latent attention with YaRN and DeepSeek-V3,\n"
+    "gpt-oss, each with Hugging Face loading, and the cache ledger; with everything\n"
     "of the Mixtral file (chapters 1-9)",
     "chapters 1-10", ERAS["mixtral"].sections + LONG_CONTEXT, "check_long_context")
 

@@ -39,7 +39,7 @@ from literate.llama import (
     load_renamed,
     tied_head_state,
 )
-from literate.mla import YarnRotaryEmbedding, yarn_mscale
+from literate.mla import YarnRotaryEmbedding, rope_settings, yarn_mscale
 from literate.moe import (
     GptOssExperts,
     MoEFFN,
@@ -291,14 +291,6 @@ def gpt_oss_top_k(moe: MoEFFN) -> int:
         raise ValueError("ffn.router must be Router(..., partial(gpt_oss_router, "
                          "top_k=k), bias=True)")
     return route.keywords["top_k"]
-
-
-def rope_settings(rope: RotaryEmbedding) -> dict:
-    """What a layer's RoPE computes, to compare with a config's."""
-    settings = {"kind": type(rope).__name__, "d_head": rope.d_head, "base": rope.base}
-    if isinstance(rope, YarnRotaryEmbedding):
-        settings |= rope.yarn | {"attention_factor": rope.attention_factor}
-    return settings
 
 
 def check_gpt_oss_config(ours: LlamaLanguageModel, config: object) -> None:

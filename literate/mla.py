@@ -101,6 +101,7 @@ __all__ = [
     "deepseek_rope_parameters",
     "deepseek_rope",
     "yarn_mscale",
+    "rope_settings",
     "yarn_inverse_frequencies",
     "YarnRotaryEmbedding",
     "check_deepseek_supported",
@@ -194,6 +195,15 @@ class YarnRotaryEmbedding(RotaryEmbedding):
             h = self.rotary_dim // 2
             self.signed_sin = torch.cat((-self.sin[:, :h], self.sin[:, h:]), dim=-1)
         return self.cos, self.sin
+
+def rope_settings(rope: RotaryEmbedding) -> dict:
+    """What a RoPE computes with, to compare a built layer's with a config's: its kind,
+    width, base and layout, and YaRN's options."""
+    settings = {"kind": type(rope).__name__, "d_head": rope.d_head, "base": rope.base,
+                "layout": rope.layout}
+    if isinstance(rope, YarnRotaryEmbedding):
+        settings |= rope.yarn | {"attention_factor": rope.attention_factor}
+    return settings
 # --8<-- [end:yarn]
 
 
@@ -571,7 +581,7 @@ def expanded_cache_bytes_per_token(n_layers: int, n_heads: int, qk_head_dim: int
 # --8<-- [end:cache_bytes]
 
 
-# --8<-- [start:deepseek_from_hf_config]
+# --8<-- [start:mla_from_hf_config]
 # transformers' DeepseekV3Config defaults (DeepSeek-V3's config.json), for what a
 # config.json leaves out
 DEEPSEEK_V3_DEFAULTS = {
@@ -675,8 +685,10 @@ def mla_from_hf_config(config: object) -> MultiHeadLatentAttention:
         qk_nope_head_dim=field("qk_nope_head_dim"),
         qk_rope_head_dim=field("qk_rope_head_dim"), v_head_dim=field("v_head_dim"),
         rope=rope, scale=scale, bias=bool(field("attention_bias")))
+# --8<-- [end:mla_from_hf_config]
 
 
+# --8<-- [start:deepseek_v3_from_hf_config]
 def deepseek_v3_moe(d_model: int, n_experts: int, d_ff: int, *, top_k: int,
                     n_group: int, topk_group: int, n_shared: int,
                     norm_topk_prob: bool = True,
@@ -737,18 +749,10 @@ def deepseek_v3_from_hf_config(config: object) -> LlamaLanguageModel:
         None if field("tie_word_embeddings") else nn.Linear(d, vocab, bias=False),
         context=field("max_position_embeddings"))
     return deepseek_v3_init_(model, std=field("initializer_range"))
-# --8<-- [end:deepseek_from_hf_config]
+# --8<-- [end:deepseek_v3_from_hf_config]
 
 
 # --8<-- [start:load_hf_deepseek_v3]
-def rope_settings(rope: RotaryEmbedding) -> dict:
-    """What a RoPE part computes with: its kind, base, layout (and YaRN's options)."""
-    settings = {"kind": type(rope).__name__, "base": rope.base, "layout": rope.layout}
-    if isinstance(rope, YarnRotaryEmbedding):
-        settings |= rope.yarn | {"attention_factor": rope.attention_factor}
-    return settings
-
-
 def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
     """Refuse to copy weights between models of different shape or function, naming
     both sides: every block's attention, FFN kind (dense or MoE) and widths."""

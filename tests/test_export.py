@@ -418,7 +418,11 @@ def long_context_against_hf(path: str) -> dict[str, float]:
     decoding of 20 tokens past the window (the rings wrap), cached and uncached, gives
     HF generate's tokens. (2) The file's `SlidingWindowSinkAttention` and
     `SinkAttention` with random weights and sinks against `GptOssAttention` (eager,
-    sliding and full layers, the file's gpt-oss RoPE): within 1e-12."""
+    sliding and full layers, the file's gpt-oss RoPE): within 1e-12. (3) A two-layer
+    `DeepseekV3ForCausalLM` (a dense block and an MoE block whose balancing bias
+    changes the choice; YaRN over an original context of 8, on 20 tokens) built and
+    loaded by the file's `deepseek_v3_from_hf_config` / `load_hf_deepseek_v3`: logits
+    within F32_BOUND, greedy decoding through the latent caches == HF generate."""
     import transformers
     from transformers.models.gpt_oss import modeling_gpt_oss
 
@@ -487,6 +491,41 @@ def long_context_against_hf(path: str) -> dict[str, float]:
             found = worst(["out"], [mine(x, causal=True)],
                           [theirs(x, cos_sin, additive[None, None])[0]])
         measured[f"GptOssAttention, layer {layer}"] = within(found, atol=1e-12)
+
+    deepseek = transformers.DeepseekV3Config(
+        vocab_size=61, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        n_shared_experts=1, n_routed_experts=8, num_experts_per_tok=2, n_group=4,
+        topk_group=2, first_k_dense_replace=1, routed_scaling_factor=2.5,
+        q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=10, qk_rope_head_dim=6,
+        v_head_dim=12, max_position_embeddings=32, rms_norm_eps=1e-5,
+        initializer_range=0.2, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 8, "mscale": 1.0,
+                         "mscale_all_dim": 1.0},
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation="sdpa", experts_implementation="eager")
+    torch.manual_seed(0)
+    theirs = transformers.DeepseekV3ForCausalLM(deepseek).double().eval()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            if p.ndim == 1:
+                p.normal_(1.0, 0.3)
+        bias = theirs.model.layers[1].mlp.gate.e_score_correction_bias
+        bias.copy_(0.3 * torch.randn(bias.shape, dtype=F64))  # it changes the choice
+    ours = era.deepseek_v3_from_hf_config(deepseek).double().eval()
+    era.load_hf_deepseek_v3(ours, theirs.state_dict(), deepseek)
+    if not isinstance(ours.blocks[1].attn.rope, era.YarnRotaryEmbedding):
+        raise AssertionError("the file's DeepSeek-V3 lost its YaRN")
+    ids = torch.randint(0, 61, (2, 20))  # past YaRN's original context of 8
+    with torch.no_grad():
+        measured["deepseek-v3 logits"] = within(
+            worst(["logits"], [ours(ids)], [theirs(ids).logits]), ulps=1)
+        prompt = ids[:, :6]
+        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
+                               max_new_tokens=10, do_sample=False)
+    if not torch.equal(era.generate(ours, prompt, 10), want):
+        raise AssertionError("DeepSeek-V3's greedy decoding differs from HF's")
     return measured
 
 
@@ -496,4 +535,4 @@ def test_long_context_file_equals_hugging_face(runs):
     assert run.returncode == 0, run.stderr[-3000:]
     measured = json.loads(run.stdout.splitlines()[-1])
     print(measured)
-    assert measured["mistral logits"] > 0
+    assert measured["mistral logits"] > 0 and measured["deepseek-v3 logits"] > 0
