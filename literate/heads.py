@@ -133,22 +133,27 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = 
 
 # --8<-- [start:fused_attention]
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
-                    *, is_causal: bool = False, scale: float | None = None) -> Tensor:
+                    *, is_causal: bool = False, scale: float | None = None,
+                    rows_can_be_empty: bool = True) -> Tensor:
     """The output of `grouped_attention` (shapes as there), from PyTorch's fused kernel:
     one call that never stores the [T_q, T_k] weights. `is_causal=True` (no `allowed`)
     asks the kernel for the square causal mask itself. A query row that `allowed`
     leaves empty gets a zero output, as with `empty_row="zero"`, on every torch version
-    (the kernel alone gives NaN or 0 there, depending on the version). `scale`: the
-    score scale, 1 / sqrt(d_head) if None.
+    (the kernel alone gives NaN or 0 there, depending on the version); a caller that
+    knows no row is empty (a causal or windowed mask without padding: each query reads
+    its own key) says `rows_can_be_empty=False`, and that guard, a pass over the mask
+    and one over the output, is skipped. `scale`: the score scale, 1 / sqrt(d_head) if
+    None.
     """
     # H query heads read H_kv < H key/value heads. A plain bool: under dynamic shapes
     # the comparison is symbolic, and the kernel refuses a symbolic enable_gqa.
     gqa = True if q.shape[1] != k.shape[1] else False
     if is_causal and allowed is not None:
         raise ValueError("pass allowed or is_causal=True, not both")
-    if allowed is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal,
-                                              scale=scale, enable_gqa=gqa)
+    if allowed is None or not rows_can_be_empty:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
+                                              is_causal=is_causal, scale=scale,
+                                              enable_gqa=gqa)
     empty = ~allowed.any(dim=-1, keepdim=True)  # [..., T_q, 1]: a row with no key
     # An empty row may read every key (so the kernel has something to average), and
     # its output is then zeroed.
@@ -389,12 +394,13 @@ class MultiHeadAttention(nn.Module):
                                  key_valid=key_valid, device=self.q_proj.weight.device)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, *,
-               plain_causal: bool,
+               plain_causal: bool, padded: bool,
                return_weights: bool) -> tuple[Tensor, Tensor | None]:
         """The attention itself: q [B, H, T_q, d_head], k and v [B, H_kv, T_k, d_head]
         -> (per-head output [B, H, T_q, d_head], the weights or None); a method, for
         chapter 10's attention sinks to override. `plain_causal`: `allowed` is the
-        square causal mask, which the fused kernel makes itself."""
+        square causal mask, which the fused kernel makes itself; `padded`: `allowed`
+        has padding in it (without, no query row is empty)."""
         if return_weights:  # the transparent path of chapter 1
             # empty rows were refused by forward, or are wanted: "zero"
             result = grouped_attention(q, k, v, allowed, empty_row="zero",
@@ -403,7 +409,8 @@ class MultiHeadAttention(nn.Module):
         if plain_causal:
             return fused_attention(q, k, v, is_causal=True, scale=self.scale), None
         # allowed None: nothing blocked (no padding, one query after a cache)
-        return fused_attention(q, k, v, allowed, scale=self.scale), None
+        return fused_attention(q, k, v, allowed, scale=self.scale,
+                               rows_can_be_empty=padded), None
 
     def queries(self, x: Tensor) -> Tensor:
         """x [B, T, d] -> q [B, H, T, d_head], QK-normed if the layer has q_norm."""
@@ -462,6 +469,7 @@ class MultiHeadAttention(nn.Module):
         plain = (allowed is not None and key_valid is None and t_q == t_k
                  and self.window is None)  # the plain causal mask: the kernel makes it
         out, weights = self.attend(q, k, v, allowed, plain_causal=plain,
+                                   padded=key_valid is not None,
                                    return_weights=return_weights)  # [B, H, T_q, d]
         out = self.o_proj(merge_heads(out))  # [B, T_q, d]
         return (out, weights) if return_weights else out

@@ -550,7 +550,8 @@ class MultiHeadLatentAttention(nn.Module):
             elif allowed is not None and key_valid is None and t_q == t_k:
                 out = fused_attention(q, k, v, is_causal=True, scale=self.scale)
             else:
-                out = fused_attention(q, k, v, allowed, scale=self.scale)
+                out = fused_attention(q, k, v, allowed, scale=self.scale,
+                                      rows_can_be_empty=key_valid is not None)
         out = self.o_proj(merge_heads(out))  # [B, T_q, d]
         return (out, weights) if return_weights else out
 # --8<-- [end:multi_head_latent_attention]

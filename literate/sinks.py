@@ -137,9 +137,10 @@ class SinkAttention(MultiHeadAttention):
                                               device=w.device))  # [H]: s_h
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, *,
-               plain_causal: bool,
+               plain_causal: bool, padded: bool,
                return_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """`sink_attention` (`plain_causal` changes nothing: `allowed` is the mask)."""
+        """`sink_attention` (`plain_causal` and `padded` change nothing here:
+        `allowed` is the mask)."""
         out, weights = sink_attention(q, k, v, self.sinks, allowed, scale=self.scale)
         return out, (weights if return_weights else None)
 

@@ -236,12 +236,16 @@ def test_cached_decode_is_the_same_on_both_paths(h_kv, padded):
 
 def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent_one(monkeypatch):
     """Without this, every equality above could hold because both paths ran the same code."""
-    calls = []
+    calls, guards = [], []
     fused, transparent = heads_module.fused_attention, heads_module.grouped_attention
 
-    def spy_fused(q, k, v, allowed=None, *, is_causal=False, scale=None):
+    def spy_fused(q, k, v, allowed=None, *, is_causal=False, scale=None,
+                  rows_can_be_empty=True):
         calls.append(("fused", allowed is None, is_causal))
-        return fused(q, k, v, allowed, is_causal=is_causal, scale=scale)
+        if allowed is not None:  # only padding can leave a query row without a key
+            guards.append(rows_can_be_empty)
+        return fused(q, k, v, allowed, is_causal=is_causal, scale=scale,
+                     rows_can_be_empty=rows_can_be_empty)
 
     def spy_transparent(q, k, v, allowed=None, **kwargs):
         calls.append(("transparent", allowed is None, kwargs.get("empty_row")))
@@ -265,6 +269,8 @@ def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent
     assert calls == [("fused", True, True), ("fused", True, False), ("fused", False, False),
                      ("fused", True, True), ("fused", True, False), ("fused", False, False),
                      ("fused", True, False), ("transparent", False, "zero")]
+    assert guards == [True, False]  # the padded call keeps the empty-row guard, the offset
+    # mask without padding skips it
 
 
 # --------------------------------------------------------------------------------------
