@@ -78,3 +78,50 @@ def test_notebook_cache_key_covers_literate(tmp_path, monkeypatch):
 def test_nav_order_flattens_sections_in_reading_order():
     nav = [{"Home": "index.md"}, {"Part": [{"One": "a/one.md"}, "a/two.md"]}, {"Appendix": [{"L": "z.md"}]}]
     assert hooks.nav_order(nav) == ["index.md", "a/one.md", "a/two.md", "z.md"]
+
+
+def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_path, monkeypatch):
+    """`execute_notebooks_ahead` starts every notebook without a cached result in the
+    background; the plugin's own nb2html call then returns that result (no second run),
+    a call with other options runs anew, and a cached notebook is not started."""
+    import threading
+
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import get_files
+    from mkdocs_jupyter import convert, plugin
+
+    ran, release = [], threading.Event()
+
+    def fake_nb2html(nb_path, **kwargs):
+        release.wait(10)  # the page render must wait for the background run
+        ran.append((nb_path, threading.current_thread().name))
+        return f"<html of {nb_path}>"
+
+    monkeypatch.setattr(convert, "nb2html", fake_nb2html)
+    monkeypatch.setattr(hooks, "_ahead", {})
+    config = load_config(str(hooks.ROOT / "mkdocs.yml"))
+    jupyter = config["plugins"]["mkdocs-jupyter"]
+    cache_dir = tmp_path / "nb-cache"
+    monkeypatch.setitem(jupyter.config, "cache_dir", str(cache_dir))
+    files = jupyter.on_files(get_files(config), config)
+    notebooks = [f.abs_src_path for f in files if isinstance(f, plugin.NotebookFile)]
+    assert len(notebooks) >= 3
+    cached = notebooks[0]  # one with a result in the cache already
+    key = plugin._compute_cache_key(cached, jupyter.config, True)
+    plugin._get_cache_path(str(cache_dir), key).parent.mkdir(parents=True)
+    plugin._get_cache_path(str(cache_dir), key).write_text("{}", encoding="utf-8")
+    try:
+        started = hooks.execute_notebooks_ahead(config, files)
+        assert started == notebooks[1:]
+        options = {n: jupyter.config[n] for n in hooks.NB2HTML_OPTIONS}
+        release.set()
+        assert convert.nb2html(started[0], execute=True, **options) == f"<html of {started[0]}>"
+        assert convert.nb2html(started[1], execute=False, **options) == f"<html of {started[1]}>"
+        for path in started[2:]:
+            convert.nb2html(path, execute=True, **options)
+        by_thread = [(path, name.startswith("notebooks")) for path, name in ran]
+        assert sorted(p for p, ahead in by_thread if ahead) == sorted(started)  # once each
+        assert [p for p, ahead in by_thread if not ahead] == [started[1]]  # other options
+    finally:
+        release.set()
+        convert.nb2html = getattr(convert.nb2html, "__wrapped__", convert.nb2html)

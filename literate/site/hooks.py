@@ -10,7 +10,9 @@
   of every claim on the site.
 * Notebooks: mkdocs-jupyter keys its cache of executed notebooks on the notebook's bytes
   only; ours import `literate/`, so the same code fingerprint as the figures' joins the
-  key. An edit anywhere in `literate/` re-runs every notebook; nothing else does.
+  key. An edit anywhere in `literate/` re-runs every notebook; nothing else does. The
+  notebooks to run start in a background thread when the build starts, so the other
+  pages render while their kernels work (`execute_notebooks_ahead`).
 * Outputs: every page runs in a worker process, as pytest runs it, and what each Python
   block prints is shown in an "Output" box under it (`literate/site/outputs.py`); a
   block that raises fails the build.
@@ -306,6 +308,57 @@ def cover_notebook_cache_with_code() -> None:
     plugin._compute_cache_key = key
 
 
+# The keyword arguments mkdocs-jupyter's page render passes to `convert.nb2html`, read
+# from its plugin config (its `on_pre_page`); `execute_ignore` is not used here.
+NB2HTML_OPTIONS = ("kernel_name", "theme", "allow_errors", "show_input", "no_input",
+                   "no_prompt", "remove_tag_config", "highlight_extra_classes",
+                   "include_requirejs", "custom_mathjax_url")
+_ahead: dict[str, tuple[dict[str, Any], Future[str]]] = {}
+
+
+def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
+    """Start executing, in a background thread, every notebook mkdocs-jupyter will have to
+    execute (no cached result), in the order of `files`; its page render then waits for
+    that result instead of executing the notebook itself when it reaches the page. The
+    kernels run in other processes, so MkDocs renders the other pages meanwhile (without
+    this, every notebook ran in turn while nothing else of the build's main thread moved).
+    A notebook that fails raises where the plugin's own call would have. Returns the
+    notebooks started."""
+    try:
+        from mkdocs_jupyter import convert, plugin
+    except ImportError:  # no notebooks without the plugin
+        return []
+    jupyter = config["plugins"].get("mkdocs-jupyter")
+    options = getattr(jupyter, "config", None)
+    if jupyter is None or not options or not options.get("execute") or options.get("execute_ignore"):
+        return []
+    original = getattr(convert.nb2html, "__wrapped__", convert.nb2html)
+
+    def nb2html(nb_path: str, **kwargs: Any) -> str:
+        kwargs_ahead, future = _ahead.pop(str(nb_path), (None, None))
+        if future is not None and kwargs_ahead == kwargs:
+            return future.result()
+        return original(nb_path, **kwargs)
+
+    nb2html.__wrapped__ = original  # type: ignore[attr-defined]
+    convert.nb2html = nb2html
+    kwargs = {"execute": True} | {name: options[name] for name in NB2HTML_OPTIONS}
+    pending = []
+    for file in files:
+        if not isinstance(file, plugin.NotebookFile):  # its on_files marked them
+            continue
+        key = plugin._compute_cache_key(file.abs_src_path, options, True)
+        if options.get("cache") and plugin._get_cache_path(options["cache_dir"], key).exists():
+            continue  # the plugin reads its cache
+        pending.append(file.abs_src_path)
+    if pending:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notebooks")
+        for path in pending:
+            _ahead[str(path)] = (kwargs, executor.submit(original, path, **kwargs))
+        executor.shutdown(wait=False)
+    return pending
+
+
 # ---------------------------------------------------------------------------------------
 # MkDocs events
 
@@ -356,6 +409,9 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, uri, abs_src_path=str(path)))
     global _outputs
     _outputs = start_outputs(nav_order(config.get("nav")))
+    started = execute_notebooks_ahead(config, files)
+    if started:
+        log.info("notebooks: %d executing in the background", len(started))
     _site_claims = _collect_claims(files, nav_order(config.get("nav")))
     return files
 
