@@ -2,7 +2,7 @@
 
 Gemma 3 (Gemma Team 2025) interleaves two kinds of layer, five local to one global:
 a local layer ("sliding_attention") reads only a sliding window of the last
-`sliding_window` positions (1,024 in the released models) and turns RoPE with base
+`sliding_window` positions (1,024 in Gemma 3 4B, 12B and 27B, 512 in the 1B and 270M) and turns RoPE with base
 10,000; a global one ("full_attention") reads every earlier position, with base
 1,000,000. Only the global layers' KV cache grows with the context; a local layer's is a
 ring of `sliding_window` slots (`literate.window.RingKVCache`). Every layer is

@@ -8,7 +8,7 @@ RoPE, biases on q, k, v and o, one learned sink logit per head), in the layers
 its FFN a `MoEFFN` with gpt-oss's biased router (`gpt_oss_router`: top k of the logits,
 then a softmax over those k) and `GptOssExperts` (clamped SwiGLU, biases). The RoPE of
 the released configs is YaRN (factor 32 over 4096 positions, truncate False: chapter
-9's `YarnRotaryEmbedding`).
+10's `YarnRotaryEmbedding`).
 
 * `gpt_oss_block`, `gpt_oss_init_`, `gpt_oss_model`: build one;
 * `gpt_oss_from_hf_config`, `check_gpt_oss_config`, `load_hf_gpt_oss`: from a Hugging

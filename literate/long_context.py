@@ -2,8 +2,8 @@
 per layer and for a whole context, in bfloat16 at batch 1.
 
 The numbers of each model are written once, in `PUBLISHED_CACHES`, from its
-config.json (sources in the comments; where the catalog of chapter 7 already holds a
-model's heads, they are read from it). The formula is `literate.params.cache_bytes`;
+config.json (sources in the comments; where chapter 7's catalog also holds a model's
+heads, tests/test_cache_ledger.py checks the two agree). The formula is `literate.params.cache_bytes`;
 the tests check it against the `.nbytes` of the caches our windowed, interleaved and
 latent models allocate, and against Hugging Face's config classes, attention modules
 (on the meta device) and StaticCache layers for these very configurations.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from literate.catalog import PUBLISHED_BLOCKS, PublishedBlock
 from literate.params import (
     CacheShape,
     cache_bytes,
@@ -35,38 +34,24 @@ __all__ = [
 GIB = 2**30
 
 
-def catalog_block(name: str) -> PublishedBlock:
-    """Chapter 7's published block of that name (its heads and head width)."""
-    for spec in PUBLISHED_BLOCKS:
-        if spec.name == name:
-            return spec
-    raise ValueError(f"no published block named {name!r} in literate.catalog")
-
-
-def from_catalog(name: str, n_layers: int, *, window: int | None = None,
-                 every: int = 0, source: str = "") -> CacheShape:
-    """A cache shape whose heads come from chapter 7's catalog; the layer count from
-    `n_layers` (the catalog describes one block, not the stack)."""
-    spec = catalog_block(name)
-    return kv_cache_shape(name, n_layers=n_layers, n_heads=spec.n_heads,
-                          n_kv_heads=spec.n_kv_heads, d_head=spec.d_head,
-                          window=window, every=every, source=source)
-
-
 # --8<-- [start:published_caches]
 PUBLISHED_CACHES: tuple[CacheShape, ...] = (
-    # meta-llama/Meta-Llama-3-8B config.json: num_hidden_layers 32; heads from the
-    # catalog (32 query, 8 key/value, head 128). Dubey et al. 2024, table 3.
-    from_catalog("Llama 3 8B", 32, source="meta-llama/Meta-Llama-3-8B"),
+    # meta-llama/Meta-Llama-3-8B config.json: num_hidden_layers 32, hidden_size 4096,
+    # num_attention_heads 32 (head 128), num_key_value_heads 8 (chapter 7's catalog
+    # row). Dubey et al. 2024, table 3.
+    kv_cache_shape("Llama 3 8B", n_layers=32, n_heads=32, n_kv_heads=8, d_head=128,
+                   source="meta-llama/Meta-Llama-3-8B"),
     # meta-llama/Meta-Llama-3-70B config.json: num_hidden_layers 80, hidden_size 8192,
     # num_attention_heads 64 (head 128), num_key_value_heads 8. Dubey et al. 2024,
-    # table 3. Not in the catalog: typed here.
+    # table 3.
     kv_cache_shape("Llama 3 70B", n_layers=80, n_heads=64, n_kv_heads=8, d_head=128,
                    source="meta-llama/Meta-Llama-3-70B"),
     # mistralai/Mistral-7B-v0.1 config.json: num_hidden_layers 32 (MistralConfig's
-    # default, the same model), sliding_window 4096 in every layer; heads from the
-    # catalog. Jiang et al. 2023, table 1. (v0.2 and later: sliding_window null.)
-    from_catalog("Mistral 7B v0.1", 32, window=4096, source="mistralai/Mistral-7B-v0.1"),
+    # default, the same model), 32 heads of 128, 8 key/value heads (chapter 7's
+    # catalog row), sliding_window 4096 in every layer. Jiang et al. 2023, table 1.
+    # (v0.2 and later: sliding_window null.)
+    kv_cache_shape("Mistral 7B v0.1", n_layers=32, n_heads=32, n_kv_heads=8,
+                   d_head=128, window=4096, source="mistralai/Mistral-7B-v0.1"),
     # google/gemma-3-27b-pt config.json, text_config: num_hidden_layers 62,
     # num_attention_heads 32, num_key_value_heads 16, head_dim 128, sliding_window
     # 1024, sliding_window_pattern 6 (five local layers, then a global one: 52 + 10).
@@ -84,7 +69,7 @@ PUBLISHED_CACHES: tuple[CacheShape, ...] = (
     # deepseek-ai/DeepSeek-V3 config.json = transformers' DeepseekV3Config defaults
     # (the tests check): num_hidden_layers 61, kv_lora_rank 512, qk_rope_head_dim 64.
     # The MTP module (num_nextn_predict_layers 1) is not counted: it is not run when
-    # decoding without speculation. DeepSeek-AI 2024, sec. 2.1.1.
+    # decoding without speculation. DeepSeek-AI 2024b, sec. 2.1.1.
     latent_cache_shape("DeepSeek-V3", n_layers=61, kv_lora_rank=512,
                        qk_rope_head_dim=64, source="deepseek-ai/DeepSeek-V3"),
 )

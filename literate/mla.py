@@ -314,8 +314,8 @@ def latent_attention(q: Tensor, keys: Tensor, values: Tensor,
     q [B, H, T_q, r + d_rope] reads the one key `keys` [B, 1, T_k, r + d_rope] and value
     `values` [B, 1, T_k, r]; allowed broadcastable to [B, H, T_q, T_k]. The H heads are
     stacked along the query axis, one head of H T_q queries, as chapter 3's
-    `grouped_attention` does (PyTorch's CPU kernel with `enable_gqa` and one key
-    head is many times slower at T_q = 1: `python -m literate.bench --only long`).
+    `grouped_attention` does (rather than PyTorch's kernel with `enable_gqa` and one
+    key head: `python -m literate.bench --only long` times the two at T_q = 1).
     `scale` is given: the absorbed query is r + d_rope wide, but the scores are
     those of d_qk-wide heads. -> [B, H, T_q, r]."""
     b, h, t_q, width = q.shape
@@ -660,9 +660,9 @@ DEEPSEEK_UNSUPPORTED = {  # a field, and the one value ours has for it
 
 def check_deepseek_supported(config: object) -> None:
     """Refuse, rather than change, what ours does not do: another activation,
-    tensor-parallel slicing, attention dropout, RoPE scaling, and key/value head counts
-    other than the query heads' (HF's eager path would repeat MLA's H keys); RoPE
-    scalings but yarn (`deepseek_rope`)."""
+    tensor-parallel slicing, attention dropout, key/value head counts other than the
+    query heads' (HF's eager path would repeat MLA's H keys), and RoPE scalings other
+    than yarn (`deepseek_rope`)."""
     for name, needed in DEEPSEEK_UNSUPPORTED.items():
         if deepseek_field(config, name) != needed:
             raise ValueError(f"config {name}={deepseek_field(config, name)!r} is not "

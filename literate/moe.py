@@ -113,7 +113,7 @@ def qwen3_moe_router(logits: Tensor, top_k: int, *, norm_topk_prob: bool) -> Rou
 def deepseek_v3_router(logits: Tensor, top_k: int, *, score_bias: Tensor,
                        n_group: int, topk_group: int, norm_topk_prob: bool,
                        routed_scaling_factor: float) -> Routing:
-    """DeepSeek-V3 (DeepSeek-AI 2024, sec. 2.1.2), as HF's `DeepseekV3TopkRouter`.
+    """DeepSeek-V3 (DeepSeek-AI 2024b, sec. 2.1.2), as HF's `DeepseekV3TopkRouter`.
 
     Scores are sigmoids, one per expert, not a softmax. `score_bias [E]` (the
     auxiliary-loss-free balancing bias, HF's `e_score_correction_bias`) enters the
@@ -547,7 +547,7 @@ def load_balancing_loss(router_logits: Tensor | Sequence[Tensor], top_k: int,
 @torch.no_grad()
 def update_balancing_bias(bias: Tensor, experts: Tensor, *,
                           speed: float = 1e-3) -> Tensor:
-    """DeepSeek-V3's auxiliary-loss-free balancing (DeepSeek-AI 2024, sec. 2.1.2), in
+    """DeepSeek-V3's auxiliary-loss-free balancing (DeepSeek-AI 2024b, sec. 2.1.2), in
     place, after a training step: each expert's selection bias `bias [E]` goes down
     by `speed` (their gamma, 0.001) if the step's tokens chose it more often than the
     average expert, and up by `speed` if less; `experts [N, k]` are the step's choices.

@@ -127,7 +127,7 @@ def test_the_ledger_in_numbers():
     assert rows["DeepSeek-V3"]["bytes/token"] == 70_272
 
 
-def test_heads_come_from_the_catalog():
+def test_heads_agree_with_the_catalog():
     catalog = {b.name: b for b in PUBLISHED_BLOCKS}
     for name in ("Llama 3 8B", "Mistral 7B v0.1"):
         spec = catalog[name]
