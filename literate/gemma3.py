@@ -51,10 +51,9 @@ from literate.llama import (
     tied_head_state,
 )
 from literate.norms import ZeroCentredRMSNorm
-from literate.window import SlidingWindowAttention
+from literate.window import LAYER_TYPES, SlidingWindowAttention
 
 __all__ = [
-    "LAYER_TYPES",
     "Gemma3LanguageModel",
     "gemma3_layer_types",
     "gemma3_model",
@@ -70,9 +69,6 @@ __all__ = [
 ]
 
 # --8<-- [start:gemma3_language_model]
-LAYER_TYPES = ("sliding_attention", "full_attention")  # Hugging Face's names
-
-
 class Gemma3LanguageModel(LlamaLanguageModel):
     """ids [B, T] -> token embedding x sqrt(d) -> blocks (local and global) -> final
     norm -> logits [B, T, V]: Llama's model with Gemma's embedding scale. The scale is

@@ -39,7 +39,7 @@ from literate.llama import (
     load_renamed,
     tied_head_state,
 )
-from literate.mla import YarnRotaryEmbedding, rope_settings, yarn_mscale
+from literate.mla import YarnRotaryEmbedding, rope_settings, yarn_settings
 from literate.moe import (
     GptOssExperts,
     MoEFFN,
@@ -50,6 +50,7 @@ from literate.moe import (
 from literate.norms import RMSNorm
 from literate.positions import RotaryEmbedding
 from literate.sinks import SinkAttention, SlidingWindowSinkAttention
+from literate.window import LAYER_TYPES
 
 __all__ = [
     "gpt_oss_block",
@@ -177,7 +178,6 @@ GPT_OSS_DEFAULTS = {  # transformers' GptOssConfig, for what a config.json leave
 GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
                 "beta_slow": 1.0, "truncate": False,
                 "original_max_position_embeddings": 4096}  # HF's default
-LAYER_KINDS = ("sliding_attention", "full_attention")
 
 
 def gpt_oss_field(config: object, name: str) -> object:
@@ -214,19 +214,8 @@ def gpt_oss_rope(config: object) -> partial:
     if p["rope_type"] != "yarn":
         raise ValueError(f"config rope_type={p['rope_type']!r} is not supported "
                          "(ours: 'default' or 'yarn')")
-    original = p["original_max_position_embeddings"]
-    factor = p.get("factor") or gpt_oss_field(config,
-                                              "max_position_embeddings") / original
-    mscale, mscale_all_dim = p.get("mscale"), p.get("mscale_all_dim")
-    attention_factor = p.get("attention_factor")
-    if attention_factor is None:  # HF's rule
-        attention_factor = (yarn_mscale(factor, mscale)
-                            / yarn_mscale(factor, mscale_all_dim)
-                            if mscale and mscale_all_dim else yarn_mscale(factor))
-    return partial(YarnRotaryEmbedding, d_head, base=base, factor=factor,
-                   original_context=original, beta_fast=p.get("beta_fast") or 32.0,
-                   beta_slow=p.get("beta_slow") or 1.0,
-                   attention_factor=attention_factor, truncate=p.get("truncate", True))
+    return partial(YarnRotaryEmbedding, d_head, base=base, **yarn_settings(
+        p, gpt_oss_field(config, "max_position_embeddings")))
 
 
 def gpt_oss_windows(config: object) -> list[int | None]:
@@ -236,10 +225,10 @@ def gpt_oss_windows(config: object) -> list[int | None]:
     a window is refused."""
     n = positive_int("num_hidden_layers", gpt_oss_field(config, "num_hidden_layers"))
     kinds = gpt_oss_field(config, "layer_types") or [
-        LAYER_KINDS[i % 2] for i in range(n)]
-    if len(kinds) != n or set(kinds) - set(LAYER_KINDS):
+        LAYER_TYPES[i % 2] for i in range(n)]
+    if len(kinds) != n or set(kinds) - set(LAYER_TYPES):
         raise ValueError(f"config layer_types={list(kinds)!r} is not supported (ours: "
-                         f"{n} entries of {LAYER_KINDS})")
+                         f"{n} entries of {LAYER_TYPES})")
     window = gpt_oss_field(config, "sliding_window")
     if "sliding_attention" in kinds:
         if window is None:

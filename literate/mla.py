@@ -101,6 +101,7 @@ __all__ = [
     "deepseek_rope_parameters",
     "deepseek_rope",
     "yarn_mscale",
+    "yarn_settings",
     "rope_settings",
     "yarn_inverse_frequencies",
     "YarnRotaryEmbedding",
@@ -195,6 +196,28 @@ class YarnRotaryEmbedding(RotaryEmbedding):
             h = self.rotary_dim // 2
             self.signed_sin = torch.cat((-self.sin[:, :h], self.sin[:, h:]), dim=-1)
         return self.cos, self.sin
+
+def yarn_settings(parameters: Mapping[str, object], max_positions: int) -> dict:
+    """`YarnRotaryEmbedding`'s options from a config's YaRN `rope_parameters`, by
+    Hugging Face's rules: the original context (else `max_positions`), the factor
+    (else max_positions / original), betas 32 and 1 unless given, the ramp's ends
+    rounded unless `truncate` is False, and the attention factor (given; else
+    yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim) when both are
+    set; else yarn_mscale(factor))."""
+    original = parameters.get("original_max_position_embeddings") or max_positions
+    factor = parameters.get("factor") or max_positions / original
+    mscale, mscale_all_dim = parameters.get("mscale"), parameters.get("mscale_all_dim")
+    attention_factor = parameters.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = (yarn_mscale(factor, mscale)
+                            / yarn_mscale(factor, mscale_all_dim)
+                            if mscale and mscale_all_dim else yarn_mscale(factor))
+    return {"factor": factor, "original_context": original,
+            "beta_fast": parameters.get("beta_fast") or 32.0,
+            "beta_slow": parameters.get("beta_slow") or 1.0,
+            "attention_factor": attention_factor,
+            "truncate": parameters.get("truncate", True)}
+
 
 def rope_settings(rope: RotaryEmbedding) -> dict:
     """What a RoPE computes with, to compare a built layer's with a config's: its kind,
@@ -633,24 +656,10 @@ def deepseek_rope(config: object) -> tuple[RotaryEmbedding, float]:
     if p["rope_type"] != "yarn":
         raise ValueError(f"RoPE scaling {p['rope_type']!r} is not implemented (MLA "
                          "here turns the plain frequencies, or yarn's)")
-    original = p.get("original_max_position_embeddings",
-                     field("max_position_embeddings"))
-    factor = p.get("factor") or field("max_position_embeddings") / original
-    mscale, mscale_all_dim = p.get("mscale"), p.get("mscale_all_dim")
-    attention_factor = p.get("attention_factor")
-    if attention_factor is None:  # HF's rule
-        attention_factor = (yarn_mscale(factor, mscale)
-                            / yarn_mscale(factor, mscale_all_dim)
-                            if mscale and mscale_all_dim else yarn_mscale(factor))
-    if mscale_all_dim:  # HF's yarn_apply_mscale: the given factor, squared
-        scale *= yarn_mscale(p["factor"], mscale_all_dim) ** 2
-    rope = YarnRotaryEmbedding(d_rope, base=base, factor=factor,
-                               original_context=original,
-                               beta_fast=p.get("beta_fast") or 32.0,
-                               beta_slow=p.get("beta_slow") or 1.0,
-                               attention_factor=attention_factor,
-                               truncate=p.get("truncate", True), layout=layout)
-    return rope, scale
+    yarn = yarn_settings(p, field("max_position_embeddings"))
+    if p.get("mscale_all_dim"):  # HF's yarn_apply_mscale: the given factor, squared
+        scale *= yarn_mscale(p["factor"], p["mscale_all_dim"]) ** 2
+    return YarnRotaryEmbedding(d_rope, base=base, layout=layout, **yarn), scale
 
 
 DEEPSEEK_UNSUPPORTED = {  # a field, and the one value ours has for it

@@ -52,6 +52,7 @@ from literate.llama import (
 )
 
 __all__ = [
+    "LAYER_TYPES",
     "window_allowed",
     "window_attention_allowed",
     "RingKVCache",
@@ -308,6 +309,10 @@ class SlidingWindowAttention(MultiHeadAttention):
                                  "slot order, not position order; use a KVCache")
         return super().forward(x, memory, causal=causal, cache=cache,
                                return_weights=return_weights, **options)
+
+
+# Hugging Face's names of a windowed and a full layer in a config's `layer_types`
+LAYER_TYPES = ("sliding_attention", "full_attention")
 # --8<-- [end:sliding_window_attention]
 
 
