@@ -70,7 +70,7 @@ def positive_float(name: str, value: object) -> float:
         result = float(value)
     except OverflowError:  # an int too large for a float, e.g. 10**400
         result = math.inf
-    if not math.isfinite(result) or result <= 0.0:
+    if not 0.0 < result < math.inf:  # NaN, inf and <= 0 fail (comparisons compile)
         raise ValueError(f"{name} must be finite and > 0, got {value}")
     return result
 # --8<-- [end:positive_float]

@@ -123,3 +123,23 @@ def test_fullgraph_compile_of_the_encoder_decoder_and_a_rope_gqa_layer(tiny):
     x = torch.randn(2, 6, 32)
     with torch.no_grad():  # the RoPE tables are made inside the compiled call
         torch.testing.assert_close(compiled(x, causal=True), attn(x, causal=True), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("base", [1e4, 1.5e5, 5e5, 1e6])
+def test_a_fresh_rope_layer_compiles_on_its_first_call(base):
+    """The RoPE tables grow inside the first compiled call, and their argument checks run
+    there on a float attribute: `math.isfinite` on it broke `fullgraph` for bases other
+    than 10,000 (torch 2.13 keeps such floats symbolic); the checks compare instead."""
+    from literate.blocks import qwen3_block
+    from literate.positions import RotaryEmbedding
+
+    x = torch.randn(1, 5, 8)
+    rope = RotaryEmbedding(8, base=base)
+    compiled = torch.compile(RotaryEmbedding(8, base=base), fullgraph=True, backend="eager")
+    assert torch.equal(compiled(x), rope(x))
+    block, fresh = (qwen3_block(32, 4, 2, 88, d_head=16, rope_base=base) for _ in "ab")
+    fresh.load_state_dict(block.state_dict())  # its RoPE tables still empty
+    compiled_block = torch.compile(fresh, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        xs = torch.randn(2, 5, 32)
+        assert torch.equal(compiled_block(xs), block(xs))
