@@ -222,7 +222,13 @@ class DeepSeekV3Router(nn.Module):
 
 
 # --8<-- [start:grouped_mm]
-@torch.library.custom_op("literate::grouped_mm", mutates_args=())
+# The ops' namespace is the defining module's name ("literate_moe" here): this code run
+# again in the same process (a page that shows it, the standalone file) then makes ops
+# of its own, instead of replacing these and leaving them broken once its copy is gone.
+OPS = __name__.replace(".", "_")
+
+
+@torch.library.custom_op(f"{OPS}::grouped_mm", mutates_args=())
 def _grouped_mm(rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
     """rows `[M, i]` sorted by expert, `weight (E, o, i)`, `offs [E]` int32 (the running
     counts, offs[-1] = M): rows offs[e-1]:offs[e] times weight[e]^T, `[M, o]`. An op of
@@ -236,7 +242,7 @@ def _grouped_mm_shape(rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
     return rows.new_empty(rows.shape[0], weight.shape[1])
 
 
-@torch.library.custom_op("literate::grouped_mm_backward", mutates_args=())
+@torch.library.custom_op(f"{OPS}::grouped_mm_backward", mutates_args=())
 def _grouped_mm_backward(grad: Tensor, rows: Tensor, weight: Tensor,
                          offs: Tensor) -> tuple[Tensor, Tensor]:
     """(d rows, d weight); an expert with no rows gets a zero gradient. `contiguous`:

@@ -290,11 +290,10 @@ def within(found: dict[str, tuple[float, float]], *, ulps: float = 0.0,
 
 def mixtral_against_hf(path: str) -> dict[str, float]:
     """The exported Mixtral against `MixtralForCausalLM`. Run by
-    test_mixtral_file_equals_hugging_face in a fresh interpreter, where the file's
-    `literate::grouped_mm` ops are the only ones: in one process a second registration
-    of the same op name silently replaces the first (torch allows the overwrite), so
-    the file would swap in its kernels under the library's (or the library its own
-    under the file's) for every later test of the worker. Raises AssertionError on a
+    test_mixtral_file_equals_hugging_face in an interpreter of its own, as a reader runs
+    the file, with none of the library's modules in it (the file's grouped_mm ops are
+    named after the module that defines them, so the library's would not clash with
+    them; the check below says the library is absent). Raises AssertionError on a
     difference out of bounds; returns the measured worst differences.
 
     Float64, every gain and the routers random (HF's std 0.02 routes almost

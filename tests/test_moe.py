@@ -35,6 +35,7 @@ from transformers.models.gpt_oss import modeling_gpt_oss
 from transformers.models.mixtral import modeling_mixtral
 from transformers.models.qwen3_moe import modeling_qwen3_moe
 
+import literate.moe as moe_module
 from literate.ffn import GatedFFN
 from literate.moe import (
     DeepSeekV3Router,
@@ -483,6 +484,24 @@ def test_grouped_path_makes_no_host_sync_and_compiles_whole():
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
+
+@pytest.mark.skipif(not HAS_GROUPED_MM, reason=NO_GROUPED_MM)
+def test_the_ops_survive_a_copy_of_their_section_run_and_dropped():
+    """A page that shows the grouped_mm section runs it again in the same process, in a
+    namespace that is later dropped: its ops are its own (named after the defining
+    module), and the library's keep working after the copy is gone. (Named alike, the
+    copy replaced the library's ops, and its garbage collection unregistered them.)"""
+    import gc
+
+    from literate.export import section_source
+
+    namespace = {"__builtins__": __builtins__}
+    exec("import torch\nimport torch.nn.functional as F\nfrom torch import Tensor\n"
+         + section_source("moe", "grouped_mm"), namespace)
+    assert namespace["OPS"] == "builtins" != moe_module.OPS == "literate_moe"
+    del namespace
+    gc.collect()
+    test_grouped_path_equals_padded_path_with_idle_experts_values_and_gradients()
 
 def test_a_capacity_reports_what_it_drops_and_a_large_one_is_dropless():
     """Switch's capacity form: with C >= the busiest expert's load it equals the dropless dispatch (to
