@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import subprocess
@@ -252,12 +253,19 @@ def session(browser, base_url: str) -> Iterator[Session]:
 
 
 @pytest.fixture(scope="module")
-def visit(browser, base_url: str) -> Iterator[Callable[[str], Tab]]:
+def visit(browser, base_url: str, site_dir: Path) -> Iterator[Callable[[str], Tab]]:
     """Open a page once for the whole module, in one shared context, for tests that only look.
 
     The page stays open: every looking test sees the same load, with the console errors
-    and requests it made until the network went quiet."""
+    and requests it made until the network went quiet. The search index is served empty
+    (its real config, no documents) to these pages: each page's search worker would
+    otherwise index the whole site, a third of this module's time;
+    `test_search_finds_the_chapter_that_teaches_it` loads the real one."""
     sess = Session(browser, base_url)
+    config = json.loads((site_dir / "search" / "search_index.json").read_text())["config"]
+    empty_index = json.dumps({"config": config, "docs": []})
+    sess.context.route("**/search/search_index.json", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=empty_index))
     # every page starts loading at once, then each is waited for until its network is
     # quiet: the same loads, in parallel instead of one after another
     started = {path: sess.start(path) for path in PAGES}
@@ -427,3 +435,17 @@ def test_no_request_to_another_host(visit) -> None:
         visit(path)
     external = sorted(set(EXTERNAL_REQUESTS))
     assert external == [], "requests to other hosts:\n  " + "\n  ".join(external)
+
+
+def test_search_finds_the_chapter_that_teaches_it(session: Session) -> None:
+    """With the real search index (built offline by the build), typing a term into the
+    search box lists results, the first from the chapter that teaches it; the page
+    makes no console error while its worker indexes the whole site."""
+    tab = session.open(CHAPTER_1)
+    tab.page.keyboard.press("s")  # Material's shortcut: focus the search box
+    box = tab.page.locator("input.md-search__input")
+    box.fill("RoPE")
+    first = tab.page.locator(".md-search-result__item a").first
+    first.wait_for(timeout=20_000)
+    assert "/attention/positions/" in first.get_attribute("href")
+    assert tab.errors == [], tab.errors
