@@ -27,7 +27,6 @@ Shapes: B batch, T tokens, V vocabulary, d model width.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 
@@ -48,6 +47,7 @@ from literate.llama import (
     LlamaLanguageModel,
     config_field,
     load_renamed,
+    refuse_mismatches,
     tied_head_state,
 )
 from literate.norms import ZeroCentredRMSNorm
@@ -292,11 +292,7 @@ def check_gemma3_config(ours: Gemma3LanguageModel, config: object) -> None:
                    f"sliding_window ({kind})", window),
                   (f"blocks[{i}] rope_base", b.attn.rope.base,
                    f"rope_theta ({kind})", bases[kind])]
-    for name, mine, theirs_name, theirs in pairs:
-        close = isinstance(mine, float) and math.isclose(mine, theirs)
-        if mine != theirs and not close:
-            raise ValueError(f"ours has {name}={mine!r}, theirs {theirs_name}="
-                             f"{theirs!r}")
+    refuse_mismatches(pairs)
 
 
 HF_GEMMA3_NAMES = [  # Llama's names, and the two norms of the sandwich's FFN half

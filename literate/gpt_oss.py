@@ -22,7 +22,6 @@ Shapes: B batch, T tokens, V vocabulary, d model width, E experts, I expert widt
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 
@@ -37,6 +36,7 @@ from literate.llama import (
     LlamaLanguageModel,
     config_field,
     load_renamed,
+    refuse_mismatches,
     tied_head_state,
 )
 from literate.mla import YarnRotaryEmbedding, rope_settings, yarn_settings
@@ -323,11 +323,7 @@ def check_gpt_oss_config(ours: LlamaLanguageModel, config: object) -> None:
         ("pad_id", ours.token_embedding.padding_idx, "pad_token_id",
          field("pad_token_id")),
     ]
-    for name, mine, field_name, theirs in pairs:
-        close = isinstance(mine, float) and math.isclose(mine, theirs)
-        if mine != theirs and not close:
-            raise ValueError(f"ours has {name}={mine!r}, theirs "
-                             f"{field_name}={theirs!r}")
+    refuse_mismatches(pairs)
     for i, b in enumerate(ours.blocks):
         if rope_settings(b.attn.rope) != rope_settings(block.attn.rope):
             raise ValueError(f"ours has blocks[{i}].attn.rope unlike blocks[0]'s; "

@@ -39,6 +39,7 @@ __all__ = [
     "check_llama_supported",
     "llama_from_hf_config",
     "check_llama_config",
+    "refuse_mismatches",
     "HF_LLAMA_NAMES",
     "load_renamed",
     "tied_head_state",
@@ -231,6 +232,15 @@ def llama_from_hf_config(
 
 
 # --8<-- [start:check_llama_config]
+def refuse_mismatches(pairs: Sequence[tuple[str, object, str, object]]) -> None:
+    """A ValueError naming both sides for the first (our name, ours, their field,
+    theirs) whose two values differ (floats: beyond rounding)."""
+    for name, mine, field, theirs in pairs:
+        close = isinstance(mine, float) and math.isclose(mine, theirs)
+        if mine != theirs and not close:
+            raise ValueError(f"ours has {name}={mine!r}, theirs {field}={theirs!r}")
+
+
 def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
     """Refuse to copy weights between models of different shape or function, naming
     both sides."""
@@ -258,10 +268,7 @@ def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
     ]
-    for name, mine, field, theirs in pairs:
-        close = isinstance(mine, float) and math.isclose(mine, theirs)
-        if mine != theirs and not close:
-            raise ValueError(f"ours has {name}={mine!r}, theirs {field}={theirs!r}")
+    refuse_mismatches(pairs)
 
 
 HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
@@ -272,8 +279,6 @@ HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
     (r"^model\.layers\.(\d+)\.input_layernorm\.", r"blocks.\1.norm1."),
     (r"^model\.layers\.(\d+)\.post_attention_layernorm\.", r"blocks.\1.norm2."),
 ]
-
-
 # --8<-- [end:check_llama_config]
 
 

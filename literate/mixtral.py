@@ -18,7 +18,6 @@ Shapes: B batch, T tokens, V vocabulary, d model width, E experts, I expert widt
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from functools import partial
 
@@ -36,6 +35,7 @@ from literate.llama import (
     config_field,
     llama_rope_base,
     load_renamed,
+    refuse_mismatches,
     tied_head_state,
 )
 from literate.moe import Experts, MoEFFN, Router, load_balancing_loss, mixtral_router
@@ -212,6 +212,7 @@ def check_mixtral_config(ours: LlamaLanguageModel, config: object) -> None:
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings"),
     ]
+    compared = []
     for name, mine, field, *fallback in pairs:
         theirs = (mixtral_rope_base(config) if field == "rope_theta"
                   else mixtral_field(config, field))
@@ -219,9 +220,8 @@ def check_mixtral_config(ours: LlamaLanguageModel, config: object) -> None:
             theirs = bool(theirs)
         if theirs is None and fallback:
             theirs = fallback[0]
-        close = isinstance(mine, float) and math.isclose(mine, theirs)
-        if mine != theirs and not close:
-            raise ValueError(f"ours has {name}={mine!r}, theirs {field}={theirs!r}")
+        compared.append((name, mine, field, theirs))
+    refuse_mismatches(compared)
 # --8<-- [end:check_mixtral_config]
 
 

@@ -80,7 +80,7 @@ from literate.ffn import GatedFFN
 from literate.heads import (attention_allowed, fused_attention, grouped_attention,
                             merge_heads, split_heads)
 from literate.llama import (HF_LLAMA_NAMES, LlamaLanguageModel, config_field,
-                            load_renamed, tied_head_state)
+                            load_renamed, refuse_mismatches, tied_head_state)
 from literate.moe import DeepSeekV3Router, Experts, MoEFFN
 from literate.norms import RMSNorm
 from literate.positions import ROPE_LAYOUTS, RotaryEmbedding, base_above_one
@@ -814,10 +814,7 @@ def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
         else:
             rows += [(f"blocks[{i}].ffn.d_ff", block.ffn.d_ff, "intermediate_size",
                       field("intermediate_size"))]
-    for name, mine, key, theirs in rows:
-        close = isinstance(mine, float) and math.isclose(mine, theirs)
-        if mine != theirs and not close:
-            raise ValueError(f"ours has {name}={mine!r}, theirs {key}={theirs!r}")
+    refuse_mismatches(rows)
 
 
 # Llama's names (self_attn. -> attn. keeps MLA's own), then the MoE's: HF's mlp.gate
