@@ -1,0 +1,248 @@
+"""Chapter 11's table of the eras (a start): each row a small model built by this site's
+own builders, each cell read from the built object, never typed, and each row naming the
+test that proves the model (or its block) equal to its production twin.
+
+`describe_model(model)` reads the cells of `ERA_COLUMNS` from a language model of ours:
+the block's topology and norm (chapter 7's `block_norms`, `norm_name`), the positions
+(learned, RoPE with its layout, rotated fraction, bases and YaRN), the attention (MHA,
+GQA, MQA or latent), the windows over the layers, the sinks, the FFN (dense, gated, or a
+mixture of experts with its top-k and shared experts), the biases and a tied output.
+`ERA_ROWS` lists the eras with their builder, the chapter section that teaches them
+and the test that proves them; tests/test_eras.py checks every cell against the
+published description and every row's test exists.
+
+Not yet here (issue 13): the 2017 encoder-decoder's row (its layers are not a language
+model's blocks), the published configurations' numbers, the diff view, the figures and
+the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from torch import nn
+
+from literate.blocks import (
+    ParallelBlock,
+    gptj_block,
+    neox_block,
+    olmo2_block,
+    qwen3_block,
+)
+from literate.catalog import activation_name, block_norms, norm_name, number
+from literate.ffn import DenseFFN, GatedFFN
+from literate.gemma3 import gemma3_model
+from literate.gpt_oss import gpt_oss_model, gpt_oss_rope
+from literate.heads import MultiHeadAttention
+from literate.llama import LlamaLanguageModel, llama_model
+from literate.mixtral import mixtral_model
+from literate.mla import (
+    MultiHeadLatentAttention,
+    YarnRotaryEmbedding,
+    deepseek_v3_from_hf_config,
+)
+from literate.models import GPTLanguageModel, gpt2_model
+from literate.moe import MoEFFN
+from literate.norms import RMSNorm
+from literate.sinks import SinkAttention
+from literate.window import mistral_model
+
+__all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table"]
+
+ERA_COLUMNS = ("block", "norm", "positions", "attention", "windows", "sinks", "FFN",
+               "biases", "tied output")
+
+
+def attention_cell(attn: nn.Module) -> str:
+    if isinstance(attn, MultiHeadLatentAttention):
+        return (f"latent, {attn.n_heads} heads (rank {attn.kv_lora_rank}, RoPE part "
+                f"{attn.qk_rope_head_dim})")
+    if not isinstance(attn, MultiHeadAttention):
+        raise TypeError(f"not an attention of ours: {type(attn).__name__}")
+    kind = ("MHA" if attn.n_kv_heads == attn.n_heads
+            else "MQA" if attn.n_kv_heads == 1 else "GQA")
+    heads = (f"{attn.n_heads} heads" if kind == "MHA"
+             else f"{attn.n_heads} heads, {attn.n_kv_heads} key/value")
+    return f"{kind}, {heads}"
+
+
+def positions_cell(model: nn.Module) -> str:
+    if isinstance(model, GPTLanguageModel):
+        return "learned, added to the embeddings"
+    ropes = [block.attn.rope for block in model.blocks]
+    if any(rope is None for rope in ropes):
+        raise ValueError("a layer without RoPE in a RoPE model")
+    first = ropes[0]
+    layout = "rotate-half" if first.layout == "half" else "interleaved"
+    part = ("" if first.rotary_dim == first.d_head
+            else f", {first.rotary_dim} of {first.d_head} dims")
+    bases = sorted({rope.base for rope in ropes})
+    base = " / ".join(number(b) for b in bases)
+    yarn = ({f" x{number(r.yarn['factor'])}" for r in ropes
+             if isinstance(r, YarnRotaryEmbedding)})
+    scaling = f", YaRN{''.join(sorted(yarn))}" if yarn else ""
+    return f"RoPE ({layout}{part}), base {base}{scaling}"
+
+
+def windows_cell(model: nn.Module) -> str:
+    windows = [getattr(block.attn, "window", None) for block in model.blocks]
+    windowed = [w for w in windows if w is not None]
+    if not windowed:
+        return "none"
+    if len(set(windowed)) != 1:
+        raise ValueError(f"layers with different windows: {windows}")
+    w, n = number(windowed[0]), len(windows)
+    if len(windowed) == n:
+        return f"{w} in every layer"
+    return f"{w} in {len(windowed)} of {n} layers"
+
+
+def router_top_k(router: nn.Module) -> int:
+    """The k of chapter 9's routers: a `Router`'s route function's `top_k`, or a
+    DeepSeek-V3 router's option."""
+    route = getattr(router, "route", None)
+    if isinstance(route, partial) and "top_k" in route.keywords:
+        return route.keywords["top_k"]
+    options = getattr(router, "options", None)
+    if isinstance(options, dict) and "top_k" in options:
+        return options["top_k"]
+    raise ValueError(f"a router whose k this table cannot read: {router!r}")
+
+
+def ffn_cell(ffn: nn.Module) -> str:
+    if isinstance(ffn, MoEFFN):
+        shared = " + a shared expert" if ffn.shared is not None else ""
+        return (f"MoE, top-{router_top_k(ffn.router)} of {ffn.n_experts} "
+                f"experts{shared}")
+    if type(ffn) is GatedFFN:
+        names = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu (tanh)": "GeGLU (tanh)"}
+        return names[activation_name(ffn.activation)]
+    if type(ffn) is DenseFFN:
+        return activation_name(ffn.activation)
+    raise TypeError(f"not an FFN of ours: {type(ffn).__name__}")
+
+
+def biases_cell(block: nn.Module) -> str:
+    attn_bias = any(isinstance(m, nn.Linear) and m.bias is not None
+                    for m in block.attn.modules())
+    ffn_bias = any(isinstance(m, nn.Linear) and m.bias is not None
+                   for m in block.ffn.modules()
+                   if not isinstance(block.ffn, MoEFFN) or m is not block.ffn.router)
+    if isinstance(block.ffn, MoEFFN):
+        experts = block.ffn.experts
+        ffn_bias = ffn_bias or getattr(experts, "gate_up_proj_bias", None) is not None
+    return ", ".join(n for n, b in (("attention", attn_bias), ("FFN", ffn_bias)) if b) \
+        or "none"
+
+
+def describe_model(model: nn.Module) -> dict[str, str]:
+    """Every column of ERA_COLUMNS, read from a built language model of ours (the first
+    block for the block-level cells; `windows` and `positions` over all of them)."""
+    if not isinstance(model, (GPTLanguageModel, LlamaLanguageModel)):
+        raise TypeError(f"not a language model of ours: {type(model).__name__}")
+    block = model.blocks[0]
+    placement, norms = block_norms(block)
+    residual = "parallel" if isinstance(block, ParallelBlock) else "serial"
+    return {
+        "block": f"{placement}, {residual}" if residual == "serial" else placement,
+        "norm": norm_name(norms[0]),
+        "positions": positions_cell(model),
+        "attention": attention_cell(block.attn),
+        "windows": windows_cell(model),
+        "sinks": ("per head" if any(isinstance(b.attn, SinkAttention)
+                                    for b in model.blocks) else "none"),
+        "FFN": ffn_cell(block.ffn) if not isinstance(model.blocks[-1].ffn, MoEFFN)
+        else ffn_cell(model.blocks[-1].ffn),
+        "biases": biases_cell(block),
+        "tied output": ("yes" if model.lm_head.weight is model.token_embedding.weight
+                        else "no"),
+    }
+
+
+def stack(blocks: list[nn.Module], *, vocab: int = 61, d: int = 32) -> LlamaLanguageModel:
+    """A language model around blocks that chapter 7 builds alone (Qwen3, OLMo 2,
+    GPT-J, GPT-NeoX): chapter 7's LlamaLanguageModel, untied."""
+    return LlamaLanguageModel(nn.Embedding(vocab, d), blocks, RMSNorm(d),
+                              nn.Linear(d, vocab, bias=False), context=64)
+
+
+# DeepSeek-V3's config.json in small: its defaults for what is left out (YaRN x40)
+TINY_DEEPSEEK_V3 = {
+    "vocab_size": 61, "hidden_size": 32, "intermediate_size": 48,
+    "moe_intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2,
+    "n_group": 4, "topk_group": 2, "first_k_dense_replace": 1, "q_lora_rank": 24,
+    "kv_lora_rank": 16, "qk_nope_head_dim": 10, "qk_rope_head_dim": 6,
+    "v_head_dim": 12, "max_position_embeddings": 64,
+    "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                     "mscale": 1.0, "mscale_all_dim": 1.0,
+                     "original_max_position_embeddings": 4096},
+}
+
+
+@dataclass(frozen=True)
+class EraRow:
+    name: str
+    build: Callable[[], nn.Module]  # a small model of the era, by our builders
+    page: str  # the section that teaches it, docs-relative
+    proof: str  # the pytest id of the test that proves it equal to its production twin
+
+
+ERA_ROWS: tuple[EraRow, ...] = (
+    EraRow("GPT-2", lambda: gpt2_model(61, 64, 32, 4, 2),
+           "eras/gpt2.md",
+           "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel"),
+    EraRow("Llama 3", lambda: llama_model(61, 64, 32, 4, 2, 2, 88, rope_base=500_000.0),
+           "modern/modern-block.md",
+           "tests/test_llama.py::test_logits_and_every_gradient_equal_llama_for_causal_lm"),
+    EraRow("Mistral 7B v0.1", lambda: mistral_model(61, 64, 32, 4, 2, 2, 88, window=4),
+           "long-context/long-context.md",
+           "tests/test_mistral_window.py::"
+           "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
+    EraRow("Qwen3", lambda: stack([qwen3_block(32, 4, 2, 88, d_head=16)
+                                  for _ in range(2)]),
+           "modern/modern-block.md",
+           "tests/test_modern_blocks.py::test_qwen3_block_equals_hf_qwen3_decoder_layer"),
+    EraRow("OLMo 2", lambda: stack([olmo2_block(32, 4, 4, 88) for _ in range(2)]),
+           "modern/modern-block.md",
+           "tests/test_modern_blocks.py::test_olmo2_block_equals_hf_olmo2_decoder_layer"),
+    EraRow("Gemma 3", lambda: gemma3_model(
+        61, 64, 32, 4, 2, 48, d_head=8, window=4, query_pre_attn_scalar=8,
+        layer_types=["sliding_attention"] * 5 + ["full_attention"]),
+           "long-context/long-context.md",
+           "tests/test_gemma3_model.py::"
+           "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
+    EraRow("GPT-J", lambda: stack([gptj_block(32, 4, 128, rotary_dim=4)
+                                  for _ in range(2)]),
+           "modern/modern-block.md",
+           "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
+    EraRow("GPT-NeoX", lambda: stack([neox_block(32, 4, 128, rotary_pct=0.5)
+                                     for _ in range(2)]),
+           "modern/modern-block.md",
+           "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
+    EraRow("Mixtral", lambda: mixtral_model(61, 64, 32, 4, 2, 2, 24, 4, 2),
+           "moe/mixture-of-experts.md",
+           "tests/test_mixtral.py::test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
+    EraRow("DeepSeek-V3", lambda: deepseek_v3_from_hf_config(TINY_DEEPSEEK_V3),
+           "long-context/long-context.md",
+           "tests/test_mla.py::test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
+    EraRow("gpt-oss", lambda: gpt_oss_model(
+        61, 64, 32, 4, 2, 16, 4, 2, windows=[4, None], d_head=8,
+        rope=gpt_oss_rope({"head_dim": 8, "num_attention_heads": 4})),
+           "long-context/long-context.md",
+           "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
+)
+
+
+def era_table(rows: tuple[EraRow, ...] = ERA_ROWS) -> list[dict[str, str]]:
+    """One dict per row: its name, then the cells `describe_model` reads."""
+    table = []
+    for row in rows:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = row.build()
+        table.append({"era": row.name} | describe_model(model))
+    return table
