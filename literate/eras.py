@@ -11,9 +11,12 @@ mixture of experts with its top-k and shared experts), the biases and a tied out
 and the test that proves them; tests/test_eras.py checks every cell against the
 published description and every row's test exists.
 
+`block_diff(older, newer)` is the diff view: the lines of the block builders' `return`
+statements (the block each builder assembles, read from the sections the pages show)
+that change from one era to the next, e.g. GPT-2 -> Llama.
+
 Not yet here (issue 13): the 2017 encoder-decoder's row (its layers are not a language
-model's blocks), the published configurations' numbers, the diff view, the figures and
-the page.
+model's blocks), the published configurations' numbers, the figures and the page.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ from literate.norms import RMSNorm
 from literate.sinks import SinkAttention
 from literate.window import mistral_model
 
-__all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table"]
+__all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",
+           "BUILDERS", "DIFF_PAIRS", "block_diff"]
 
 ERA_COLUMNS = ("block", "norm", "positions", "attention", "windows", "sinks", "FFN",
                "biases", "tied output")
@@ -246,3 +250,45 @@ def era_table(rows: tuple[EraRow, ...] = ERA_ROWS) -> list[dict[str, str]]:
             model = row.build()
         table.append({"era": row.name} | describe_model(model))
     return table
+
+
+# The builder of each era's block: (module, snippet section, function)
+BUILDERS = {
+    "GPT-2": ("blocks", "builder_gpt2", "gpt2_block"),
+    "Llama 3": ("blocks", "builder_llama", "llama_block"),
+    "Qwen3": ("blocks", "builder_qwen3", "qwen3_block"),
+    "OLMo 2": ("blocks", "builder_olmo2", "olmo2_block"),
+    "Gemma 3": ("blocks", "builder_gemma3", "gemma3_block"),
+    "Mixtral": ("mixtral", "mixtral_block", "mixtral_block"),
+    "gpt-oss": ("gpt_oss", "gpt_oss_block", "gpt_oss_block"),
+}
+# The steps a reader takes, each from the block it changes
+DIFF_PAIRS = (("GPT-2", "Llama 3"), ("Llama 3", "Qwen3"), ("Qwen3", "OLMo 2"),
+              ("Qwen3", "Gemma 3"), ("Llama 3", "Mixtral"), ("Mixtral", "gpt-oss"))
+
+
+def block_expression(era: str) -> list[str]:
+    """The lines of the `return` statement of the era's block builder, as its section
+    shows them, dedented to the statement."""
+    import ast
+    import textwrap
+
+    from literate.export import section_source
+
+    module, section, function = BUILDERS[era]
+    source = section_source(module, section)
+    tree = ast.parse(source)
+    fn = next(node for node in tree.body
+              if isinstance(node, ast.FunctionDef) and node.name == function)
+    ret = [node for node in ast.walk(fn) if isinstance(node, ast.Return)][-1]
+    lines = source.splitlines()[ret.lineno - 1:ret.end_lineno]
+    return textwrap.dedent("\n".join(lines)).splitlines()
+
+
+def block_diff(older: str, newer: str) -> list[str]:
+    """The unified diff (no context header) from the older era's block to the newer's:
+    '-' for a line only the older builder has, '+' only the newer, ' ' both."""
+    import difflib
+
+    a, b = block_expression(older), block_expression(newer)
+    return [line for line in difflib.ndiff(a, b) if not line.startswith("?")]

@@ -80,3 +80,24 @@ def test_a_cell_changes_with_the_model():
 def test_what_is_not_a_language_model_of_ours_is_refused():
     with pytest.raises(TypeError, match="not a language model of ours: Linear"):
         describe_model(nn.Linear(2, 2))
+
+
+def test_the_diff_view_is_generated_from_the_builders_sections():
+    from literate.eras import BUILDERS, DIFF_PAIRS, block_diff, block_expression
+    from literate.export import section_source
+
+    gpt2_to_llama = block_diff("GPT-2", "Llama 3")
+    removed = [line[2:].strip() for line in gpt2_to_llama if line.startswith("- ")]
+    added = [line[2:].strip() for line in gpt2_to_llama if line.startswith("+ ")]
+    assert removed.count("LayerNorm(d_model, eps=eps),") == 2
+    assert added.count("RMSNorm(d_model, eps=eps),") == 2
+    assert "GatedFFN(d_model, d_ff, F.silu)," in added and "dropout=dropout," in removed
+    assert all(line.startswith("  ") for line in block_diff("Qwen3", "Qwen3"))
+    for older, newer in DIFF_PAIRS:
+        changed = [line for line in block_diff(older, newer) if line[0] in "+-"]
+        assert changed, (older, newer)  # every step changes the block
+        module, section, _ = BUILDERS[newer]
+        newer_source = section_source(module, section)
+        assert all(line[2:].strip() in newer_source
+                   for line in changed if line.startswith("+ "))
+    assert block_expression("Llama 3")[0] == "return PreNormBlock("
