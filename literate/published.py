@@ -1,0 +1,120 @@
+"""Chapter 11's numbers per published configuration (a start): total and active
+parameters of eleven published models, by formula, each formula checked in
+tests/test_published.py against Hugging Face's model of that configuration built on the
+meta device (shapes, no storage: a 671-billion-parameter model costs no memory).
+
+`PUBLISHED_CONFIGS` holds each model's Hugging Face configuration class and the fields
+of its config.json that differ from that class's defaults (sources in the comments);
+`parameter_counts(name)` is (total, active) from chapter 5's and chapter 9's formulas
+(`gpt2_params`, `moe_params`, `mla_params`) and the extra norms, biases and sinks of
+Gemma 3 and gpt-oss written out below.
+
+Not yet here (issue 13): the KV bytes per token of the five models chapter 10's ledger
+does not hold, FLOPs per token and the 6 N rule, the published totals cited on the page.
+"""
+
+from __future__ import annotations
+
+from literate.mixtral import mla_params, moe_params
+from literate.params import gpt2_params
+
+__all__ = ["PUBLISHED_CONFIGS", "parameter_counts"]
+
+PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
+    # openai-community/gpt2 config.json = transformers' GPT2Config defaults
+    "GPT-2 small": ("GPT2Config", {}),
+    # openai-community/gpt2-xl config.json: n_embd 1600, n_layer 48, n_head 25
+    "GPT-2 XL": ("GPT2Config", {"n_embd": 1600, "n_layer": 48, "n_head": 25}),
+    # meta-llama/Llama-2-7b-hf config.json = LlamaConfig's defaults (4096, 11008, 32
+    # layers, 32 heads, vocab 32000, untied)
+    "Llama 2 7B": ("LlamaConfig", {}),
+    # meta-llama/Meta-Llama-3-8B config.json
+    "Llama 3 8B": ("LlamaConfig", {"vocab_size": 128256, "intermediate_size": 14336,
+                                   "num_key_value_heads": 8}),
+    # meta-llama/Meta-Llama-3-70B config.json
+    "Llama 3 70B": ("LlamaConfig", {"vocab_size": 128256, "hidden_size": 8192,
+                                    "intermediate_size": 28672, "num_hidden_layers": 80,
+                                    "num_attention_heads": 64,
+                                    "num_key_value_heads": 8}),
+    # mistralai/Mistral-7B-v0.1 config.json = MistralConfig's defaults
+    "Mistral 7B": ("MistralConfig", {}),
+    # mistralai/Mixtral-8x7B-v0.1 config.json = MixtralConfig's defaults
+    "Mixtral 8x7B": ("MixtralConfig", {}),
+    # Qwen/Qwen3-30B-A3B config.json
+    "Qwen3-30B-A3B": ("Qwen3MoeConfig", {
+        "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "moe_intermediate_size": 768,
+        "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
+        "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": []}),
+    # google/gemma-3-27b-pt config.json, text_config (chapter 10's ledger has its cache)
+    "Gemma 3 27B": ("Gemma3TextConfig", {
+        "vocab_size": 262208, "hidden_size": 5376, "intermediate_size": 21504,
+        "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
+        "head_dim": 128, "query_pre_attn_scalar": 168}),
+    # deepseek-ai/DeepSeek-V3 config.json = DeepseekV3Config's defaults
+    "DeepSeek-V3": ("DeepseekV3Config", {}),
+    # openai/gpt-oss-120b config.json = GptOssConfig's defaults
+    "gpt-oss-120b": ("GptOssConfig", {}),
+}
+
+
+def parameter_counts(name: str) -> tuple[int, int]:
+    """(total, active per token) of a published model of `PUBLISHED_CONFIGS`, exact
+    integers by formula: what Hugging Face's model of that config holds (its parameter
+    count; tied tensors once)."""
+    if name == "GPT-2 small":
+        n = gpt2_params(50257, 1024, 768, 12, 12).total
+        return n, n
+    if name == "GPT-2 XL":
+        n = gpt2_params(50257, 1024, 1600, 25, 48).total
+        return n, n
+    dense = {  # d, layers, heads, kv heads, d_ff, vocab: Llama's block, untied
+        "Llama 2 7B": (4096, 32, 32, 32, 11008, 32000),
+        "Llama 3 8B": (4096, 32, 32, 8, 14336, 128256),
+        "Llama 3 70B": (8192, 80, 64, 8, 28672, 128256),
+        "Mistral 7B": (4096, 32, 32, 8, 14336, 32000),
+    }
+    if name in dense:
+        d, layers, h, h_kv, d_ff, vocab = dense[name]
+        return moe_params(d, layers, 1, 1, d_ff, h, h_kv, vocab, dense_layers=layers,
+                          dense_d_ff=d_ff)
+    if name == "Mixtral 8x7B":
+        return moe_params(4096, 32, 8, 2, 14336, 32, 8, 32000)
+    if name == "Qwen3-30B-A3B":
+        return moe_params(2048, 48, 128, 8, 768, 32, 4, 151936, d_head=128,
+                          qk_norm=True)
+    if name == "Gemma 3 27B":
+        # Llama's count with QK-norm, tied, plus the sandwich's two more norms a layer
+        d, layers = 5376, 62
+        total, _ = moe_params(d, layers, 1, 1, 21504, 32, 16, 262208, d_head=128,
+                              dense_layers=layers, dense_d_ff=21504, tied=True,
+                              qk_norm=True)
+        total += layers * 2 * d
+        return total, total
+    if name == "DeepSeek-V3":
+        attention = mla_params(7168, 128, q_lora_rank=1536, kv_lora_rank=512,
+                               qk_nope_head_dim=128, qk_rope_head_dim=64,
+                               v_head_dim=128)
+        return moe_params(7168, 61, 256, 8, 2048, 128, 128, 129280, shared=1,
+                          dense_layers=3, dense_d_ff=18432, attention=attention)
+    if name == "gpt-oss-120b":
+        return gpt_oss_counts(d=2880, layers=36, heads=64, kv_heads=8, d_head=64,
+                              experts=128, top_k=4, d_ff=2880, vocab=201088)
+    raise ValueError(f"no published configuration named {name!r}; "
+                     f"known: {sorted(PUBLISHED_CONFIGS)}")
+
+
+def gpt_oss_counts(*, d: int, layers: int, heads: int, kv_heads: int, d_head: int,
+                   experts: int, top_k: int, d_ff: int, vocab: int) -> tuple[int, int]:
+    """gpt-oss's (total, active): per layer, attention with biases on q, k, v and o and
+    one sink per head; a router with a bias; experts whose fused gate-and-up map
+    (2 d_ff x d, and 2 d_ff biases) and down map (d x d_ff, and d biases) all have
+    biases; two RMSNorms. Then the embedding, the final norm and an untied head."""
+    attention = (2 * d * heads * d_head + 2 * d * kv_heads * d_head  # q, o; k, v
+                 + heads * d_head + 2 * kv_heads * d_head + d  # their biases
+                 + heads)  # the sinks
+    expert = 2 * d_ff * d + 2 * d_ff + d * d_ff + d
+    always = layers * (attention + 2 * d + experts * d + experts)  # router and bias
+    outside = 2 * vocab * d + d
+    return (always + layers * experts * expert + outside,
+            always + layers * top_k * expert + outside)
