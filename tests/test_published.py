@@ -5,11 +5,13 @@ model's total minus its unchosen routed experts, read from its own expert shapes
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import transformers
 
-from literate.published import PUBLISHED_CONFIGS, parameter_counts
+from literate.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
 
 CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
              "MistralConfig": "MistralForCausalLM", "MixtralConfig": "MixtralForCausalLM",
@@ -19,6 +21,7 @@ CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
              "GptOssConfig": "GptOssForCausalLM"}
 
 
+@functools.lru_cache(maxsize=None)
 def meta_model(name: str) -> torch.nn.Module:
     config_class, fields = PUBLISHED_CONFIGS[name]
     config = getattr(transformers, config_class)(**fields)
@@ -48,6 +51,40 @@ def test_the_formula_counts_what_hugging_faces_model_holds(name):
     assert (active < total) == (unchosen_experts(model) > 0)
 
 
+def kv_width(attention: torch.nn.Module) -> int:
+    """How many values one position leaves in a layer's cache, read from Hugging Face's
+    attention module: its key and value projections' outputs, GPT-2's fused c_attn's
+    last two thirds, or MLA's latent and RoPE key (`kv_a_proj_with_mqa`)."""
+    if hasattr(attention, "kv_a_proj_with_mqa"):
+        return attention.kv_a_proj_with_mqa.out_features
+    if hasattr(attention, "c_attn"):
+        return 2 * attention.c_attn.nf // 3
+    return attention.k_proj.out_features + attention.v_proj.out_features
+
+
+def hf_window(attention: torch.nn.Module) -> int | None:
+    """The window of a Hugging Face attention layer: Gemma 3's and gpt-oss's layers hold
+    theirs (None on a full layer); Mistral's is its config's, for every layer; the
+    others have none (Qwen3-MoE's config has a sliding_window it does not use)."""
+    if hasattr(attention, "sliding_window"):
+        return attention.sliding_window
+    if type(attention).__name__ == "MistralAttention":
+        return attention.config.sliding_window
+    return None
+
+
+@pytest.mark.parametrize("name", list(PUBLISHED_CONFIGS))
+def test_the_cache_width_is_what_hugging_faces_layers_project(name):
+    model = meta_model(name)
+    layers = model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    shape = cache_shape(name)
+    assert shape.n_layers == len(layers)
+    attention = [getattr(layer, "self_attn", None) or layer.attn for layer in layers]
+    assert {kv_width(a) for a in attention} == {shape.width}, name
+    assert [hf_window(a) for a in attention] == list(shape.windows), name
+
+
 def test_an_unknown_model_is_refused_naming_the_known_ones():
-    with pytest.raises(ValueError, match=r"no published configuration named 'GPT-5'"):
-        parameter_counts("GPT-5")
+    for count in (parameter_counts, cache_shape):
+        with pytest.raises(ValueError, match=r"no published configuration named 'GPT-5'"):
+            count("GPT-5")
