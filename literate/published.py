@@ -13,7 +13,14 @@ Gemma 3 and gpt-oss written out below.
 six, and the five it does not hold), whose width the tests check against the key and
 value projections of the meta models.
 
-Not yet here (issue 13): FLOPs per token and the 6 N rule, the published totals cited
+`decoding_flops(...)` is the forward FLOPs of one decoding step of a dense decoder (a
+token at `keys` cached positions): 2 per weight entry of the linear maps it passes
+through, and 4 H d_head per key in each layer's attention (the scores and the weighted
+sum); tests/test_published.py checks it against PyTorch's FlopCounterMode on our
+Llama and GPT-2 models.
+
+Not yet here (issue 13): the FLOPs of the MoE and latent models, the 6 N rule and where
+it stops holding, the published totals cited
 on the page (and why ours differs from a rounded one, e.g. gpt-oss-120b's active count
 here includes the embedding and the head).
 """
@@ -24,7 +31,7 @@ from literate.long_context import published_cache
 from literate.mixtral import mla_params, moe_params
 from literate.params import CacheShape, gpt2_params, kv_cache_shape
 
-__all__ = ["PUBLISHED_CONFIGS", "parameter_counts", "cache_shape"]
+__all__ = ["PUBLISHED_CONFIGS", "parameter_counts", "cache_shape", "decoding_flops"]
 
 PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
     # openai-community/gpt2 config.json = transformers' GPT2Config defaults
@@ -149,3 +156,18 @@ def cache_shape(name: str) -> CacheShape:
     layers, heads, kv_heads, d_head = others[name]
     return kv_cache_shape(name, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads,
                           d_head=d_head)
+
+
+def decoding_flops(*, d_model: int, n_layers: int, n_heads: int, n_kv_heads: int,
+                   d_head: int, d_ff: int, vocab: int, keys: int,
+                   gated: bool = True) -> dict[str, int]:
+    """Forward FLOPs of one decoding step of a dense decoder whose token reads `keys`
+    keys in every layer (its own included): "matmuls", 2 per weight entry of q, k, v,
+    o, the FFN (3 d d_ff gated, 2 d d_ff dense) and the head (the embedding is a
+    lookup, norms and biases are additions: not counted); "attention", 2 H d_head per
+    key for the scores and as many for the weighted sum, in each layer."""
+    per_layer = (2 * d_model * n_heads * d_head + 2 * d_model * n_kv_heads * d_head
+                 + (3 if gated else 2) * d_model * d_ff)
+    matmuls = 2 * (n_layers * per_layer + vocab * d_model)
+    attention = n_layers * 4 * n_heads * d_head * keys
+    return {"matmuls": matmuls, "attention": attention, "total": matmuls + attention}

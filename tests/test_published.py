@@ -11,7 +11,12 @@ import pytest
 import torch
 import transformers
 
-from literate.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
+from literate.published import (
+    PUBLISHED_CONFIGS,
+    cache_shape,
+    decoding_flops,
+    parameter_counts,
+)
 
 CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
              "MistralConfig": "MistralForCausalLM", "MixtralConfig": "MixtralForCausalLM",
@@ -88,3 +93,44 @@ def test_an_unknown_model_is_refused_naming_the_known_ones():
     for count in (parameter_counts, cache_shape):
         with pytest.raises(ValueError, match=r"no published configuration named 'GPT-5'"):
             count("GPT-5")
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("keys", [1, 9, 40])
+def test_a_decoding_step_costs_the_formulas_flops(family, keys):
+    """PyTorch's FlopCounterMode on one step of our models (a token after keys - 1
+    cached ones) counts exactly `decoding_flops`'s matmuls (on the CPU it counts no
+    FLOPs for the fused attention kernel); the attention part is counted on chapter 3's
+    explicit `grouped_attention` for one layer's query over the keys."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from literate.decoding import cached_run, new_decode_cache
+    from literate.heads import grouped_attention
+    from literate.llama import llama_model
+    from literate.models import gpt2_model
+
+    torch.manual_seed(0)
+    if family == "llama":
+        model, shape = llama_model(61, 64, 32, 4, 2, 2, 88), dict(
+            d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_head=8, d_ff=88,
+            vocab=61)
+    else:
+        model, shape = gpt2_model(61, 64, 32, 4, 2), dict(
+            d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_head=8, d_ff=128,
+            vocab=61, gated=False)
+    model.eval()
+    ids = torch.randint(0, 61, (1, keys))
+    cache = new_decode_cache(model, 1, keys)
+    with torch.no_grad():
+        if keys > 1:
+            cached_run(model, ids[:, :-1], cache)
+        with FlopCounterMode(display=False) as counter:
+            cached_run(model, ids[:, -1:], cache, last=True)
+    expected = decoding_flops(keys=keys, **shape)
+    assert counter.get_total_flops() == expected["matmuls"]
+    h, h_kv, d_head = shape["n_heads"], shape["n_kv_heads"], shape["d_head"]
+    q, k, v = (torch.randn(1, n, t, d_head) for n, t in ((h, 1), (h_kv, keys),
+                                                          (h_kv, keys)))
+    with FlopCounterMode(display=False) as counter:
+        grouped_attention(q, k, v)
+    assert counter.get_total_flops() * shape["n_layers"] == expected["attention"]
