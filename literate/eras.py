@@ -7,8 +7,10 @@ the block's topology and norm (chapter 7's `block_norms`, `norm_name`), the posi
 (learned, RoPE with its layout, rotated fraction, bases and YaRN), the attention (MHA,
 GQA, MQA or latent), the windows over the layers, the sinks, the FFN (dense, gated, or a
 mixture of experts with its top-k and shared experts), the biases and a tied output.
-`ERA_ROWS` lists the eras with their builder, the chapter section that teaches them
-and the test that proves them; tests/test_eras.py checks every cell against the
+`ERA_ROWS` lists the eras: the published model built by our loaders from its
+configuration on the meta device (`literate.published`), or chapter 7's published
+block where this site builds the block alone, with the chapter section that teaches
+it and the test that proves it; tests/test_eras.py checks every cell against the
 published description and every row's test exists.
 
 `block_diff(older, newer)` is the diff view: the lines of the block builders' `return`
@@ -28,30 +30,24 @@ from functools import partial
 import torch
 from torch import nn
 
-from literate.blocks import (
-    ParallelBlock,
-    gptj_block,
-    neox_block,
-    olmo2_block,
-    qwen3_block,
+from literate.blocks import ParallelBlock
+from literate.catalog import (
+    PUBLISHED_BLOCKS,
+    activation_name,
+    block_norms,
+    norm_name,
+    number,
+    published_block,
 )
-from literate.catalog import activation_name, block_norms, norm_name, number
 from literate.ffn import DenseFFN, GatedFFN
-from literate.gemma3 import gemma3_model
-from literate.gpt_oss import gpt_oss_model, gpt_oss_rope
 from literate.heads import MultiHeadAttention
-from literate.llama import LlamaLanguageModel, llama_model
-from literate.mixtral import mixtral_model
-from literate.mla import (
-    MultiHeadLatentAttention,
-    YarnRotaryEmbedding,
-    deepseek_v3_from_hf_config,
-)
-from literate.models import GPTLanguageModel, gpt2_model
+from literate.llama import LlamaLanguageModel
+from literate.mla import MultiHeadLatentAttention, YarnRotaryEmbedding
+from literate.models import GPTLanguageModel
 from literate.moe import MoEFFN
 from literate.norms import RMSNorm
+from literate.published import published_model
 from literate.sinks import SinkAttention
-from literate.window import mistral_model
 
 __all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",
            "BUILDERS", "DIFF_PAIRS", "block_diff"]
@@ -166,76 +162,58 @@ def describe_model(model: nn.Module) -> dict[str, str]:
     }
 
 
-def stack(blocks: list[nn.Module], *, vocab: int = 61, d: int = 32) -> LlamaLanguageModel:
-    """A language model around blocks that chapter 7 builds alone (Qwen3, OLMo 2,
-    GPT-J, GPT-NeoX): chapter 7's LlamaLanguageModel, untied."""
-    return LlamaLanguageModel(nn.Embedding(vocab, d), blocks, RMSNorm(d),
-                              nn.Linear(d, vocab, bias=False), context=64)
-
-
-# DeepSeek-V3's config.json in small: its defaults for what is left out (YaRN x40)
-TINY_DEEPSEEK_V3 = {
-    "vocab_size": 61, "hidden_size": 32, "intermediate_size": 48,
-    "moe_intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2,
-    "n_group": 4, "topk_group": 2, "first_k_dense_replace": 1, "q_lora_rank": 24,
-    "kv_lora_rank": 16, "qk_nope_head_dim": 10, "qk_rope_head_dim": 6,
-    "v_head_dim": 12, "max_position_embeddings": 64,
-    "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
-                     "mscale": 1.0, "mscale_all_dim": 1.0,
-                     "original_max_position_embeddings": 4096},
-}
+def catalog_model(name: str) -> LlamaLanguageModel:
+    """A one-block language model around chapter 7's published block of that name,
+    built on the meta device (the catalog describes a block, not its stack: its
+    cells are the block's; the vocabulary is a stand-in)."""
+    spec = next(spec for spec in PUBLISHED_BLOCKS if spec.name == name)
+    with torch.device("meta"):
+        block = published_block(spec)
+        d = block.d_model
+        return LlamaLanguageModel(nn.Embedding(1, d), [block], RMSNorm(d),
+                                  nn.Linear(d, 1, bias=False), context=1)
 
 
 @dataclass(frozen=True)
 class EraRow:
     name: str
-    build: Callable[[], nn.Module]  # a small model of the era, by our builders
+    build: Callable[[], nn.Module]  # the era's model by our builders, on the meta device
     page: str  # the section that teaches it, docs-relative
     proof: str  # the pytest id of the test that proves it equal to its production twin
 
 
 ERA_ROWS: tuple[EraRow, ...] = (
-    EraRow("GPT-2", lambda: gpt2_model(61, 64, 32, 4, 2),
-           "eras/gpt2.md",
+    EraRow("GPT-2 small", lambda: published_model("GPT-2 small"), "eras/gpt2.md",
            "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel"),
-    EraRow("Llama 3", lambda: llama_model(61, 64, 32, 4, 2, 2, 88, rope_base=500_000.0),
-           "modern/modern-block.md",
+    EraRow("Llama 3 8B", lambda: published_model("Llama 3 8B"), "modern/modern-block.md",
            "tests/test_llama.py::test_logits_and_every_gradient_equal_llama_for_causal_lm"),
-    EraRow("Mistral 7B v0.1", lambda: mistral_model(61, 64, 32, 4, 2, 2, 88, window=4),
+    EraRow("Mistral 7B v0.1", lambda: published_model("Mistral 7B"),
            "long-context/long-context.md",
            "tests/test_mistral_window.py::"
            "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
-    EraRow("Qwen3", lambda: stack([qwen3_block(32, 4, 2, 88, d_head=16)
-                                  for _ in range(2)]),
+    EraRow("Qwen3 8B (a block)", lambda: catalog_model("Qwen3 8B"),
            "modern/modern-block.md",
            "tests/test_modern_blocks.py::test_qwen3_block_equals_hf_qwen3_decoder_layer"),
-    EraRow("OLMo 2", lambda: stack([olmo2_block(32, 4, 4, 88) for _ in range(2)]),
+    EraRow("OLMo 2 7B (a block)", lambda: catalog_model("OLMo 2 7B"),
            "modern/modern-block.md",
            "tests/test_modern_blocks.py::test_olmo2_block_equals_hf_olmo2_decoder_layer"),
-    EraRow("Gemma 3", lambda: gemma3_model(
-        61, 64, 32, 4, 2, 48, d_head=8, window=4, query_pre_attn_scalar=8,
-        layer_types=["sliding_attention"] * 5 + ["full_attention"]),
+    EraRow("Gemma 3 27B", lambda: published_model("Gemma 3 27B"),
            "long-context/long-context.md",
            "tests/test_gemma3_model.py::"
            "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
-    EraRow("GPT-J", lambda: stack([gptj_block(32, 4, 128, rotary_dim=4)
-                                  for _ in range(2)]),
+    EraRow("GPT-J 6B (a block)", lambda: catalog_model("GPT-J 6B"),
            "modern/modern-block.md",
            "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
-    EraRow("GPT-NeoX", lambda: stack([neox_block(32, 4, 128, rotary_pct=0.5)
-                                     for _ in range(2)]),
+    EraRow("GPT-NeoX 20B (a block)", lambda: catalog_model("GPT-NeoX 20B"),
            "modern/modern-block.md",
            "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
-    EraRow("Mixtral", lambda: mixtral_model(61, 64, 32, 4, 2, 2, 24, 4, 2),
+    EraRow("Mixtral 8x7B", lambda: published_model("Mixtral 8x7B"),
            "moe/mixture-of-experts.md",
            "tests/test_mixtral.py::test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
-    EraRow("DeepSeek-V3", lambda: deepseek_v3_from_hf_config(TINY_DEEPSEEK_V3),
+    EraRow("DeepSeek-V3", lambda: published_model("DeepSeek-V3"),
            "long-context/long-context.md",
            "tests/test_mla.py::test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
-    EraRow("gpt-oss", lambda: gpt_oss_model(
-        61, 64, 32, 4, 2, 16, 4, 2, windows=[4, None], d_head=8,
-        rope=gpt_oss_rope({"head_dim": 8, "num_attention_heads": 4})),
+    EraRow("gpt-oss-120b", lambda: published_model("gpt-oss-120b"),
            "long-context/long-context.md",
            "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
 )
@@ -243,13 +221,7 @@ ERA_ROWS: tuple[EraRow, ...] = (
 
 def era_table(rows: tuple[EraRow, ...] = ERA_ROWS) -> list[dict[str, str]]:
     """One dict per row: its name, then the cells `describe_model` reads."""
-    table = []
-    for row in rows:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = row.build()
-        table.append({"era": row.name} | describe_model(model))
-    return table
+    return [{"era": row.name} | describe_model(row.build()) for row in rows]
 
 
 # The builder of each era's block: (module, snippet section, function)

@@ -27,11 +27,17 @@ here includes the embedding and the head).
 
 from __future__ import annotations
 
+from functools import partial
+
+import torch
+from torch import nn
+
 from literate.long_context import published_cache
 from literate.mixtral import mla_params, moe_params
 from literate.params import CacheShape, gpt2_params, kv_cache_shape
 
-__all__ = ["PUBLISHED_CONFIGS", "parameter_counts", "cache_shape", "decoding_flops"]
+__all__ = ["PUBLISHED_CONFIGS", "parameter_counts", "cache_shape", "decoding_flops",
+           "published_model"]
 
 PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
     # openai-community/gpt2 config.json = transformers' GPT2Config defaults
@@ -43,12 +49,15 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
     "Llama 2 7B": ("LlamaConfig", {}),
     # meta-llama/Meta-Llama-3-8B config.json
     "Llama 3 8B": ("LlamaConfig", {"vocab_size": 128256, "intermediate_size": 14336,
-                                   "num_key_value_heads": 8}),
+                                   "num_key_value_heads": 8, "rope_parameters": {
+                                       "rope_type": "default", "rope_theta": 500_000.0}}),
     # meta-llama/Meta-Llama-3-70B config.json
     "Llama 3 70B": ("LlamaConfig", {"vocab_size": 128256, "hidden_size": 8192,
                                     "intermediate_size": 28672, "num_hidden_layers": 80,
                                     "num_attention_heads": 64,
-                                    "num_key_value_heads": 8}),
+                                    "num_key_value_heads": 8, "rope_parameters": {
+                                        "rope_type": "default",
+                                        "rope_theta": 500_000.0}}),
     # mistralai/Mistral-7B-v0.1 config.json = MistralConfig's defaults
     "Mistral 7B": ("MistralConfig", {}),
     # mistralai/Mixtral-8x7B-v0.1 config.json = MixtralConfig's defaults
@@ -65,8 +74,12 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
         "vocab_size": 262208, "hidden_size": 5376, "intermediate_size": 21504,
         "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
         "head_dim": 128, "query_pre_attn_scalar": 168, "sliding_window": 1024}),
-    # deepseek-ai/DeepSeek-V3 config.json = DeepseekV3Config's defaults
-    "DeepSeek-V3": ("DeepseekV3Config", {}),
+    # deepseek-ai/DeepSeek-V3 config.json: DeepseekV3Config's defaults, and its YaRN
+    "DeepSeek-V3": ("DeepseekV3Config", {
+        "max_position_embeddings": 163_840,
+        "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                         "mscale": 1.0, "mscale_all_dim": 1.0,
+                         "original_max_position_embeddings": 4096}}),
     # openai/gpt-oss-120b config.json = GptOssConfig's defaults
     "gpt-oss-120b": ("GptOssConfig", {}),
 }
@@ -171,3 +184,34 @@ def decoding_flops(*, d_model: int, n_layers: int, n_heads: int, n_kv_heads: int
     matmuls = 2 * (n_layers * per_layer + vocab * d_model)
     attention = n_layers * 4 * n_heads * d_head * keys
     return {"matmuls": matmuls, "attention": attention, "total": matmuls + attention}
+
+
+def published_model(name: str) -> nn.Module:
+    """Our model of a published configuration (its Hugging Face config class filled
+    with `PUBLISHED_CONFIGS`'s fields), built by this site's loaders on the meta device:
+    shapes only, so DeepSeek-V3 costs no memory. Qwen3-30B-A3B has no loader here."""
+    import transformers
+
+    from literate.gemma3 import gemma3_from_hf_config
+    from literate.gpt_oss import gpt_oss_from_hf_config
+    from literate.llama import llama_from_hf_config
+    from literate.mla import deepseek_v3_from_hf_config
+    from literate.mixtral import mixtral_from_hf_config
+    from literate.models import gpt2_from_hf_config
+    from literate.window import mistral_from_hf_config
+
+    builders = {"GPT2Config": partial(gpt2_from_hf_config, inference=True),
+                "LlamaConfig": llama_from_hf_config, "MistralConfig": mistral_from_hf_config,
+                "MixtralConfig": mixtral_from_hf_config,
+                "Gemma3TextConfig": gemma3_from_hf_config,
+                "DeepseekV3Config": deepseek_v3_from_hf_config,
+                "GptOssConfig": gpt_oss_from_hf_config}
+    if name not in PUBLISHED_CONFIGS:
+        raise ValueError(f"no published configuration named {name!r}; "
+                         f"known: {sorted(PUBLISHED_CONFIGS)}")
+    config_class, fields = PUBLISHED_CONFIGS[name]
+    if config_class not in builders:
+        raise ValueError(f"{name}: no loader here for a {config_class}")
+    config = getattr(transformers, config_class)(**fields)
+    with torch.device("meta"):
+        return builders[config_class](config)
