@@ -19,8 +19,13 @@ through, and 4 H d_head per key in each layer's attention (the scores and the we
 sum); tests/test_published.py checks it against PyTorch's FlopCounterMode on our
 Llama and GPT-2 models.
 
-Not yet here (issue 13): the FLOPs of the MoE and latent models, the 6 N rule and where
-it stops holding, the published totals cited
+`dense_decoding_flops(model, keys)` reads that shape from a built dense model (windows
+included), and `attention_equals_matmuls_at(model)` is the context where the step's
+attention FLOPs reach its matmul FLOPs, the "2 N per token" (6 N to train) of the rule
+of thumb: past it the rule undercounts the step by half or more.
+
+Not yet here (issue 13): the FLOPs of the MoE and latent models, the published totals
+cited
 on the page (and why ours differs from a rounded one, e.g. gpt-oss-120b's active count
 here includes the embedding and the head).
 """
@@ -37,7 +42,7 @@ from literate.mixtral import mla_params, moe_params
 from literate.params import CacheShape, gpt2_params, kv_cache_shape
 
 __all__ = ["PUBLISHED_CONFIGS", "parameter_counts", "cache_shape", "decoding_flops",
-           "published_model"]
+           "published_model", "dense_decoding_flops", "attention_equals_matmuls_at"]
 
 PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
     # openai-community/gpt2 config.json = transformers' GPT2Config defaults
@@ -215,3 +220,38 @@ def published_model(name: str) -> nn.Module:
     config = getattr(transformers, config_class)(**fields)
     with torch.device("meta"):
         return builders[config_class](config)
+
+
+def dense_decoding_flops(model: nn.Module, keys: int) -> dict[str, int]:
+    """`decoding_flops` with the shape read from a built dense decoder of ours (a
+    LlamaLanguageModel of SwiGLU blocks), e.g. `published_model("Llama 3 8B")`; a
+    layer with a window reads min(window, keys) keys (chapter 10)."""
+    from literate.ffn import GatedFFN
+
+    block = model.blocks[0]
+    if not all(type(b.ffn) is GatedFFN for b in model.blocks):
+        raise ValueError("a dense decoder of gated FFNs is needed (MoE and latent "
+                         "models are not counted by this formula)")
+    attn = block.attn
+    flops = decoding_flops(d_model=model.d_model, n_layers=len(model.blocks),
+                           n_heads=attn.n_heads, n_kv_heads=attn.n_kv_heads,
+                           d_head=attn.d_head, d_ff=block.ffn.d_ff,
+                           vocab=model.vocab_size, keys=keys)
+    read = sum(keys if getattr(b.attn, "window", None) is None
+               else min(b.attn.window, keys) for b in model.blocks)
+    flops["attention"] = 4 * attn.n_heads * attn.d_head * read
+    flops["total"] = flops["matmuls"] + flops["attention"]
+    return flops
+
+
+def attention_equals_matmuls_at(model: nn.Module) -> int | None:
+    """The context at which a decoding step's attention FLOPs reach its matmul FLOPs
+    (`dense_decoding_flops`), or None if they never do (every layer has a window too
+    short): the rule of thumb 2 N per token (6 N to train) counts the matmuls only, and
+    stops describing the step's cost as the context nears this."""
+    matmuls = dense_decoding_flops(model, 1)["matmuls"]
+    attn = model.blocks[0].attn
+    at = matmuls // (4 * attn.n_heads * attn.d_head * len(model.blocks))
+    if dense_decoding_flops(model, at + 1)["attention"] <= matmuls:
+        return None  # the windows cap the attention below the matmuls
+    return at

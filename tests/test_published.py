@@ -13,9 +13,12 @@ import transformers
 
 from literate.published import (
     PUBLISHED_CONFIGS,
+    attention_equals_matmuls_at,
     cache_shape,
     decoding_flops,
+    dense_decoding_flops,
     parameter_counts,
+    published_model,
 )
 
 CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
@@ -134,3 +137,29 @@ def test_a_decoding_step_costs_the_formulas_flops(family, keys):
     with FlopCounterMode(display=False) as counter:
         grouped_attention(q, k, v)
     assert counter.get_total_flops() * shape["n_layers"] == expected["attention"]
+
+
+@pytest.mark.parametrize("name", ["Llama 2 7B", "Llama 3 8B", "Llama 3 70B", "Mistral 7B"])
+def test_the_matmuls_are_two_flops_per_weight_a_token_multiplies(name):
+    """For the dense published models (built by our loaders on the meta device) the
+    step's matmul FLOPs are twice the parameters less the embedding table and the
+    norms' gains (lookups and products by a gain: not counted), the "2 N" of the rule of
+    thumb; attention reaches them at a context of matmuls / (4 L H d_head) keys, never
+    under Mistral 7B v0.1's window of 4,096 in every layer."""
+    model = published_model(name)
+    total, _ = parameter_counts(name)
+    d, layers = model.d_model, len(model.blocks)
+    flops = dense_decoding_flops(model, 1)
+    assert flops["matmuls"] == 2 * (total - model.vocab_size * d - (2 * layers + 1) * d)
+    attn = model.blocks[0].attn
+    at = attention_equals_matmuls_at(model)
+    if name == "Mistral 7B":
+        assert at is None
+        capped = dense_decoding_flops(model, 10**6)["attention"]
+        assert capped == dense_decoding_flops(model, 4096)["attention"] < flops["matmuls"]
+        return
+    assert at == flops["matmuls"] // (4 * layers * attn.n_heads * attn.d_head)
+    assert dense_decoding_flops(model, at)["attention"] <= flops["matmuls"] \
+        < dense_decoding_flops(model, at + 1)["attention"]
+    with pytest.raises(ValueError, match="a dense decoder of gated FFNs"):
+        dense_decoding_flops(published_model("Mixtral 8x7B"), 1)
