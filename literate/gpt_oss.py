@@ -39,13 +39,13 @@ from literate.llama import (
     refuse_mismatches,
     tied_head_state,
 )
+from literate.mixtral import model_balancing_loss
 from literate.mla import YarnRotaryEmbedding, rope_settings, yarn_settings
 from literate.moe import (
     GptOssExperts,
     MoEFFN,
     Router,
     gpt_oss_router,
-    load_balancing_loss,
 )
 from literate.norms import RMSNorm
 from literate.positions import RotaryEmbedding
@@ -352,14 +352,7 @@ def gpt_oss_aux_loss(model: LlamaLanguageModel,
                      attention_mask: Tensor | None = None) -> Tensor:
     """The balancing loss of the model's last forward (HF's `aux_loss` with
     `output_router_logits=True`; its training loss adds it times
-    `router_aux_loss_coef`, 0.001): `load_balancing_loss` over every block's router
-    logits, pooled, with the model's k and E."""
-    moes = [b.ffn for b in model.blocks if isinstance(getattr(b, "ffn", None), MoEFFN)]
-    if not moes:
-        raise ValueError("model has no MoEFFN block")
-    if any(moe.router_logits is None for moe in moes):
-        raise ValueError("model has not run forward yet: no router_logits")
-    return load_balancing_loss([moe.router_logits for moe in moes],
-                               gpt_oss_top_k(moes[0]), moes[0].n_experts,
-                               attention_mask)
+    `router_aux_loss_coef`, 0.001): chapter 9's `model_balancing_loss` with gpt-oss's
+    k."""
+    return model_balancing_loss(model, gpt_oss_top_k, attention_mask)
 # --8<-- [end:gpt_oss_aux_loss]

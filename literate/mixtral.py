@@ -18,7 +18,7 @@ Shapes: B batch, T tokens, V vocabulary, d model width, E experts, I expert widt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 import torch
@@ -51,6 +51,7 @@ __all__ = [
     "check_mixtral_config",
     "HF_MIXTRAL_NAMES",
     "load_hf_mixtral",
+    "model_balancing_loss",
     "router_aux_loss",
     "mla_params",
     "moe_params",
@@ -244,20 +245,26 @@ def load_hf_mixtral(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
 
 
 # --8<-- [start:router_aux_loss]
-def router_aux_loss(model: LlamaLanguageModel,
-                    attention_mask: Tensor | None = None) -> Tensor:
-    """The balancing loss of the model's last forward: `load_balancing_loss` over every
-    MoE block's `router_logits`, pooled, with the model's k and E (HF's `aux_loss`;
-    the training loss adds it times `router_aux_loss_coef`: 0.02 in Mixtral's released
-    config, 0.001 the default of HF's MixtralConfig; Fedus et al. use 0.01)."""
+def model_balancing_loss(model: LlamaLanguageModel, top_k_of: Callable[[MoEFFN], int],
+                         attention_mask: Tensor | None = None) -> Tensor:
+    """`load_balancing_loss` over every MoE block's `router_logits` of the model's last
+    forward, pooled, with the k that `top_k_of` reads from the first MoE block and its
+    E (HF's `aux_loss`, for Mixtral, gpt-oss and their kin)."""
     moes = [b.ffn for b in model.blocks if isinstance(getattr(b, "ffn", None), MoEFFN)]
     if not moes:
         raise ValueError("model has no MoEFFN block")
     if any(moe.router_logits is None for moe in moes):
         raise ValueError("model has not run forward yet: no router_logits")
     return load_balancing_loss([moe.router_logits for moe in moes],
-                               mixtral_top_k(moes[0]), moes[0].n_experts,
-                               attention_mask)
+                               top_k_of(moes[0]), moes[0].n_experts, attention_mask)
+
+
+def router_aux_loss(model: LlamaLanguageModel,
+                    attention_mask: Tensor | None = None) -> Tensor:
+    """Mixtral's balancing loss of the model's last forward (HF's `aux_loss`; the
+    training loss adds it times `router_aux_loss_coef`: 0.02 in Mixtral's released
+    config, 0.001 the default of HF's MixtralConfig; Fedus et al. use 0.01)."""
+    return model_balancing_loss(model, mixtral_top_k, attention_mask)
 # --8<-- [end:router_aux_loss]
 
 
