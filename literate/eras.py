@@ -30,9 +30,10 @@ from functools import partial
 import torch
 from torch import nn
 
-from literate.blocks import ParallelBlock
+from literate.blocks import ParallelBlock, PostNormDecoderLayer
 from literate.catalog import (
     PUBLISHED_BLOCKS,
+    QK_NORM,
     activation_name,
     block_norms,
     norm_name,
@@ -44,16 +45,17 @@ from literate.heads import MultiHeadAttention
 from literate.llama import LlamaLanguageModel
 from literate.mla import MultiHeadLatentAttention, YarnRotaryEmbedding
 from literate.models import GPTLanguageModel
-from literate.moe import MoEFFN
+from literate.moe import DeepSeekV3Router, MoEFFN
 from literate.norms import RMSNorm
 from literate.published import published_model
+from literate.seq2seq import EncoderDecoder
 from literate.sinks import SinkAttention
 
 __all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",
            "BUILDERS", "DIFF_PAIRS", "block_diff"]
 
-ERA_COLUMNS = ("block", "norm", "positions", "attention", "windows", "sinks", "FFN",
-               "biases", "tied output")
+ERA_COLUMNS = ("block", "norm", "QK-norm", "positions", "attention", "windows", "sinks",
+               "FFN", "FFN width", "router", "biases", "tied output")
 
 
 def attention_cell(attn: nn.Module) -> str:
@@ -79,12 +81,19 @@ def positions_cell(model: nn.Module) -> str:
     layout = "rotate-half" if first.layout == "half" else "interleaved"
     part = ("" if first.rotary_dim == first.d_head
             else f", {first.rotary_dim} of {first.d_head} dims")
-    bases = sorted({rope.base for rope in ropes})
-    base = " / ".join(number(b) for b in bases)
-    yarn = ({f" x{number(r.yarn['factor'])}" for r in ropes
-             if isinstance(r, YarnRotaryEmbedding)})
-    scaling = f", YaRN{''.join(sorted(yarn))}" if yarn else ""
-    return f"RoPE ({layout}{part}), base {base}{scaling}"
+    kinds = sorted({(rope.base, rope_scaling(rope)) for rope in ropes})
+    bases = " / ".join(number(b) + (f" ({scaling})" if scaling else "")
+                       for b, scaling in kinds)
+    return f"RoPE ({layout}{part}), base {bases}"
+
+
+def rope_scaling(rope: nn.Module) -> str:
+    """How a RoPE layer stretches its positions: '' (not at all), 'YaRN x40'
+    (chapter 10), or 'positions / 8' (linear interpolation, Gemma 3's global layers)."""
+    if isinstance(rope, YarnRotaryEmbedding):
+        return f"YaRN x{number(rope.yarn['factor'])}"
+    factor = getattr(rope, "factor", None)  # LinearScaledRotaryEmbedding's
+    return "" if factor is None else f"positions / {number(factor)}"
 
 
 def windows_cell(model: nn.Module) -> str:
@@ -125,9 +134,71 @@ def ffn_cell(ffn: nn.Module) -> str:
     raise TypeError(f"not an FFN of ours: {type(ffn).__name__}")
 
 
+def runs(cells: list[str], *, counted: bool = True) -> str:
+    """One cell for the layers' values: the value, or each run of equal values, with
+    its length if `counted`: 'SwiGLU in 3 layers, then MoE, top-8 ... in 58 layers'."""
+    groups: list[list] = []
+    for cell in cells:
+        if groups and groups[-1][0] == cell:
+            groups[-1][1] += 1
+        else:
+            groups.append([cell, 1])
+    if len(groups) == 1:
+        return groups[0][0]
+    return ", then ".join(f"{cell} in {n} layers" if counted else cell
+                          for cell, n in groups)
+
+
+def width(d_ff: int, d_model: int) -> str:
+    """An FFN's hidden width and its rule: '14,336 = 3.5 d'."""
+    return f"{number(d_ff)} = {d_ff / d_model:.3g} d"
+
+
+def width_cell(ffn: nn.Module, d_model: int) -> str:
+    if isinstance(ffn, MoEFFN):
+        shared = ("" if ffn.shared is None
+                  else f", the shared one {width(ffn.shared.d_ff, d_model)}")
+        return f"{width(ffn.experts.d_ff, d_model)} per expert{shared}"
+    return width(ffn.d_ff, d_model)
+
+
+ROUTERS = {  # chapter 9's route functions: what each does to a token's logits
+    "switch_router": "softmax, top-1",
+    "mixtral_router": "softmax, top-k, renormalised",
+    "qwen3_moe_router": "softmax, top-k",
+    "gpt_oss_router": "top-k, softmax over the k",
+}
+
+
+def router_cell(ffn: nn.Module) -> str:
+    if not isinstance(ffn, MoEFFN):
+        return "none"
+    router = ffn.router
+    if isinstance(router, DeepSeekV3Router):
+        o = router.options
+        return (f"sigmoid, top-k in {o['topk_group']} of {o['n_group']} groups, "
+                f"a bias to choose")
+    route = router.route
+    name = getattr(route.func if isinstance(route, partial) else route, "__name__", "")
+    if name not in ROUTERS:
+        raise ValueError(f"a route function the table has no name for: {route!r}")
+    cell = ROUTERS[name]
+    if name == "qwen3_moe_router" and route.keywords.get("norm_topk_prob"):
+        cell += ", renormalised"
+    return cell
+
+
+def qk_norm_cell(attn: nn.Module) -> str:
+    if isinstance(attn, MultiHeadLatentAttention):
+        return "on the latents"  # RMSNorms on the query and key-value latents
+    return QK_NORM[attn.qk_norm]
+
+
 def biases_cell(block: nn.Module) -> str:
+    attentions = ([block.self_attn, block.cross_attn]
+                  if isinstance(block, PostNormDecoderLayer) else [block.attn])
     attn_bias = any(isinstance(m, nn.Linear) and m.bias is not None
-                    for m in block.attn.modules())
+                    for attn in attentions for m in attn.modules())
     ffn_bias = any(isinstance(m, nn.Linear) and m.bias is not None
                    for m in block.ffn.modules()
                    if not isinstance(block.ffn, MoEFFN) or m is not block.ffn.router)
@@ -141,24 +212,51 @@ def biases_cell(block: nn.Module) -> str:
 def describe_model(model: nn.Module) -> dict[str, str]:
     """Every column of ERA_COLUMNS, read from a built language model of ours (the first
     block for the block-level cells; `windows` and `positions` over all of them)."""
-    if not isinstance(model, (GPTLanguageModel, LlamaLanguageModel)):
+    if not isinstance(model, (GPTLanguageModel, LlamaLanguageModel, EncoderDecoder)):
         raise TypeError(f"not a language model of ours: {type(model).__name__}")
-    block = model.blocks[0]
+    if isinstance(model, EncoderDecoder):
+        return describe_encoder_decoder(model)
+    block, blocks = model.blocks[0], list(model.blocks)
     placement, norms = block_norms(block)
     residual = "parallel" if isinstance(block, ParallelBlock) else "serial"
     return {
         "block": f"{placement}, {residual}" if residual == "serial" else placement,
         "norm": norm_name(norms[0]),
+        "QK-norm": qk_norm_cell(block.attn),
         "positions": positions_cell(model),
         "attention": attention_cell(block.attn),
         "windows": windows_cell(model),
         "sinks": ("per head" if any(isinstance(b.attn, SinkAttention)
-                                    for b in model.blocks) else "none"),
-        "FFN": ffn_cell(block.ffn) if not isinstance(model.blocks[-1].ffn, MoEFFN)
-        else ffn_cell(model.blocks[-1].ffn),
+                                    for b in blocks) else "none"),
+        "FFN": runs([ffn_cell(b.ffn) for b in blocks]),
+        "FFN width": runs([width_cell(b.ffn, model.d_model) for b in blocks],
+                          counted=False),
+        "router": runs([router_cell(b.ffn) for b in blocks
+                        if isinstance(b.ffn, MoEFFN)] or ["none"]),
         "biases": biases_cell(block),
         "tied output": ("yes" if model.lm_head.weight is model.token_embedding.weight
                         else "no"),
+    }
+
+
+def describe_encoder_decoder(model: EncoderDecoder) -> dict[str, str]:
+    """The cells of chapter 4's 2017 model, read from its decoder's first layer (its
+    encoder's layers are the same parts without the cross-attention); its positions
+    are the fixed sinusoids `EncoderDecoder.embed` adds, and its one embedding matrix
+    embeds both languages and makes the logits."""
+    layer = model.decoder[0]
+    if not isinstance(layer, PostNormDecoderLayer):
+        raise TypeError(f"not a 2017 decoder layer: {type(layer).__name__}")
+    ffn = layer.ffn
+    return {
+        "block": "post-norm, serial", "norm": norm_name(layer.norm1),
+        "QK-norm": "none", "positions": "sinusoidal, added to the embeddings",
+        "attention": (f"{attention_cell(layer.self_attn)}; cross-attention, "
+                      f"{attention_cell(layer.cross_attn)}"),
+        "windows": "none", "sinks": "none", "FFN": ffn_cell(ffn),
+        "FFN width": width_cell(ffn, model.d_model), "router": "none",
+        "biases": biases_cell(layer),
+        "tied output": "yes, and with the source's embedding",
     }
 
 
@@ -182,7 +280,18 @@ class EraRow:
     proof: str  # the pytest id of the test that proves it equal to its production twin
 
 
+def transformer_base() -> EncoderDecoder:
+    """The base model of Vaswani et al. 2017 (table 3: d 512, 8 heads, d_ff 2048, 6
+    layers a stack; sec. 5.1: a shared vocabulary of 37,000 tokens for English-German),
+    as chapter 4 builds it, on the meta device."""
+    with torch.device("meta"):
+        return EncoderDecoder(37_000, 512, 8, 2048, 6, dropout=0.1, max_length=512)
+
+
 ERA_ROWS: tuple[EraRow, ...] = (
+    EraRow("Transformer base (2017)", transformer_base, "eras/encoder-decoder.md",
+           "tests/test_seq2seq.py::"
+           "test_model_equals_pytorch_stacks_forward_and_backward"),
     EraRow("GPT-2 small", lambda: published_model("GPT-2 small"), "eras/gpt2.md",
            "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel"),
     EraRow("Llama 3 8B", lambda: published_model("Llama 3 8B"), "modern/modern-block.md",
