@@ -36,6 +36,8 @@ class Era:
     chapters: str  # which pages show these sections
     sections: tuple[tuple[str, str], ...]  # (module under literate/, section name)
     self_check: str  # a function of literate/selfcheck.py
+    # the production classes tests/test_export.py proves the file's layers equal to
+    equals: tuple[str, ...] = ()
 
 
 CHECKS = tuple(("checks", s) for s in (
@@ -71,7 +73,8 @@ ERAS: dict[str, Era] = {
     "attention": Era(
         "Attention: scaled dot-product attention, positions, multi-head,\ngrouped-query "
         "and multi-query attention, the KV cache", "chapters 1-3",
-        CHECKS + ATTENTION + (("studies", "score_statistics"),), "check_attention"),
+        CHECKS + ATTENTION + (("studies", "score_statistics"),), "check_attention",
+        ("torch.nn.MultiheadAttention",)),
     "transformer2017": Era(
         "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers,\nthe model, its "
         "learning-rate schedule, label smoothing, greedy decoding, and\ndecoding with "
@@ -88,7 +91,8 @@ ERAS: dict[str, Era] = {
             ("seq2seq_decoding", "cached_decode_step"),
             ("seq2seq_decoding", "cached_greedy_decode"),
             ("seq2seq_decoding", "beam_translate")),
-        "check_transformer2017"),
+        "check_transformer2017",
+        ("torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder")),
     "gpt2": Era(
         "GPT-2 (Radford et al. 2019): the pre-norm block, the language model,\ngenerate, "
         "sampling, loading Hugging Face GPT-2 weights by name, and decoding\nwith a KV "
@@ -103,7 +107,7 @@ ERAS: dict[str, Era] = {
             ("sampling", "filter_logits"), ("sampling", "next_token_distribution"),
             ("sampling", "greedy_step"), ("sampling", "draw"), ("sampling", "sample_step"),
             ("sampling", "sampler")) + DECODING,
-        "check_gpt2"),
+        "check_gpt2", ("transformers.GPT2LMHeadModel",)),
     "llama": Era(
         "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
         "model with generate and Hugging Face Llama loading; QK-norm, the sandwich, the\n"
@@ -126,7 +130,7 @@ ERAS: dict[str, Era] = {
             ("llama", "llama_model"), ("llama", "llama_from_hf_config"),
             ("llama", "check_llama_config"), ("llama", "load_renamed"),
             ("llama", "load_hf_llama")) + DECODING,
-        "check_llama"),
+        "check_llama", ("transformers.LlamaForCausalLM",)),
 }
 MOE = tuple(("moe", s) for s in (  # chapter 9, in reading order
     "router_logits_and_k", "switch_router", "mixtral_router", "qwen3_moe_router",
@@ -143,7 +147,8 @@ ERAS["mixtral"] = Era(
     "dispatch, the balancing loss and the loss-free bias, and Mixtral with Hugging\n"
     "Face Mixtral loading; the tiny MoE of its notebook; with everything of the\n"
     "Llama file (chapters 1-8)",
-    "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral")
+    "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral",
+    ("transformers.MixtralForCausalLM",))
 
 LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
     ("window", "window_allowed"), ("window", "window_attention_allowed"),
@@ -164,7 +169,10 @@ ERAS["long_context"] = Era(
     "Gemma 3), attention sinks, multi-head latent attention with YaRN and DeepSeek-V3,\n"
     "gpt-oss, each with Hugging Face loading, and the cache ledger; with everything\n"
     "of the Mixtral file (chapters 1-9)",
-    "chapters 1-10", ERAS["mixtral"].sections + LONG_CONTEXT, "check_long_context")
+    "chapters 1-10", ERAS["mixtral"].sections + LONG_CONTEXT, "check_long_context",
+    ("transformers.MistralForCausalLM",
+     "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention",
+     "transformers.DeepseekV3ForCausalLM"))
 
 MARKER = "# --8<-- [{kind}:{name}]"
 

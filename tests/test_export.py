@@ -112,6 +112,27 @@ def test_every_section_of_an_era_is_shown_on_a_page(name):
     assert not missing, f"{name} exports sections no page shows: {missing}"
 
 
+@pytest.mark.parametrize("name", sorted(ERAS))
+def test_every_era_names_the_production_classes_its_test_compares_with(name):
+    """`Era.equals` (what chapter 11's downloads list says each file is proven equal
+    to): each a class that imports, named in this file's test of that era (or the
+    function that test runs in its own interpreter)."""
+    import ast
+    import importlib
+
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    functions = {node.name: ast.get_source_segment(Path(__file__).read_text(
+        encoding="utf-8"), node) for node in tree.body if isinstance(node, ast.FunctionDef)}
+    sources = "\n".join(source for fn, source in functions.items()
+                        if fn.startswith(f"test_{name}_file_equals")
+                        or fn == f"{name}_against_hf")
+    assert ERAS[name].equals and sources, name
+    for dotted in ERAS[name].equals:
+        module, _, cls = dotted.rpartition(".")
+        assert isinstance(getattr(importlib.import_module(module), cls), type), dotted
+        assert re.search(rf"\b{cls}\b", sources), f"{name}: {cls} is not compared"
+
+
 def test_assembled_files_are_deterministic_and_start_with_their_story(files):
     for name in ERAS:
         text = assemble(name)
