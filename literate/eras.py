@@ -23,6 +23,10 @@ model's blocks), the published configurations' numbers, the figures and the page
 
 from __future__ import annotations
 
+import ast
+import difflib
+import inspect
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -30,7 +34,15 @@ from functools import partial
 import torch
 from torch import nn
 
-from literate.blocks import ParallelBlock, PostNormDecoderLayer
+from literate.blocks import (
+    ParallelBlock,
+    PostNormDecoderLayer,
+    gemma3_block,
+    gpt2_block,
+    llama_block,
+    olmo2_block,
+    qwen3_block,
+)
 from literate.catalog import (
     PUBLISHED_BLOCKS,
     QK_NORM,
@@ -44,6 +56,8 @@ from literate.ffn import DenseFFN, GatedFFN
 from literate.heads import MultiHeadAttention
 from literate.llama import LlamaLanguageModel
 from literate.mla import MultiHeadLatentAttention, YarnRotaryEmbedding
+from literate.gpt_oss import gpt_oss_block
+from literate.mixtral import mixtral_block
 from literate.models import GPTLanguageModel
 from literate.moe import DeepSeekV3Router, MoEFFN
 from literate.norms import RMSNorm
@@ -54,10 +68,8 @@ from literate.sinks import SinkAttention
 __all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",
            "BUILDERS", "DIFF_PAIRS", "block_diff"]
 
-ERA_COLUMNS = ("block", "norm", "QK-norm", "positions", "attention", "windows", "sinks",
-               "FFN", "FFN width", "router", "biases", "tied output")
 
-
+# --8<-- [start:attention_cells]
 def attention_cell(attn: nn.Module) -> str:
     if isinstance(attn, MultiHeadLatentAttention):
         return (f"latent, {attn.n_heads} heads (rank {attn.kv_lora_rank}, RoPE part "
@@ -69,6 +81,21 @@ def attention_cell(attn: nn.Module) -> str:
     heads = (f"{attn.n_heads} heads" if kind == "MHA"
              else f"{attn.n_heads} heads, {attn.n_kv_heads} key/value")
     return f"{kind}, {heads}"
+
+
+def qk_norm_cell(attn: nn.Module) -> str:
+    if isinstance(attn, MultiHeadLatentAttention):
+        return "on the latents"  # RMSNorms on the query and key-value latents
+    return QK_NORM[attn.qk_norm]
+
+
+def rope_scaling(rope: nn.Module) -> str:
+    """How a RoPE layer stretches its positions: '' (not at all), 'YaRN x40'
+    (chapter 10), or 'positions / 8' (linear interpolation, Gemma 3's global layers)."""
+    if isinstance(rope, YarnRotaryEmbedding):
+        return f"YaRN x{number(rope.yarn['factor'])}"
+    factor = getattr(rope, "factor", None)  # LinearScaledRotaryEmbedding's
+    return "" if factor is None else f"positions / {number(factor)}"
 
 
 def positions_cell(model: nn.Module) -> str:
@@ -87,15 +114,6 @@ def positions_cell(model: nn.Module) -> str:
     return f"RoPE ({layout}{part}), base {bases}"
 
 
-def rope_scaling(rope: nn.Module) -> str:
-    """How a RoPE layer stretches its positions: '' (not at all), 'YaRN x40'
-    (chapter 10), or 'positions / 8' (linear interpolation, Gemma 3's global layers)."""
-    if isinstance(rope, YarnRotaryEmbedding):
-        return f"YaRN x{number(rope.yarn['factor'])}"
-    factor = getattr(rope, "factor", None)  # LinearScaledRotaryEmbedding's
-    return "" if factor is None else f"positions / {number(factor)}"
-
-
 def windows_cell(model: nn.Module) -> str:
     windows = [getattr(block.attn, "window", None) for block in model.blocks]
     windowed = [w for w in windows if w is not None]
@@ -107,8 +125,10 @@ def windows_cell(model: nn.Module) -> str:
     if len(windowed) == n:
         return f"{w} in every layer"
     return f"{w} in {len(windowed)} of {n} layers"
+# --8<-- [end:attention_cells]
 
 
+# --8<-- [start:ffn_cells]
 def router_top_k(router: nn.Module) -> int:
     """The k of chapter 9's routers: a `Router`'s route function's `top_k`, or a
     DeepSeek-V3 router's option."""
@@ -188,12 +208,6 @@ def router_cell(ffn: nn.Module) -> str:
     return cell
 
 
-def qk_norm_cell(attn: nn.Module) -> str:
-    if isinstance(attn, MultiHeadLatentAttention):
-        return "on the latents"  # RMSNorms on the query and key-value latents
-    return QK_NORM[attn.qk_norm]
-
-
 def biases_cell(block: nn.Module) -> str:
     attentions = ([block.self_attn, block.cross_attn]
                   if isinstance(block, PostNormDecoderLayer) else [block.attn])
@@ -207,6 +221,12 @@ def biases_cell(block: nn.Module) -> str:
         ffn_bias = ffn_bias or getattr(experts, "gate_up_proj_bias", None) is not None
     return ", ".join(n for n, b in (("attention", attn_bias), ("FFN", ffn_bias)) if b) \
         or "none"
+# --8<-- [end:ffn_cells]
+
+
+# --8<-- [start:describe_model]
+ERA_COLUMNS = ("block", "norm", "QK-norm", "positions", "attention", "windows", "sinks",
+               "FFN", "FFN width", "router", "biases", "tied output")
 
 
 def describe_model(model: nn.Module) -> dict[str, str]:
@@ -258,8 +278,10 @@ def describe_encoder_decoder(model: EncoderDecoder) -> dict[str, str]:
         "biases": biases_cell(layer),
         "tied output": "yes, and with the source's embedding",
     }
+# --8<-- [end:describe_model]
 
 
+# --8<-- [start:era_rows]
 def catalog_model(name: str) -> LlamaLanguageModel:
     """A one-block language model around chapter 7's published block of that name,
     built on the meta device (the catalog describes a block, not its stack: its
@@ -272,20 +294,20 @@ def catalog_model(name: str) -> LlamaLanguageModel:
                                   nn.Linear(d, 1, bias=False), context=1)
 
 
-@dataclass(frozen=True)
-class EraRow:
-    name: str
-    build: Callable[[], nn.Module]  # the era's model by our builders, on the meta device
-    page: str  # the section that teaches it, docs-relative
-    proof: str  # the pytest id of the test that proves it equal to its production twin
-
-
 def transformer_base() -> EncoderDecoder:
     """The base model of Vaswani et al. 2017 (table 3: d 512, 8 heads, d_ff 2048, 6
     layers a stack; sec. 5.1: a shared vocabulary of 37,000 tokens for English-German),
     as chapter 4 builds it, on the meta device."""
     with torch.device("meta"):
         return EncoderDecoder(37_000, 512, 8, 2048, 6, dropout=0.1, max_length=512)
+
+
+@dataclass(frozen=True)
+class EraRow:
+    name: str
+    build: Callable[[], nn.Module]  # the era's model by our builders, on the meta device
+    page: str  # the section that teaches it, docs-relative
+    proof: str  # the pytest id of the test that proves it equal to its production twin
 
 
 ERA_ROWS: tuple[EraRow, ...] = (
@@ -331,45 +353,32 @@ ERA_ROWS: tuple[EraRow, ...] = (
 def era_table(rows: tuple[EraRow, ...] = ERA_ROWS) -> list[dict[str, str]]:
     """One dict per row: its name, then the cells `describe_model` reads."""
     return [{"era": row.name} | describe_model(row.build()) for row in rows]
+# --8<-- [end:era_rows]
 
 
-# The builder of each era's block: (module, snippet section, function)
-BUILDERS = {
-    "GPT-2": ("blocks", "builder_gpt2", "gpt2_block"),
-    "Llama 3": ("blocks", "builder_llama", "llama_block"),
-    "Qwen3": ("blocks", "builder_qwen3", "qwen3_block"),
-    "OLMo 2": ("blocks", "builder_olmo2", "olmo2_block"),
-    "Gemma 3": ("blocks", "builder_gemma3", "gemma3_block"),
-    "Mixtral": ("mixtral", "mixtral_block", "mixtral_block"),
-    "gpt-oss": ("gpt_oss", "gpt_oss_block", "gpt_oss_block"),
-}
+# --8<-- [start:block_diff]
+# The builder of each era's block, as chapters 5, 7, 9 and 10 show it
+BUILDERS = {"GPT-2": gpt2_block, "Llama 3": llama_block, "Qwen3": qwen3_block,
+            "OLMo 2": olmo2_block, "Gemma 3": gemma3_block, "Mixtral": mixtral_block,
+            "gpt-oss": gpt_oss_block}
 # The steps a reader takes, each from the block it changes
 DIFF_PAIRS = (("GPT-2", "Llama 3"), ("Llama 3", "Qwen3"), ("Qwen3", "OLMo 2"),
               ("Qwen3", "Gemma 3"), ("Llama 3", "Mixtral"), ("Mixtral", "gpt-oss"))
 
 
-def block_expression(era: str) -> list[str]:
-    """The lines of the `return` statement of the era's block builder, as its section
-    shows them, dedented to the statement."""
-    import ast
-    import textwrap
-
-    from literate.export import section_source
-
-    module, section, function = BUILDERS[era]
-    source = section_source(module, section)
-    tree = ast.parse(source)
-    fn = next(node for node in tree.body
-              if isinstance(node, ast.FunctionDef) and node.name == function)
+def block_expression(builder: Callable[..., nn.Module]) -> list[str]:
+    """The lines of a block builder's last `return` statement (the block it
+    assembles), as its source shows them, dedented."""
+    source = textwrap.dedent(inspect.getsource(builder))
+    fn = ast.parse(source).body[0]
     ret = [node for node in ast.walk(fn) if isinstance(node, ast.Return)][-1]
     lines = source.splitlines()[ret.lineno - 1:ret.end_lineno]
     return textwrap.dedent("\n".join(lines)).splitlines()
 
 
 def block_diff(older: str, newer: str) -> list[str]:
-    """The unified diff (no context header) from the older era's block to the newer's:
-    '-' for a line only the older builder has, '+' only the newer, ' ' both."""
-    import difflib
-
-    a, b = block_expression(older), block_expression(newer)
+    """The diff from the older era's block to the newer's (eras of BUILDERS): '- ' for
+    a line only the older builder has, '+ ' only the newer, '  ' both."""
+    a, b = block_expression(BUILDERS[older]), block_expression(BUILDERS[newer])
     return [line for line in difflib.ndiff(a, b) if not line.startswith("?")]
+# --8<-- [end:block_diff]

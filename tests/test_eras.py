@@ -6,6 +6,7 @@ row names a test that exists and a page that teaches it.
 
 from __future__ import annotations
 
+import inspect
 import re
 from functools import partial
 from pathlib import Path
@@ -205,7 +206,6 @@ def test_what_is_not_a_language_model_of_ours_is_refused():
 
 def test_the_diff_view_is_generated_from_the_builders_sections():
     from literate.eras import BUILDERS, DIFF_PAIRS, block_diff, block_expression
-    from literate.export import section_source
 
     gpt2_to_llama = block_diff("GPT-2", "Llama 3")
     removed = [line[2:].strip() for line in gpt2_to_llama if line.startswith("- ")]
@@ -217,8 +217,7 @@ def test_the_diff_view_is_generated_from_the_builders_sections():
     for older, newer in DIFF_PAIRS:
         changed = [line for line in block_diff(older, newer) if line[0] in "+-"]
         assert changed, (older, newer)  # every step changes the block
-        module, section, _ = BUILDERS[newer]
-        newer_source = section_source(module, section)
+        newer_source = inspect.getsource(BUILDERS[newer])
         assert all(line[2:].strip() in newer_source
                    for line in changed if line.startswith("+ "))
-    assert block_expression("Llama 3")[0] == "return PreNormBlock("
+    assert block_expression(BUILDERS["Llama 3"])[0] == "return PreNormBlock("
