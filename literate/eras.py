@@ -378,7 +378,18 @@ def block_expression(builder: Callable[..., nn.Module]) -> list[str]:
 
 def block_diff(older: str, newer: str) -> list[str]:
     """The diff from the older era's block to the newer's (eras of BUILDERS): '- ' for
-    a line only the older builder has, '+ ' only the newer, '  ' both."""
+    a line only the older builder has, '+ ' only the newer, '  ' both. Lines that
+    differ only in their spaces (a call re-indented under a longer name) count as
+    the same, shown as the newer builder writes them."""
     a, b = block_expression(BUILDERS[older]), block_expression(BUILDERS[newer])
-    return [line for line in difflib.ndiff(a, b) if not line.startswith("?")]
+    words = partial(map, lambda line: " ".join(line.split()))
+    match = difflib.SequenceMatcher(None, list(words(a)), list(words(b)), autojunk=False)
+    diff = []
+    for op, i1, i2, j1, j2 in match.get_opcodes():
+        if op == "equal":
+            diff += ["  " + line for line in b[j1:j2]]
+        else:
+            diff += ["- " + line for line in a[i1:i2]]
+            diff += ["+ " + line for line in b[j1:j2]]
+    return diff
 # --8<-- [end:block_diff]
