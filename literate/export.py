@@ -153,7 +153,7 @@ ERAS["mixtral"] = Era(
 LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
     ("window", "window_allowed"), ("window", "window_attention_allowed"),
     ("window", "ring_kv_cache"), ("window", "sliding_window_attention"),
-    ("window", "mistral"), ("gemma3", "gemma3_language_model"),
+    ("window", "mistral"), ("gemma3", "linear_rope"), ("gemma3", "gemma3_language_model"),
     ("gemma3", "gemma3_from_hf_config"), ("gemma3", "check_gemma3_config"),
     ("sinks", "sink_attention"), ("sinks", "sink_share"), ("sinks", "sink_layers"),
     ("mla", "latent_cache"), ("mla", "absorbed"), ("mla", "latent_attention"),

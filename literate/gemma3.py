@@ -17,10 +17,11 @@ it, each layer with its own kind of cache.
 
 Loading from Hugging Face's `Gemma3ForCausalLM` (a `Gemma3TextConfig`, or the
 `config.json` of a text-only checkpoint): `gemma3_from_hf_config`,
-`check_gemma3_config`, `load_hf_gemma3`. Refused rather than changed, naming the field:
-logit soft-capping (Gemma 2's; Gemma 3 has none), RoPE scaling (the 4B-27B models'
-global layers interpolate positions by 8: not implemented), bidirectional attention,
-biases, attention dropout, another activation.
+`check_gemma3_config`, `load_hf_gemma3`. RoPE scaling: "linear" (the 4B-27B models'
+global layers interpolate positions by 8, `LinearScaledRotaryEmbedding`) for either
+kind of layer. Refused rather than changed, naming the field: any other RoPE scaling,
+logit soft-capping (Gemma 2's; Gemma 3 has none), bidirectional attention, biases,
+attention dropout, another activation.
 
 Shapes: B batch, T tokens, V vocabulary, d model width.
 """
@@ -51,9 +52,11 @@ from literate.llama import (
     tied_head_state,
 )
 from literate.norms import ZeroCentredRMSNorm
+from literate.positions import RotaryEmbedding
 from literate.window import LAYER_TYPES, SlidingWindowAttention
 
 __all__ = [
+    "LinearScaledRotaryEmbedding",
     "Gemma3LanguageModel",
     "gemma3_layer_types",
     "gemma3_model",
@@ -61,12 +64,46 @@ __all__ = [
     "GEMMA3_DEFAULTS",
     "gemma3_field",
     "gemma3_rope_bases",
+    "gemma3_rope_settings",
     "check_gemma3_supported",
     "gemma3_from_hf_config",
     "check_gemma3_config",
     "HF_GEMMA3_NAMES",
     "load_hf_gemma3",
 ]
+
+# --8<-- [start:linear_rope]
+class LinearScaledRotaryEmbedding(RotaryEmbedding):
+    """Chapter 2's RotaryEmbedding with every frequency divided by `factor`, so that
+    position p turns as p / factor did: linear position interpolation (Chen et al.
+    2023). Hugging Face's "linear" rope_type, in its float32 order of operations
+    (`_compute_linear_scaling_rope_parameters`): inv_freq = 1 / base^(2i/d), then
+    inv_freq / factor, then position x inv_freq. Gemma 3 4B, 12B and 27B's global
+    layers: factor 8."""
+
+    def __init__(self, d_head: int, *, base: float = 10_000.0, factor: float,
+                 rotary_dim: int | None = None, layout: str = "half") -> None:
+        super().__init__(d_head, base=base, rotary_dim=rotary_dim, layout=layout)
+        self.factor = positive_float("factor", factor)
+
+    def tables(self, length: int) -> tuple[Tensor, Tensor]:
+        """cos and sin [>= length, rotary_dim], float32, grown as chapter 2's are."""
+        current = self.cos.shape[0]
+        if length > current or self.cos.dtype != torch.float32:
+            n = current if length <= current else max(length, 2 * current)
+            device, r = self.cos.device, self.rotary_dim
+            pair = torch.arange(0, r, 2, dtype=torch.int64, device=device)  # 2i
+            inv_freq = 1.0 / (self.base ** (pair.float() / r))  # [r/2], float32
+            inv_freq = inv_freq / self.factor  # HF: inv_freq /= factor
+            pos = torch.arange(n, dtype=torch.int64, device=device).float()  # [n]
+            angles = torch.outer(pos, inv_freq)  # [n, r/2]
+            angles = torch.cat((angles, angles), dim=-1)  # [n, r]: both halves
+            self.cos, self.sin = angles.cos(), angles.sin()
+            h = r // 2
+            self.signed_sin = torch.cat((-self.sin[:, :h], self.sin[:, h:]), dim=-1)
+        return self.cos, self.sin
+# --8<-- [end:linear_rope]
+
 
 # --8<-- [start:gemma3_language_model]
 class Gemma3LanguageModel(LlamaLanguageModel):
@@ -102,12 +139,15 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                  n_kv_heads: int, d_ff: int, *, d_head: int,
                  layer_types: Sequence[str], window: int | None,
                  query_pre_attn_scalar: float, local_base: float = 10_000.0,
-                 global_base: float = 1_000_000.0, eps: float = 1e-6,
+                 global_base: float = 1_000_000.0, local_factor: float | None = None,
+                 global_factor: float | None = None, eps: float = 1e-6,
                  tied: bool = True, pad_id: int | None = None,
                  std: float = 0.02) -> Gemma3LanguageModel:
     """A Gemma 3 text model of any size: one `gemma3_block` per entry of `layer_types`,
     "sliding_attention" with a SlidingWindowAttention of `window` and RoPE base
-    `local_base`, "full_attention" with chapter 3's attention and `global_base`.
+    `local_base`, "full_attention" with chapter 3's attention and `global_base`; a
+    kind given a factor (`local_factor`, `global_factor`; None: none) turns its
+    positions with LinearScaledRotaryEmbedding instead of the plain RotaryEmbedding.
     Initialised as Hugging Face does: linear maps and the embedding ~ N(0, std^2),
     every norm's w = 0 (gain 1), the `pad_id` row of the embedding 0 (it gets no
     gradient either, as in `nn.Embedding(padding_idx=...)`)."""
@@ -117,6 +157,11 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     if not kinds:
         raise ValueError("layer_types must name at least one layer")
     std = positive_float("std", std)
+    factors = {kind: None if factor is None else positive_float(name, factor)
+               for kind, name, factor in (("sliding_attention", "local_factor",
+                                           local_factor),
+                                          ("full_attention", "global_factor",
+                                           global_factor))}
     if "sliding_attention" in kinds:
         window = positive_int("window", window)
     elif window is not None:
@@ -124,15 +169,20 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     if pad_id is not None and non_negative_int("pad_id", pad_id) >= vocab_size:
         raise ValueError(f"pad_id={pad_id} must be < vocab_size={vocab_size}")
     local = partial(SlidingWindowAttention, window=window)
+    blocks = [gemma3_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
+                           query_pre_attn_scalar=query_pre_attn_scalar, eps=eps,
+                           attention=local if kind == "sliding_attention"
+                           else MultiHeadAttention,
+                           rope_base=local_base if kind == "sliding_attention"
+                           else global_base)
+              for kind in kinds]
+    for block, kind in zip(blocks, kinds):
+        if factors[kind] is not None:  # the same base, its frequencies / factor
+            block.attn.rope = LinearScaledRotaryEmbedding(
+                block.attn.d_head, base=block.attn.rope.base, factor=factors[kind])
     model = Gemma3LanguageModel(
         nn.Embedding(vocab_size, d_model, padding_idx=pad_id),
-        [gemma3_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
-                      query_pre_attn_scalar=query_pre_attn_scalar, eps=eps,
-                      attention=local if kind == "sliding_attention"
-                      else MultiHeadAttention,
-                      rope_base=local_base if kind == "sliding_attention"
-                      else global_base)
-         for kind in kinds],
+        blocks,
         ZeroCentredRMSNorm(d_model, eps=eps),
         None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
         context=context,
@@ -175,31 +225,54 @@ def gemma3_field(config: object, name: str) -> object:
     return config_field(config, name, GEMMA3_DEFAULTS)
 
 
-def gemma3_rope_bases(config: object) -> dict[str, float]:
-    """The RoPE base of each layer type. transformers 5 keeps one dict per type in
+GEMMA3_ROPE_TYPES = ("default", "linear")  # the rope_type values our Gemma 3 turns
+
+
+def gemma3_rope_settings(config: object) -> dict[str, dict[str, float | None]]:
+    """The RoPE of each layer type, {"base": ..., "factor": ...}, read as
+    Gemma3TextConfig reads it. transformers 5 keeps one dict per type in
     `rope_parameters` ({"sliding_attention": {"rope_type", "rope_theta"},
     "full_attention": {...}}); an older config.json has `rope_theta` (global),
-    `rope_local_base_freq` (local) and `rope_scaling` (global layers only). Any RoPE
-    scaling is refused: our RotaryEmbedding turns the plain frequencies."""
-    parameters = gemma3_field(config, "rope_parameters")
-    if not parameters:  # an older config.json
-        scaling = gemma3_field(config, "rope_scaling")
-        if scaling and scaling.get("rope_type", scaling.get("type")) != "default":
-            raise ValueError(f"config rope_scaling={scaling!r} is not supported (ours: "
-                             "none; RotaryEmbedding has no position scaling)")
-        local = gemma3_field(config, "rope_local_base_freq")
-        return {"sliding_attention": float(local),
-                "full_attention": float(gemma3_field(config, "rope_theta"))}
-    bases = {}
+    `rope_local_base_freq` (local) and `rope_scaling`, which Hugging Face merges into
+    the global layers' dict only. rope_type "default" (factor None) and "linear" (its
+    `factor` > 0, for LinearScaledRotaryEmbedding) are ours; any other is refused,
+    naming the field, and so is a `type` that says otherwise than the `rope_type`
+    transformers 5 reads (older versions read `type`)."""
+    parameters = gemma3_field(config, "rope_parameters") or {}
+    # a config object's rope_scaling is its rope_parameters; a config.json's is its own
+    scaling = config.get("rope_scaling") if isinstance(config, Mapping) else None
+    thetas = {"sliding_attention": gemma3_field(config, "rope_local_base_freq"),
+              "full_attention": gemma3_field(config, "rope_theta")}
+    settings = {}
     for kind in LAYER_TYPES:
-        given = parameters.get(kind) or {}
-        if given.get("rope_type", "default") != "default":
-            raise ValueError(f"config rope_parameters[{kind!r}]={given!r} is not "
-                             "supported (ours: rope_type 'default', no scaling)")
-        default = GEMMA3_DEFAULTS["rope_local_base_freq" if kind == "sliding_attention"
-                                  else "rope_theta"]
-        bases[kind] = float(given.get("rope_theta", default))
-    return bases
+        given = dict(parameters.get(kind) or {"rope_type": "default"})
+        field, shown = f"rope_parameters[{kind!r}]", parameters.get(kind)
+        if kind == "full_attention" and scaling:  # HF: full_attention.update(scaling)
+            given |= scaling
+            field, shown = "rope_scaling", scaling
+        rope_type = given.get("rope_type", given.get("type", "default"))
+        if given.get("type", rope_type) != rope_type:
+            raise ValueError(f"config {field}={shown!r} is ambiguous: transformers 5 "
+                             f"reads rope_type ({rope_type!r} here) and ignores "
+                             f"type={given['type']!r}, which older versions read; "
+                             "give rope_type")
+        if rope_type not in GEMMA3_ROPE_TYPES:
+            raise ValueError(f"config {field}={shown!r} is not supported (ours: "
+                             "rope_type 'default', or 'linear' with a factor)")
+        factor = None
+        if rope_type == "linear":
+            if given.get("factor") is None:
+                raise ValueError(f"config {field}={shown!r}: rope_type 'linear' needs "
+                                 "a factor")
+            factor = positive_float(f"config {field}['factor']", given["factor"])
+        settings[kind] = {"base": float(given.get("rope_theta", thetas[kind])),
+                          "factor": factor}
+    return settings
+
+
+def gemma3_rope_bases(config: object) -> dict[str, float]:
+    """The RoPE base of each layer type (`gemma3_rope_settings`)."""
+    return {kind: rope["base"] for kind, rope in gemma3_rope_settings(config).items()}
 
 
 GEMMA3_UNSUPPORTED = {  # a field, and the one value our Gemma 3 has for it
@@ -211,8 +284,9 @@ GEMMA3_UNSUPPORTED = {  # a field, and the one value our Gemma 3 has for it
 
 def check_gemma3_supported(config: object) -> list[str]:
     """Refuse, naming the field, what our Gemma 3 does not do (GEMMA3_UNSUPPORTED, a
-    multimodal config, layer types other than the two, RoPE scaling); return the
-    layer types (from `layer_types`, or the older `sliding_window_pattern`)."""
+    multimodal config, layer types other than the two, RoPE scaling other than
+    linear); return the layer types (from `layer_types`, or the older
+    `sliding_window_pattern`)."""
     if gemma3_field(config, "model_type") != "gemma3_text":
         raise ValueError(f"config model_type={gemma3_field(config, 'model_type')!r} is "
                          "not supported: pass a Gemma3TextConfig (a multimodal "
@@ -227,7 +301,7 @@ def check_gemma3_supported(config: object) -> list[str]:
     if len(kinds) != n_layers or set(kinds) - set(LAYER_TYPES):
         raise ValueError(f"config layer_types={list(kinds)!r} must give one of "
                          f"{list(LAYER_TYPES)} for each of the {n_layers} layers")
-    gemma3_rope_bases(config)
+    gemma3_rope_settings(config)
     return list(kinds)
 
 
@@ -236,7 +310,8 @@ def gemma3_from_hf_config(config: object) -> Gemma3LanguageModel:
     Gemma3TextConfig or its config.json dict). Refused rather than changed:
     `check_gemma3_supported`."""
     kinds = check_gemma3_supported(config)
-    bases = gemma3_rope_bases(config)
+    rope = gemma3_rope_settings(config)
+    local_rope, global_rope = rope["sliding_attention"], rope["full_attention"]
 
     def field(name: str) -> object:
         return gemma3_field(config, name)
@@ -248,7 +323,8 @@ def gemma3_from_hf_config(config: object) -> Gemma3LanguageModel:
         field("intermediate_size"), d_head=field("head_dim"), layer_types=kinds,
         window=field("sliding_window") if local else None,
         query_pre_attn_scalar=field("query_pre_attn_scalar"),
-        local_base=bases["sliding_attention"], global_base=bases["full_attention"],
+        local_base=local_rope["base"], global_base=global_rope["base"],
+        local_factor=local_rope["factor"], global_factor=global_rope["factor"],
         eps=field("rms_norm_eps"), tied=bool(field("tie_word_embeddings")),
         pad_id=field("pad_token_id"), std=field("initializer_range"))
 # --8<-- [end:gemma3_from_hf_config]
@@ -257,12 +333,13 @@ def gemma3_from_hf_config(config: object) -> Gemma3LanguageModel:
 # --8<-- [start:check_gemma3_config]
 def check_gemma3_config(ours: Gemma3LanguageModel, config: object) -> None:
     """Refuse to copy weights between models of different shape or function, naming
-    both sides: the sizes, and each layer's window and RoPE base."""
+    both sides: the sizes, and each layer's window, RoPE kind, base and factor (1:
+    none)."""
     if not isinstance(ours, Gemma3LanguageModel):
         raise TypeError(f"ours must be a Gemma3LanguageModel, "
                         f"got {type(ours).__name__}")
     kinds = check_gemma3_supported(config)
-    bases = gemma3_rope_bases(config)
+    rope = gemma3_rope_settings(config)
     block = ours.blocks[0]
 
     def field(name: str) -> object:
@@ -288,10 +365,16 @@ def check_gemma3_config(ours: Gemma3LanguageModel, config: object) -> None:
     ]
     for i, (b, kind) in enumerate(zip(ours.blocks, kinds)):
         window = field("sliding_window") if kind == "sliding_attention" else None
+        factor = rope[kind]["factor"]
         pairs += [(f"blocks[{i}] window", b.attn.window,
                    f"sliding_window ({kind})", window),
+                  (f"blocks[{i}] rope", type(b.attn.rope).__name__,
+                   f"rope ({kind})", "RotaryEmbedding" if factor is None
+                   else "LinearScaledRotaryEmbedding"),
                   (f"blocks[{i}] rope_base", b.attn.rope.base,
-                   f"rope_theta ({kind})", bases[kind])]
+                   f"rope_theta ({kind})", rope[kind]["base"]),
+                  (f"blocks[{i}] rope_factor", getattr(b.attn.rope, "factor", 1.0),
+                   f"factor ({kind})", 1.0 if factor is None else factor)]
     refuse_mismatches(pairs)
 
 

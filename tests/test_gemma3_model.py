@@ -15,10 +15,20 @@
   HF's.
 - The scale: HF's float32 sqrt(d), a buffer cast with the model (in bfloat16 rounded
   before it multiplies, bit for bit as HF; in float64 its float32 rounding, as HF's).
+- Linear RoPE scaling (Gemma 3 4B-27B's global layers, factor 8): our
+  LinearScaledRotaryEmbedding's float32 tables are bit-equal to HF's
+  Gemma3RotaryEmbedding("full_attention") at lengths 1 to 5,000 (factor 8, and 3, where
+  dividing the positions instead of the frequencies rounds otherwise); the six-layer
+  model with factor 8 on its global layer == HF in logits and every gradient (12
+  positions: the scaled layer's fastest pair turns 11 rad against 1.4, so the factor
+  on the local layers instead, or on none, moves the logits by 1e-3 or more); the
+  older `rope_scaling` form and `rope_parameters` build the same model.
 - Loading: from the config object, its config.json, and an older config.json
   (rope_theta, rope_local_base_freq, sliding_window_pattern) alike; refused, naming the
-  field: logit soft-capping, RoPE scaling (Gemma 3 4B's linear x8), bidirectional
-  attention, a multimodal config, an unknown layer type, a mismatched layer.
+  field: logit soft-capping, RoPE scaling other than linear (and a linear one without
+  a positive factor, or an old `type` that contradicts `rope_type`), bidirectional
+  attention, a multimodal config, an unknown layer type, a mismatched layer (window,
+  RoPE kind, base, factor).
 - KV-cache bytes by formula (global layers: the context; local: min(window, context))
   == what `generate` allocates; no host sync in `run`.
 
@@ -29,7 +39,9 @@ further than 1e-12; (2) HF with its norms in the input dtype (a test-harness pat
 |diff| <= 1e-10. Measured: (1) 17.5 float32 ulps at
 worst (a k_proj gradient of a local layer; the logits 3.4), F32_BOUND = 64 ulps, four times
 the single block's 16 of tests/test_modern_blocks.py, for six blocks of six norms; (2)
-1.4e-13 (the logits 0). A wrong window, base or scale moves logits by 1e-3 or more. Ours
+1.4e-13 (the logits 0); with linear factor 8 on the global layer, (1) 18.1 ulps (a
+q_proj gradient; the logits 4.3), (2) 8.5e-14. A wrong window, base, scale or scaled
+layer kind moves logits by 1e-3 or more (the factor on the local layers: 0.24). Ours
 vs ours (cached vs uncached): 1e-12.
 """
 
@@ -49,14 +61,17 @@ from literate.decoding import generate, new_decode_cache
 from literate.gemma3 import (
     HF_GEMMA3_NAMES,
     Gemma3LanguageModel,
+    LinearScaledRotaryEmbedding,
     check_gemma3_config,
     gemma3_from_hf_config,
     gemma3_layer_types,
     gemma3_model,
+    gemma3_rope_settings,
     layer_windows,
     load_hf_gemma3,
 )
 from literate.params import kv_cache_bytes
+from literate.positions import RotaryEmbedding
 from literate.syncs import host_reads
 
 F64 = torch.float64
@@ -64,6 +79,12 @@ F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 no
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_HEAD, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 16, 48, 4, 12, 2, 61, 6
+
+
+# the published 27B's RoPE (google/gemma-3-27b-pt, text_config), in transformers 5's form
+LINEAR_8 = {"rope_parameters": {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}
 
 
 def hf_config(**changes) -> Gemma3TextConfig:
@@ -103,12 +124,22 @@ def hf_model(seed: int = 0, **changes) -> Gemma3ForCausalLM:
     return model
 
 
-@pytest.fixture(scope="module")
-def pair():
-    theirs = hf_model()
+def built_pair(**changes):
+    theirs = hf_model(**changes)
     ours = gemma3_from_hf_config(theirs.config).double()
     load_hf_gemma3(ours, theirs.state_dict(), theirs.config)
     return ours, theirs
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return built_pair()
+
+
+@pytest.fixture(scope="module")
+def scaled_pair():
+    """The model with the published 27B's RoPE: linear factor 8 on the global layer."""
+    return built_pair(**LINEAR_8)
 
 
 def ids(seed: int = 2, t: int = T) -> torch.Tensor:
@@ -159,8 +190,9 @@ def test_the_model_is_what_we_think_it_is(pair):
     assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 2 + 13 * LAYERS
 
 
-def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(pair):
-    ours, theirs = pair
+@pytest.mark.parametrize("which", ["pair", "scaled_pair"], ids=["plain", "linear-8"])
+def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(which, request):
+    ours, theirs = request.getfixturevalue(which)
     labels, got, want = model_grads(ours, theirs)
     assert_float32_limited(labels, got, want)
     lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[0]
@@ -186,6 +218,59 @@ def test_each_part_is_in_the_path(pair):
                                      "full_attention": {"rope_theta": 1e6}}}))).double()
             other.load_state_dict(ours.state_dict())
             assert (other(tokens) - base).abs().max() > 1e-3, change
+
+
+def test_the_scaled_model_divides_the_global_layers_frequencies_only(scaled_pair):
+    """Linear factor 8 on the global layer, as HF builds it: our global block's RoPE is a
+    LinearScaledRotaryEmbedding of factor 8, the local ones plain; the factor put on
+    the local layers instead, or on none, is another model (logits off HF's by 1e-3 or
+    more), so the equivalence test above sees which kind is scaled."""
+    ours, theirs = scaled_pair
+    assert theirs.config.rope_parameters["full_attention"] == {
+        "rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}
+    assert [type(b.attn.rope) for b in ours.blocks] == \
+        [RotaryEmbedding] * 5 + [LinearScaledRotaryEmbedding]
+    assert ours.blocks[5].attn.rope.factor == 8.0 and ours.blocks[5].attn.rope.base == 1e6
+    tokens = ids()
+    with torch.no_grad():
+        want = theirs(input_ids=tokens).logits
+        assert (ours(tokens) - want).abs().max() <= F32_BOUND * want.abs().max()
+        for local_factor, global_factor in ((8.0, None), (None, None)):
+            other = gemma3_model(VOCAB, 64, D, H, H_KV, D_FF, d_head=D_HEAD,
+                                 layer_types=gemma3_layer_types(LAYERS), window=W,
+                                 query_pre_attn_scalar=24, local_factor=local_factor,
+                                 global_factor=global_factor, pad_id=0).double()
+            other.load_state_dict(ours.state_dict())
+            assert (other(tokens) - want).abs().max() > 1e-3, (local_factor, global_factor)
+
+
+@pytest.mark.parametrize("factor", [8.0, 3.0])
+def test_linear_scaled_tables_are_bit_equal_to_hf(factor):
+    """Our float32 cos and sin == HF's Gemma3RotaryEmbedding for "full_attention" (linear),
+    bit for bit, at each length, the tables grown from one call to the next (d_head 128
+    and base 1e6: Gemma 3 27B's). Factor 3 is not a power of two: there, dividing the
+    positions by it instead of the frequencies gives other bits."""
+    config = hf_config(head_dim=128, rope_parameters={
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        "full_attention": {"rope_type": "linear", "factor": factor, "rope_theta": 1e6}})
+    theirs = gemma3.Gemma3RotaryEmbedding(config)
+    ours = LinearScaledRotaryEmbedding(128, base=1e6, factor=factor)
+    for length in (1, 7, 64, 1000, 5000):
+        x = torch.zeros(1, length, 128)
+        cos, sin = theirs(x, torch.arange(length)[None], "full_attention")
+        mine_cos, mine_sin = ours.tables(length)
+        assert mine_cos.dtype == mine_sin.dtype == torch.float32
+        assert torch.equal(mine_cos[:length], cos[0]), length
+        assert torch.equal(mine_sin[:length], sin[0]), length
+    inv_freq = 1.0 / 1e6 ** (torch.arange(0, 128, 2).float() / 128)
+    angles = torch.outer(torch.arange(5000).float() / factor, inv_freq)  # the other order
+    assert torch.equal(angles.cos(), cos[0, :, :64]) == (factor == 8.0)
+    rotated = ours(torch.ones(1, 1, 3, 128), offset=4)  # ours turns by its tables
+    x = torch.ones(3, 128)
+    expected = x * cos[0, 4:7] + torch.cat((-x[:, 64:], x[:, :64]), -1) * sin[0, 4:7]
+    assert torch.equal(rotated[0, 0], expected)
+    with pytest.raises(ValueError, match="factor must be finite and > 0, got 0"):
+        LinearScaledRotaryEmbedding(128, base=1e6, factor=0)
 
 
 def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_forward(pair):
@@ -254,6 +339,41 @@ def test_load_from_a_save_pretrained_folder_and_an_older_config_json(pair, tmp_p
     check_gemma3_config(ours, older)
 
 
+def test_the_old_rope_scaling_form_and_rope_parameters_build_the_same_model(scaled_pair):
+    """google/gemma-3-27b-pt's config.json says `rope_scaling` {"rope_type": "linear",
+    "factor": 8.0}, for the global layers only (Gemma3TextConfig merges it into
+    rope_parameters["full_attention"]); as a config.json (rope_theta and
+    rope_local_base_freq beside it), as a Gemma3TextConfig, and in transformers 5's
+    rope_parameters form, it builds the same model."""
+    ours, theirs = scaled_pair
+    old_json = {k: v for k, v in theirs.config.to_dict().items() if k != "rope_parameters"}
+    old_json |= {"rope_theta": 1e6, "rope_local_base_freq": 1e4,
+                 "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    old_object = hf_config(rope_scaling={"rope_type": "linear", "factor": 8.0})
+    assert old_object.rope_parameters == LINEAR_8["rope_parameters"]
+    want = {"sliding_attention": {"base": 1e4, "factor": None},
+            "full_attention": {"base": 1e6, "factor": 8.0}}
+    tokens = ids()
+    with torch.no_grad():
+        logits = ours(tokens)
+        for config in (old_json, old_object, hf_config(**LINEAR_8)):
+            assert gemma3_rope_settings(config) == want
+            check_gemma3_config(ours, config)
+            built = gemma3_from_hf_config(config).double()
+            assert [(type(b.attn.rope), b.attn.rope.base, getattr(b.attn.rope, "factor", None))
+                    for b in built.blocks] == [(RotaryEmbedding, 1e4, None)] * 5 + [
+                        (LinearScaledRotaryEmbedding, 1e6, 8.0)]
+            built.load_state_dict(ours.state_dict())
+            assert torch.equal(built(tokens), logits)
+    local = {"rope_parameters": {"sliding_attention": {"type": "linear", "factor": 2.0},
+                                 "full_attention": {"rope_type": "default"}}}
+    assert gemma3_rope_settings(local) == {  # either kind; an older "type" alone is read
+        "sliding_attention": {"base": 1e4, "factor": 2.0},
+        "full_attention": {"base": 1e6, "factor": None}}
+    assert [type(b.attn.rope) for b in gemma3_from_hf_config(
+        hf_config(**local)).blocks] == [LinearScaledRotaryEmbedding] * 5 + [RotaryEmbedding]
+
+
 @pytest.mark.parametrize("change, message", [
     ({"final_logit_softcapping": 30.0}, r"config final_logit_softcapping=30\.0 is not supported"),
     ({"attn_logit_softcapping": 50.0}, r"config attn_logit_softcapping=50\.0 is not supported"),
@@ -262,10 +382,13 @@ def test_load_from_a_save_pretrained_folder_and_an_older_config_json(pair, tmp_p
     ({"attention_bias": True}, r"config attention_bias=True is not supported"),
     ({"hidden_activation": "gelu"}, r"config hidden_activation='gelu' is not supported"),
     ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                          "full_attention": {"rope_type": "linear", "factor": 8.0,
+                          "full_attention": {"rope_type": "dynamic", "factor": 8.0,
                                              "rope_theta": 1e6}}},
-     r"config rope_parameters\['full_attention'\]=.*'linear'.* is not supported"),
-], ids=["final-softcap", "attn-softcap", "bidirectional", "bias", "activation", "rope-scaling"])
+     (r"^config rope_parameters\['full_attention'\]=\{'rope_type': 'dynamic', 'factor': "
+      r"8\.0, 'rope_theta': 1000000\.0\} is not supported \(ours: rope_type 'default', "
+      r"or 'linear' with a factor\)$")),
+], ids=["final-softcap", "attn-softcap", "bidirectional", "bias", "activation",
+        "rope-dynamic"])
 def test_what_we_do_not_implement_is_refused_naming_the_field(change, message):
     with pytest.raises(ValueError, match=message):
         gemma3_from_hf_config(hf_config(**change))
@@ -281,9 +404,37 @@ def test_malformed_or_other_configs_are_refused():
         gemma3_from_hf_config(config)
     older = hf_config().to_dict()
     del older["rope_parameters"]
-    with pytest.raises(ValueError, match=r"config rope_scaling=\{'rope_type': 'linear', "
+    with pytest.raises(ValueError, match=r"^config rope_scaling=\{'rope_type': 'yarn', "
                                          r"'factor': 8\.0\} is not supported"):
-        gemma3_from_hf_config(older | {"rope_scaling": {"rope_type": "linear", "factor": 8.0}})
+        gemma3_from_hf_config(older | {"rope_scaling": {"rope_type": "yarn", "factor": 8.0}})
+
+
+@pytest.mark.parametrize("rope, message", [
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "yarn", "factor": 4.0}}},
+     (r"^config rope_parameters\['sliding_attention'\]=\{'rope_type': 'yarn', 'factor': "
+      r"4\.0\} is not supported \(ours: rope_type 'default', or 'linear' with a factor\)$")),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+     r"^config rope_scaling=\{'rope_type': 'llama3', 'factor': 8\.0\} is not supported"),
+    ({"rope_scaling": {"rope_type": "linear"}},
+     r"^config rope_scaling=\{'rope_type': 'linear'\}: rope_type 'linear' needs a factor$"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 0.0}}},
+     (r"^config rope_parameters\['full_attention'\]\['factor'\] must be finite and > 0, "
+      r"got 0\.0$")),
+    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": -8.0}}},
+     r"^config rope_parameters\['full_attention'\]\['factor'\] must be finite and > 0"),
+    ({"rope_scaling": {"type": "linear", "factor": 8.0}},
+     (r"^config rope_scaling=\{'type': 'linear', 'factor': 8\.0\} is ambiguous: "
+      r"transformers 5 reads rope_type \('default' here\) and ignores type='linear'")),
+], ids=["yarn-local", "llama3-old-form", "no-factor", "zero-factor", "negative-factor",
+        "old-type"])
+def test_an_unsupported_rope_is_refused_naming_the_field(rope, message):
+    """As a config.json: a dict with rope_parameters, or an older one with rope_scaling
+    (HF 5.24 would build {"type": "linear"} as default RoPE: refused, not guessed)."""
+    config = {k: v for k, v in hf_config().to_dict().items() if k != "rope_parameters"}
+    with pytest.raises(ValueError, match=message):
+        gemma3_from_hf_config(config | rope)
+    with pytest.raises(ValueError, match=message):
+        check_gemma3_config(gemma3_from_hf_config(config), config | rope)
 
 
 def test_check_gemma3_config_names_the_layer_that_differs(pair):
@@ -298,6 +449,24 @@ def test_check_gemma3_config_names_the_layer_that_differs(pair):
     with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope_base=1000000\.0, theirs "
                                          r"rope_theta \(full_attention\)=500000\.0$"):
         check_gemma3_config(ours, other)
+
+
+def test_check_gemma3_config_compares_the_rope_kind_and_factor(pair, scaled_pair):
+    ours, theirs = pair
+    scaled, scaled_hf = scaled_pair
+    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope='RotaryEmbedding', "
+                                         r"theirs rope \(full_attention\)="
+                                         r"'LinearScaledRotaryEmbedding'$"):
+        load_hf_gemma3(ours, scaled_hf.state_dict(), scaled_hf.config)
+    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope="
+                                         r"'LinearScaledRotaryEmbedding', theirs rope "
+                                         r"\(full_attention\)='RotaryEmbedding'$"):
+        check_gemma3_config(scaled, theirs.config)
+    other = scaled_hf.config.to_dict()
+    other["rope_parameters"]["full_attention"]["factor"] = 4.0
+    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope_factor=8\.0, theirs "
+                                         r"factor \(full_attention\)=4\.0$"):
+        check_gemma3_config(scaled, other)
 
 
 # --- memory and syncs -------------------------------------------------------------------
@@ -325,8 +494,9 @@ def test_past_the_window_only_the_global_layers_grow():
         kv_cache_bytes([0], H_KV, D_HEAD, 2, 10)
 
 
-def test_no_host_sync_in_run(pair):
-    ours, _ = pair
+@pytest.mark.parametrize("which", ["pair", "scaled_pair"], ids=["plain", "linear-8"])
+def test_no_host_sync_in_run(which, request):
+    ours, _ = request.getfixturevalue(which)
     assert host_reads(ours.run, ids()) == 0
     assert host_reads(ours, ids()) == 1  # the id check
 

@@ -129,14 +129,20 @@ def test_fullgraph_compile_of_the_encoder_decoder_and_a_rope_gqa_layer(tiny):
 def test_a_fresh_rope_layer_compiles_on_its_first_call(base):
     """The RoPE tables grow inside the first compiled call, and their argument checks run
     there on a float attribute: `math.isfinite` on it broke `fullgraph` for bases other
-    than 10,000 (torch 2.13 keeps such floats symbolic); the checks compare instead."""
+    than 10,000 (torch 2.13 keeps such floats symbolic); the checks compare instead.
+    Chapter 10's LinearScaledRotaryEmbedding (Gemma 3's global layers) grows its tables
+    with its float factor alike."""
     from literate.blocks import qwen3_block
+    from literate.gemma3 import LinearScaledRotaryEmbedding
     from literate.positions import RotaryEmbedding
 
     x = torch.randn(1, 5, 8)
-    rope = RotaryEmbedding(8, base=base)
-    compiled = torch.compile(RotaryEmbedding(8, base=base), fullgraph=True, backend="eager")
-    assert torch.equal(compiled(x), rope(x))
+    for make in (lambda: RotaryEmbedding(8, base=base),
+                 lambda: LinearScaledRotaryEmbedding(8, base=base, factor=8.0),
+                 lambda: LinearScaledRotaryEmbedding(8, base=base, factor=3.0)):
+        rope = make()
+        compiled = torch.compile(make(), fullgraph=True, backend="eager")
+        assert torch.equal(compiled(x), rope(x))
     block, fresh = (qwen3_block(32, 4, 2, 88, d_head=16, rope_base=base) for _ in "ab")
     fresh.load_state_dict(block.state_dict())  # its RoPE tables still empty
     compiled_block = torch.compile(fresh, fullgraph=True, backend="eager")
