@@ -56,6 +56,7 @@ from literate.ffn import DenseFFN, GatedFFN
 from literate.heads import MultiHeadAttention
 from literate.llama import LlamaLanguageModel
 from literate.mla import MultiHeadLatentAttention, YarnRotaryEmbedding
+from literate.gemma3 import LinearScaledRotaryEmbedding
 from literate.gpt_oss import gpt_oss_block
 from literate.mixtral import mixtral_block
 from literate.models import GPTLanguageModel
@@ -94,8 +95,9 @@ def rope_scaling(rope: nn.Module) -> str:
     (chapter 10), or 'positions / 8' (linear interpolation, Gemma 3's global layers)."""
     if isinstance(rope, YarnRotaryEmbedding):
         return f"YaRN x{number(rope.yarn['factor'])}"
-    factor = getattr(rope, "factor", None)  # LinearScaledRotaryEmbedding's
-    return "" if factor is None else f"positions / {number(factor)}"
+    if isinstance(rope, LinearScaledRotaryEmbedding):
+        return f"positions / {number(rope.factor)}"
+    return ""
 
 
 def positions_cell(model: nn.Module) -> str:
