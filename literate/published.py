@@ -96,12 +96,13 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
         "num_key_value_heads": 4, "head_dim": 128, "moe_intermediate_size": 768,
         "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
         "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": []}),
-    # google/gemma-3-27b-pt config.json, text_config (chapter 10's ledger has its cache;
-    # its global layers' linear RoPE scaling by 8 changes no parameter and is left out)
+    # google/gemma-3-27b-pt config.json, text_config (its global layers divide the
+    # positions by 8: chapter 10's LinearScaledRotaryEmbedding)
     "Gemma 3 27B": ("Gemma3TextConfig", {
         "vocab_size": 262208, "hidden_size": 5376, "intermediate_size": 21504,
         "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
-        "head_dim": 128, "query_pre_attn_scalar": 168, "sliding_window": 1024}),
+        "head_dim": 128, "query_pre_attn_scalar": 168, "sliding_window": 1024,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
     # deepseek-ai/DeepSeek-V3 config.json: DeepseekV3Config's defaults, and its YaRN
     "DeepSeek-V3": ("DeepseekV3Config", {
         "max_position_embeddings": 163_840,
@@ -114,6 +115,7 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
 # --8<-- [end:published_configs]
 
 
+# --8<-- [start:parameter_counts]
 def parameter_counts(name: str) -> tuple[int, int]:
     """(total, active per token) of a published model of `PUBLISHED_CONFIGS`, exact
     integers by formula: what Hugging Face's model of that config holds (its parameter
@@ -174,8 +176,10 @@ def gpt_oss_counts(*, d: int, layers: int, heads: int, kv_heads: int, d_head: in
     outside = 2 * vocab * d + d
     return (always + layers * experts * expert + outside,
             always + layers * top_k * expert + outside)
+# --8<-- [end:parameter_counts]
 
 
+# --8<-- [start:cache_shape]
 IN_THE_LEDGER = {"Llama 3 8B": "Llama 3 8B", "Llama 3 70B": "Llama 3 70B",
                  "Mistral 7B": "Mistral 7B v0.1", "Gemma 3 27B": "Gemma 3 27B",
                  "DeepSeek-V3": "DeepSeek-V3", "gpt-oss-120b": "gpt-oss-120b"}
@@ -198,8 +202,10 @@ def cache_shape(name: str) -> CacheShape:
     layers, heads, kv_heads, d_head = others[name]
     return kv_cache_shape(name, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads,
                           d_head=d_head)
+# --8<-- [end:cache_shape]
 
 
+# --8<-- [start:decoding_flops]
 class LatentShape(NamedTuple):
     """The widths of a multi-head latent attention layer (`literate.mla`'s
     `MultiHeadLatentAttention`, in its attribute names) and its `absorb` mode, for
@@ -309,6 +315,7 @@ def decoding_flops(*, d_model: int, n_layers: int, n_heads: int, d_ff: int,
                + 2 * v * d)  # the head
     attention = per_key * sum(read)
     return {"matmuls": matmuls, "attention": attention, "total": matmuls + attention}
+# --8<-- [end:decoding_flops]
 
 
 # --8<-- [start:published_model]
@@ -352,6 +359,7 @@ def published_model(name: str) -> nn.Module:
 # --8<-- [end:published_model]
 
 
+# --8<-- [start:step_flops]
 def routed_top_k(moe: MoEFFN) -> int:
     """How many experts a `MoEFFN`'s router sends each token to: DeepSeek-V3's
     router's `top_k` option, the k of a `Router` routing by `partial(router_function,
@@ -464,6 +472,7 @@ def step_flops(model: nn.Module, keys: int) -> dict[str, int]:
     * gpt-oss's sinks add one logit per head to each softmax: no multiplication by a
       weight, so, like the softmax itself, not counted."""
     return decoding_flops(**decoder_shape(model), keys=keys)
+# --8<-- [end:step_flops]
 
 
 def dense_decoding_flops(model: nn.Module, keys: int) -> dict[str, int]:
@@ -476,6 +485,7 @@ def dense_decoding_flops(model: nn.Module, keys: int) -> dict[str, int]:
     return step_flops(model, keys)
 
 
+# --8<-- [start:attention_equals]
 MOST_KEYS = 2**40  # far past any context: a step that never gets there, never does
 
 
@@ -499,6 +509,7 @@ def attention_equals_matmuls_at(model: nn.Module) -> int | None:
         middle = (below + above) // 2
         below, above = (below, middle) if passes(middle) else (middle, above)
     return below
+# --8<-- [end:attention_equals]
 
 
 def qwen3_moe_shape(config: object) -> dict:
@@ -537,6 +548,7 @@ def published_flops(name: str, keys: int) -> dict[str, int]:
     return step_flops(built_published_model(name), keys)
 
 
+# --8<-- [start:training_flops]
 def non_embedding_active(name: str) -> int:
     """N of the rule of thumb: the parameters one token's forward passes through
     (`parameter_counts`' active count: the k chosen experts, not E) less the
@@ -563,3 +575,4 @@ def training_flops_per_token(name: str) -> int:
     step's forward FLOPs over 2 N (`published_flops(name, keys)["total"]` / (2 N)) say
     how far from that a context of `keys` is."""
     return 6 * non_embedding_active(name)
+# --8<-- [end:training_flops]

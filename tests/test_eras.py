@@ -84,7 +84,7 @@ EXPECTED = {
         "block": "sandwich, serial",
         "norm": "RMSNorm (1 + w)",
         "QK-norm": "per head",
-        "positions": "RoPE (rotate-half), base 10,000 / 1,000,000",
+        "positions": "RoPE (rotate-half), base 10,000 / 1,000,000 (positions / 8)",
         "attention": "GQA, 32 heads, 16 key/value",
         "windows": "1,024 in 52 of 62 layers",
         "FFN": "GeGLU (tanh)",
