@@ -59,7 +59,8 @@ from literate.mla import MultiHeadLatentAttention
 from literate.moe import DeepSeekV3Router, Experts, GptOssExperts, MoEFFN, switch_router
 from literate.params import CacheShape, gpt2_params, kv_cache_shape
 
-__all__ = ["PUBLISHED_CONFIGS", "parameter_counts", "cache_shape", "LatentShape",
+__all__ = ["PUBLISHED_CONFIGS", "PUBLISHED_FIGURES", "rounds_to", "parameter_counts",
+           "cache_shape", "LatentShape",
            "decoding_flops", "published_config", "published_model", "decoder_shape",
            "step_flops", "dense_decoding_flops", "attention_equals_matmuls_at",
            "qwen3_moe_shape", "published_flops", "non_embedding_active",
@@ -113,6 +114,36 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
     "gpt-oss-120b": ("GptOssConfig", {}),
 }
 # --8<-- [end:published_configs]
+
+
+# --8<-- [start:published_figures]
+# What the authors give, rounded as they give it (total, active or None), and where
+PUBLISHED_FIGURES: dict[str, tuple[str, str | None, str, str]] = {
+    "GPT-2 small": ("117M", None, "Radford et al. 2019, table 2", "radford-2019"),
+    "GPT-2 XL": ("1542M", None, "Radford et al. 2019, table 2", "radford-2019"),
+    "Llama 2 7B": ("7B", None, "Touvron et al. 2023b, table 1", "touvron-2023b"),
+    "Llama 3 8B": ("8B", None, "Dubey et al. 2024, table 3", "dubey-2024"),
+    "Llama 3 70B": ("70B", None, "Dubey et al. 2024, table 3", "dubey-2024"),
+    "Mistral 7B": ("7B", None, "Jiang et al. 2023, abstract", "jiang-2023"),
+    "Mixtral 8x7B": ("47B", "13B", "Jiang et al. 2024, abstract", "jiang-2024"),
+    "Qwen3-30B-A3B": ("30B", "3B", "Qwen Team 2025, the model's name", "qwen-2025"),
+    "Gemma 3 27B": ("27B", None, "Gemma Team 2025, the model's name", "gemma-2025"),
+    "DeepSeek-V3": ("671B", "37B", "DeepSeek-AI 2024b, abstract", "deepseek-2024"),
+    "gpt-oss-120b": ("116.8B", "5.1B", "OpenAI 2025, sec. 2", "openai-2025"),
+}
+
+
+def rounds_to(count: int, figure: str) -> bool:
+    """Whether a count rounds to a published figure such as "116.8B" or "117M": within
+    half a unit of its last digit."""
+    units = {"M": 10**6, "B": 10**9}
+    if not figure or figure[-1] not in units:
+        raise ValueError(f"figure must be a number and M or B, got {figure!r}")
+    digits = figure[:-1]
+    decimals = len(digits.partition(".")[2])
+    step = units[figure[-1]] / 10**decimals  # the unit of the last digit
+    return abs(count - float(digits) * units[figure[-1]]) <= step / 2
+# --8<-- [end:published_figures]
 
 
 # --8<-- [start:parameter_counts]

@@ -483,3 +483,14 @@ def test_step_flops_refuses_what_its_formula_does_not_describe():
     with pytest.raises(ValueError, match="windows must give one window"):
         decoding_flops(d_model=8, n_layers=2, n_heads=2, d_ff=8, vocab=5, keys=1,
                        windows=[None])
+
+
+def test_a_count_rounds_to_a_figure_within_half_its_last_digit():
+    from literate.published import PUBLISHED_FIGURES, rounds_to
+
+    assert rounds_to(116_849_999_999, "116.8B") and not rounds_to(116_850_000_001, "116.8B")
+    assert rounds_to(124_499_999, "124M") and not rounds_to(124_500_001, "124M")
+    assert rounds_to(46_702_792_704, "47B") and not rounds_to(46_499_999_999, "47B")
+    with pytest.raises(ValueError, match="figure must be a number and M or B"):
+        rounds_to(1, "7 billion")
+    assert set(PUBLISHED_FIGURES) == set(PUBLISHED_CONFIGS)
