@@ -21,6 +21,7 @@ from literate.figures import modern
 from literate.figures import decoding
 from literate.figures import moe
 from literate.figures import long_context
+from literate.figures import eras
 from literate.figures.style import LANGUAGES, THEMES, svg_bytes
 
 
@@ -200,6 +201,43 @@ FIGURES: dict[str, FigureSpec] = {
             "layers stop (1,024 and 128 tokens) and then grow with their global layers "
             "only; DeepSeek-V3's latent cache grows in proportion, below Llama 3 8B's. "
             "Hollow markers show where the windowed layers stop growing.",
+        ),
+        FigureSpec(
+            "eras-params-cache",
+            eras.params_cache_figure,
+            "The eleven published models on log-log axes: total parameters, from GPT-2 "
+            "small's 124 million to DeepSeek-V3's 671 billion, against KV-cache bytes "
+            "per token in bfloat16 at batch 1 (a context within every window), from "
+            "GPT-2 small's 36 KiB to Llama 2 7B's 512 KiB. Colour marks the cache: "
+            "every key and value of MHA or GQA (GPT-2 small and XL, Llama 2 7B, Llama "
+            "3 8B and 70B, Mixtral 8x7B, Qwen3-30B-A3B), windowed layers (Mistral 7B, "
+            "Gemma 3 27B, gpt-oss-120b) or a latent cache (DeepSeek-V3). Triangles are "
+            "mixtures of experts (Mixtral 8x7B, Qwen3-30B-A3B, gpt-oss-120b, "
+            "DeepSeek-V3), a filled one at the total joined by a thin line to a hollow "
+            "one at the parameters active per token; circles are dense models. Mixtral "
+            "8x7B caches as much per token as Llama 3 8B and Mistral 7B with several "
+            "times their parameters in total; Qwen3-30B-A3B, gpt-oss-120b and "
+            "DeepSeek-V3 cache less per token than Llama 3 8B; Gemma 3 27B, within its "
+            "windows, nearly as much as Llama 2 7B.",
+        ),
+        FigureSpec(
+            "eras-blocks",
+            eras.era_blocks_figure,
+            "One block diagram per row of the era table, four to a line, each drawn "
+            "bottom to top from the input x: the residual stream a vertical line, each "
+            "sublayer on a branch that rejoins it at a (+), norms in orange, attention "
+            "in blue, feed-forward in green, each box labelled with its kind (the "
+            "norm; MHA, GQA or MLA with its heads; the FFN or the experts and top-k). "
+            "The 2017 Transformer's decoder layer is post-norm, a LayerNorm on the "
+            "stream after each of its three joins (self-attention, cross-attention "
+            "reading the encoder, ReLU feed-forward). GPT-2, Llama 3, Mistral 7B, "
+            "Qwen3, Mixtral, DeepSeek-V3 and gpt-oss are pre-norm, a norm on each "
+            "branch before its sublayer; OLMo 2 puts it after the sublayer, Gemma 3 "
+            "both before and after (sandwich). GPT-J and GPT-NeoX are parallel: "
+            "attention and feed-forward side by side, joining the stream at one (+), "
+            "after one shared norm (GPT-J) or one each (GPT-NeoX). Under each panel, "
+            "the era's name and its positions (learned, sinusoidal, or RoPE with its "
+            "base), windows and sinks.",
         ),
     ]
 }
