@@ -261,8 +261,9 @@ def published_block(spec: PublishedBlock) -> nn.Module:
     if s.builder == "neox_block":  # 20B's gelu_fast is the tanh form
         activation = gelu_tanh if HF_ACTIVATIONS[s.hf_activation] == "gelu (tanh)" \
             else F.gelu
-        return neox_block(s.d_model, s.n_heads, s.d_ff, rotary_pct=s.rotary_dim / s.d_head,
-                          rope_base=s.rope_base, eps=s.eps, activation=activation)
+        return neox_block(s.d_model, s.n_heads, s.d_ff,
+                          rotary_pct=s.rotary_dim / s.d_head, rope_base=s.rope_base,
+                          eps=s.eps, activation=activation)
     if s.builder == "cohere_block":
         return cohere_block(s.d_model, s.n_heads, s.n_kv_heads, s.d_ff,
                             rope_base=s.rope_base, eps=s.eps)

@@ -307,9 +307,9 @@ def transformer_base() -> EncoderDecoder:
 @dataclass(frozen=True)
 class EraRow:
     name: str
-    build: Callable[[], nn.Module]  # the era's model by our builders, on the meta device
-    page: str  # the section that teaches it, docs-relative
-    proof: str  # the pytest id of the test that proves it equal to its production twin
+    build: Callable[[], nn.Module]  # the era's model by our builders, on meta
+    page: str  # the chapter that builds it, docs-relative
+    proof: str  # the pytest id of the test proving it equal to its production twin
 
 
 ERA_ROWS: tuple[EraRow, ...] = (
@@ -318,18 +318,22 @@ ERA_ROWS: tuple[EraRow, ...] = (
            "test_model_equals_pytorch_stacks_forward_and_backward"),
     EraRow("GPT-2 small", lambda: published_model("GPT-2 small"), "eras/gpt2.md",
            "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel"),
-    EraRow("Llama 3 8B", lambda: published_model("Llama 3 8B"), "modern/modern-block.md",
-           "tests/test_llama.py::test_logits_and_every_gradient_equal_llama_for_causal_lm"),
+    EraRow("Llama 3 8B", lambda: published_model("Llama 3 8B"),
+           "modern/modern-block.md",
+           "tests/test_llama.py::"
+           "test_logits_and_every_gradient_equal_llama_for_causal_lm"),
     EraRow("Mistral 7B v0.1", lambda: published_model("Mistral 7B"),
            "long-context/long-context.md",
            "tests/test_mistral_window.py::"
            "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
     EraRow("Qwen3 8B (a block)", lambda: catalog_model("Qwen3 8B"),
            "modern/modern-block.md",
-           "tests/test_modern_blocks.py::test_qwen3_block_equals_hf_qwen3_decoder_layer"),
+           "tests/test_modern_blocks.py::"
+           "test_qwen3_block_equals_hf_qwen3_decoder_layer"),
     EraRow("OLMo 2 7B (a block)", lambda: catalog_model("OLMo 2 7B"),
            "modern/modern-block.md",
-           "tests/test_modern_blocks.py::test_olmo2_block_equals_hf_olmo2_decoder_layer"),
+           "tests/test_modern_blocks.py::"
+           "test_olmo2_block_equals_hf_olmo2_decoder_layer"),
     EraRow("Gemma 3 27B", lambda: published_model("Gemma 3 27B"),
            "long-context/long-context.md",
            "tests/test_gemma3_model.py::"
@@ -342,10 +346,12 @@ ERA_ROWS: tuple[EraRow, ...] = (
            "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
     EraRow("Mixtral 8x7B", lambda: published_model("Mixtral 8x7B"),
            "moe/mixture-of-experts.md",
-           "tests/test_mixtral.py::test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
+           "tests/test_mixtral.py::"
+           "test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
     EraRow("DeepSeek-V3", lambda: published_model("DeepSeek-V3"),
            "long-context/long-context.md",
-           "tests/test_mla.py::test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
+           "tests/test_mla.py::"
+           "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
     EraRow("gpt-oss-120b", lambda: published_model("gpt-oss-120b"),
            "long-context/long-context.md",
            "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
@@ -385,7 +391,8 @@ def block_diff(older: str, newer: str) -> list[str]:
     the same, shown as the newer builder writes them."""
     a, b = block_expression(BUILDERS[older]), block_expression(BUILDERS[newer])
     words = partial(map, lambda line: " ".join(line.split()))
-    match = difflib.SequenceMatcher(None, list(words(a)), list(words(b)), autojunk=False)
+    match = difflib.SequenceMatcher(None, list(words(a)), list(words(b)),
+                                    autojunk=False)
     diff = []
     for op, i1, i2, j1, j2 in match.get_opcodes():
         if op == "equal":

@@ -53,7 +53,7 @@ from torch import nn
 from literate.checks import boolean, choice, non_negative_int, positive_int
 from literate.ffn import DenseFFN, GatedFFN
 from literate.heads import MultiHeadAttention, head_counts
-from literate.long_context import published_cache
+from literate.long_context import PUBLISHED_CACHES
 from literate.mixtral import mla_params, moe_params
 from literate.mla import MultiHeadLatentAttention
 from literate.moe import DeepSeekV3Router, Experts, GptOssExperts, MoEFFN, switch_router
@@ -221,7 +221,7 @@ def cache_shape(name: str) -> CacheShape:
     does not hold their layers and key/value heads (MHA for GPT-2 and Llama 2 7B, GQA
     for Mixtral and Qwen3-30B-A3B; no window)."""
     if name in IN_THE_LEDGER:
-        return published_cache(IN_THE_LEDGER[name])
+        return next(s for s in PUBLISHED_CACHES if s.name == IN_THE_LEDGER[name])
     others = {  # layers, heads, key/value heads, head width
         "GPT-2 small": (12, 12, 12, 64), "GPT-2 XL": (48, 25, 25, 64),
         "Llama 2 7B": (32, 32, 32, 128), "Mixtral 8x7B": (32, 32, 8, 128),
