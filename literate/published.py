@@ -60,11 +60,10 @@ from literate.moe import DeepSeekV3Router, Experts, GptOssExperts, MoEFFN, switc
 from literate.params import CacheShape, gpt2_params, kv_cache_shape
 
 __all__ = ["PUBLISHED_CONFIGS", "PUBLISHED_FIGURES", "rounds_to", "parameter_counts",
-           "cache_shape", "LatentShape",
-           "decoding_flops", "published_config", "published_model", "decoder_shape",
-           "step_flops", "dense_decoding_flops", "attention_equals_matmuls_at",
-           "qwen3_moe_shape", "published_flops", "non_embedding_active",
-           "training_flops_per_token"]
+           "cache_shape", "LatentShape", "decoding_flops", "published_config",
+           "published_model", "decoder_shape", "step_flops", "dense_decoding_flops",
+           "attention_equals_matmuls_at", "qwen3_moe_shape", "published_shape",
+           "published_flops", "non_embedding_active", "training_flops_per_token"]
 
 # --8<-- [start:published_configs]
 PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
@@ -149,48 +148,52 @@ def rounds_to(count: int, figure: str) -> bool:
 # --8<-- [start:parameter_counts]
 def parameter_counts(name: str) -> tuple[int, int]:
     """(total, active per token) of a published model of `PUBLISHED_CONFIGS`, exact
-    integers by formula: what Hugging Face's model of that config holds (its parameter
-    count; tied tensors once)."""
-    if name == "GPT-2 small":
-        n = gpt2_params(50257, 1024, 768, 12, 12).total
+    integers by formula from the numbers of its configuration (`published_config`):
+    what Hugging Face's model of that config holds (tied tensors once)."""
+    c = published_config(name)
+    d, layers, h, vocab = (getattr(c, "hidden_size", None), c.num_hidden_layers,
+                           c.num_attention_heads, c.vocab_size)
+    kind = c.model_type
+    if kind == "gpt2":
+        n = gpt2_params(vocab, c.n_positions, c.n_embd, c.n_head, c.n_layer).total
         return n, n
-    if name == "GPT-2 XL":
-        n = gpt2_params(50257, 1024, 1600, 25, 48).total
-        return n, n
-    dense = {  # d, layers, heads, kv heads, d_ff, vocab: Llama's block, untied
-        "Llama 2 7B": (4096, 32, 32, 32, 11008, 32000),
-        "Llama 3 8B": (4096, 32, 32, 8, 14336, 128256),
-        "Llama 3 70B": (8192, 80, 64, 8, 28672, 128256),
-        "Mistral 7B": (4096, 32, 32, 8, 14336, 32000),
-    }
-    if name in dense:
-        d, layers, h, h_kv, d_ff, vocab = dense[name]
-        return moe_params(d, layers, 1, 1, d_ff, h, h_kv, vocab, dense_layers=layers,
-                          dense_d_ff=d_ff)
-    if name == "Mixtral 8x7B":
-        return moe_params(4096, 32, 8, 2, 14336, 32, 8, 32000)
-    if name == "Qwen3-30B-A3B":
-        return moe_params(2048, 48, 128, 8, 768, 32, 4, 151936, d_head=128,
-                          qk_norm=True)
-    if name == "Gemma 3 27B":
+    if kind in ("llama", "mistral"):  # Llama's block, dense
+        return moe_params(d, layers, 1, 1, c.intermediate_size, h,
+                          c.num_key_value_heads, vocab, dense_layers=layers,
+                          dense_d_ff=c.intermediate_size,
+                          tied=c.tie_word_embeddings)
+    if kind == "mixtral":
+        return moe_params(d, layers, c.num_local_experts, c.num_experts_per_tok,
+                          c.intermediate_size, h, c.num_key_value_heads, vocab)
+    if kind == "qwen3_moe":
+        return moe_params(d, layers, c.num_experts, c.num_experts_per_tok,
+                          c.moe_intermediate_size, h, c.num_key_value_heads, vocab,
+                          d_head=c.head_dim, qk_norm=True)
+    if kind == "gemma3_text":
         # Llama's count with QK-norm, tied, plus the sandwich's two more norms a layer
-        d, layers = 5376, 62
-        total, _ = moe_params(d, layers, 1, 1, 21504, 32, 16, 262208, d_head=128,
-                              dense_layers=layers, dense_d_ff=21504, tied=True,
-                              qk_norm=True)
+        total, _ = moe_params(d, layers, 1, 1, c.intermediate_size, h,
+                              c.num_key_value_heads, vocab, d_head=c.head_dim,
+                              dense_layers=layers, dense_d_ff=c.intermediate_size,
+                              tied=True, qk_norm=True)
         total += layers * 2 * d
         return total, total
-    if name == "DeepSeek-V3":
-        attention = mla_params(7168, 128, q_lora_rank=1536, kv_lora_rank=512,
-                               qk_nope_head_dim=128, qk_rope_head_dim=64,
-                               v_head_dim=128)
-        return moe_params(7168, 61, 256, 8, 2048, 128, 128, 129280, shared=1,
-                          dense_layers=3, dense_d_ff=18432, attention=attention)
-    if name == "gpt-oss-120b":
-        return gpt_oss_counts(d=2880, layers=36, heads=64, kv_heads=8, d_head=64,
-                              experts=128, top_k=4, d_ff=2880, vocab=201088)
-    raise ValueError(f"no published configuration named {name!r}; "
-                     f"known: {sorted(PUBLISHED_CONFIGS)}")
+    if kind == "deepseek_v3":
+        attention = mla_params(d, h, q_lora_rank=c.q_lora_rank,
+                               kv_lora_rank=c.kv_lora_rank,
+                               qk_nope_head_dim=c.qk_nope_head_dim,
+                               qk_rope_head_dim=c.qk_rope_head_dim,
+                               v_head_dim=c.v_head_dim)
+        return moe_params(d, layers, c.n_routed_experts, c.num_experts_per_tok,
+                          c.moe_intermediate_size, h, c.num_key_value_heads, vocab,
+                          shared=c.n_shared_experts,
+                          dense_layers=c.first_k_dense_replace,
+                          dense_d_ff=c.intermediate_size, attention=attention)
+    if kind == "gpt_oss":
+        return gpt_oss_counts(d=d, layers=layers, heads=h,
+                              kv_heads=c.num_key_value_heads, d_head=c.head_dim,
+                              experts=c.num_local_experts, top_k=c.num_experts_per_tok,
+                              d_ff=c.intermediate_size, vocab=vocab)
+    raise ValueError(f"{name}: no formula here for a {kind} model")
 
 
 def gpt_oss_counts(*, d: int, layers: int, heads: int, kv_heads: int, d_head: int,
@@ -218,21 +221,16 @@ IN_THE_LEDGER = {"Llama 3 8B": "Llama 3 8B", "Llama 3 70B": "Llama 3 70B",
 
 def cache_shape(name: str) -> CacheShape:
     """The KV cache of a published model: chapter 10's ledger entry, or for the five it
-    does not hold their layers and key/value heads (MHA for GPT-2 and Llama 2 7B, GQA
-    for Mixtral and Qwen3-30B-A3B; no window)."""
+    does not hold (MHA for GPT-2 and Llama 2 7B, GQA for Mixtral and Qwen3-30B-A3B; no
+    window) the layers, heads and key/value heads of its configuration."""
     if name in IN_THE_LEDGER:
         return next(s for s in PUBLISHED_CACHES if s.name == IN_THE_LEDGER[name])
-    others = {  # layers, heads, key/value heads, head width
-        "GPT-2 small": (12, 12, 12, 64), "GPT-2 XL": (48, 25, 25, 64),
-        "Llama 2 7B": (32, 32, 32, 128), "Mixtral 8x7B": (32, 32, 8, 128),
-        "Qwen3-30B-A3B": (48, 32, 4, 128),
-    }
-    if name not in others:
-        raise ValueError(f"no published configuration named {name!r}; "
-                         f"known: {sorted(PUBLISHED_CONFIGS)}")
-    layers, heads, kv_heads, d_head = others[name]
-    return kv_cache_shape(name, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads,
-                          d_head=d_head)
+    c = published_config(name)  # refuses an unknown name
+    heads = c.num_attention_heads
+    kv_heads = getattr(c, "num_key_value_heads", None) or heads  # GPT-2: MHA
+    d_head = getattr(c, "head_dim", None) or c.hidden_size // heads
+    return kv_cache_shape(name, n_layers=c.num_hidden_layers, n_heads=heads,
+                          n_kv_heads=kv_heads, d_head=d_head)
 # --8<-- [end:cache_shape]
 
 
@@ -301,9 +299,10 @@ def decoding_flops(*, d_model: int, n_layers: int, n_heads: int, d_ff: int,
         project = 2 * (2 * d * h * d_head + 2 * d * h_kv * d_head)  # q, o; k, v
         per_key_matmuls, per_key = 0, 4 * h * d_head
     else:
-        if not isinstance(latent, LatentShape):
+        if not isinstance(latent, tuple) or len(latent) != len(LatentShape._fields):
             raise TypeError(f"latent must be a LatentShape, got "
                             f"{type(latent).__name__}")
+        latent = LatentShape(*latent)  # any copy of the class (a page's) will do
         if n_kv_heads is not None or d_head is not None:
             raise ValueError("latent attention has no n_kv_heads or d_head: its widths "
                              "are latent's")
@@ -520,14 +519,15 @@ def dense_decoding_flops(model: nn.Module, keys: int) -> dict[str, int]:
 MOST_KEYS = 2**40  # far past any context: a step that never gets there, never does
 
 
-def attention_equals_matmuls_at(model: nn.Module) -> int | None:
+def attention_equals_matmuls_at(model: nn.Module | dict) -> int | None:
     """The context at which a decoding step's attention FLOPs reach its matmul FLOPs
     (`step_flops`): the most keys whose attention is still <= the matmuls, or None if
     the attention never passes them (every layer has a window too short; MLA's naive
     form, whose matmuls grow with the keys faster). The rule of thumb 2 N per token
     (6 N to train) counts the matmuls only, and stops describing the step's cost as
-    the context nears this."""
-    shape = decoder_shape(model)
+    the context nears this. `model` may be `decoding_flops`'s shape itself (a dict of
+    its keywords but `keys`, e.g. `published_shape(name)`)."""
+    shape = model if isinstance(model, dict) else decoder_shape(model)
 
     def passes(keys: int) -> bool:  # nondecreasing in keys
         flops = decoding_flops(**shape, keys=keys)
@@ -569,14 +569,19 @@ def built_published_model(name: str) -> nn.Module:
     return published_model(name)
 
 
-def published_flops(name: str, keys: int) -> dict[str, int]:
-    """`step_flops` of a published model at `keys` keys: of the model our loader
-    builds from its configuration, or for Qwen3-30B-A3B (no loader) `decoding_flops`
-    of the shape its configuration gives (`qwen3_moe_shape`)."""
-    config = published_config(name)
+def published_shape(name: str) -> dict:
+    """`decoding_flops`'s keywords but `keys` for a published model: read from the
+    model our loader builds from its configuration (`decoder_shape`), or for
+    Qwen3-30B-A3B (no loader) from its configuration (`qwen3_moe_shape`)."""
     if name == "Qwen3-30B-A3B":
-        return decoding_flops(**qwen3_moe_shape(config), keys=keys)
-    return step_flops(built_published_model(name), keys)
+        return qwen3_moe_shape(published_config(name))
+    return decoder_shape(built_published_model(name))
+
+
+def published_flops(name: str, keys: int) -> dict[str, int]:
+    """`decoding_flops` of a published model's step at `keys` keys (`published_shape`):
+    `step_flops` of the model our loader builds, Qwen3-30B-A3B's from its config."""
+    return decoding_flops(**published_shape(name), keys=keys)
 
 
 # --8<-- [start:training_flops]

@@ -494,3 +494,18 @@ def test_a_count_rounds_to_a_figure_within_half_its_last_digit():
     with pytest.raises(ValueError, match="figure must be a number and M or B"):
         rounds_to(1, "7 billion")
     assert set(PUBLISHED_FIGURES) == set(PUBLISHED_CONFIGS)
+
+
+@pytest.mark.parametrize("name", ["Qwen3-30B-A3B", "Llama 3 8B"])
+def test_attention_passes_the_matmuls_one_key_after_the_context_it_gives(name):
+    """`attention_equals_matmuls_at` of a shape (Qwen3-30B-A3B's, from its config) or
+    of a model: the most keys whose attention is within the matmuls."""
+    from literate.published import published_shape
+
+    shape = published_shape(name)
+    at = attention_equals_matmuls_at(shape)
+    for keys, beyond in ((at, False), (at + 1, True)):
+        step = decoding_flops(**shape, keys=keys)
+        assert (step["attention"] > step["matmuls"]) == beyond
+    if name == "Llama 3 8B":
+        assert at == attention_equals_matmuls_at(published_model(name)) == 28_628
