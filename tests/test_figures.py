@@ -229,3 +229,22 @@ def test_studies_refuse_unknown_settings():
         studies.init_study("pre", 0)
     with pytest.raises(ValueError, match=r"^input_std must be finite and > 0, got 0\.0$"):
         studies.init_study("pre", 2, input_std=0.0)
+
+
+def test_ipython_is_imported_before_the_figure_and_notebook_threads_start():
+    """The figures' thread makes matplotlib canvases, which read `IPython.version_info`
+    when IPython is in sys.modules; the notebooks' thread imports IPython. A canvas made
+    while that import is half done raised AttributeError and failed a build, so the
+    hook's on_config (which runs before both threads) imports it. In a fresh
+    interpreter, where importing the hooks does not import IPython."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport literate.site.hooks as h\n"
+            "assert 'IPython' not in sys.modules\n"
+            "h.cover_notebook_cache_with_code = lambda: None\nh.on_config({})\n"
+            "print(sys.modules['IPython'].version_info >= (8,))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=hooks.ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "True"

@@ -365,6 +365,13 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
 
 def on_config(config: Any) -> Any:
     cover_notebook_cache_with_code()
+    # The figures are drawn in one thread while the notebooks execute in another, which
+    # imports IPython; every matplotlib canvas reads `IPython.version_info` if the module
+    # is in sys.modules, and a half-imported one raises. Import it here, before either.
+    try:
+        import IPython  # noqa: F401
+    except ImportError:  # no notebooks without it
+        pass
     return config
 
 
