@@ -1,24 +1,21 @@
-"""Chapter 11's table of the eras (a start): each row a small model built by this site's
-own builders, each cell read from the built object, never typed, and each row naming the
-test that proves the model (or its block) equal to its production twin.
+"""Chapter 11's table of the eras: each row a model built by this site's own builders
+(the published model from its configuration, on the meta device, or chapter 7's
+published block), each cell read from the built object's classes and attributes, and
+each row naming the test that proves the model (or its block) equal to its production
+twin.
 
-`describe_model(model)` reads the cells of `ERA_COLUMNS` from a language model of ours:
-the block's topology and norm (chapter 7's `block_norms`, `norm_name`), the positions
-(learned, RoPE with its layout, rotated fraction, bases and YaRN), the attention (MHA,
-GQA, MQA or latent), the windows over the layers, the sinks, the FFN (dense, gated, or a
-mixture of experts with its top-k and shared experts), the biases and a tied output.
-`ERA_ROWS` lists the eras: the published model built by our loaders from its
-configuration on the meta device (`literate.published`), or chapter 7's published
-block where this site builds the block alone, with the chapter section that teaches
-it and the test that proves it; tests/test_eras.py checks every cell against the
-published description and every row's test exists.
+`describe_model(model)` reads the cells of `ERA_COLUMNS`: the block's topology and norm
+(chapter 7's `block_norms`, `norm_name`), QK-norm, the positions (learned, sinusoidal,
+RoPE with its layout, rotated fraction, bases and any stretching of the positions), the
+attention (MHA, GQA, MQA, latent; cross-attention), the windows over the layers, the
+sinks, the FFN (dense, gated, or a mixture of experts with its top-k, its experts'
+activation and a shared expert), its width as a multiple of d, the router, the biases
+and a tied output. `ERA_ROWS` lists the eras in the order of their publication, with
+the chapter that builds each and the test that proves it; tests/test_eras.py checks
+every cell against the published description and that every row's test exists.
 
 `block_diff(older, newer)` is the diff view: the lines of the block builders' `return`
-statements (the block each builder assembles, read from the sections the pages show)
-that change from one era to the next, e.g. GPT-2 -> Llama.
-
-Not yet here (issue 13): the 2017 encoder-decoder's row (its layers are not a language
-model's blocks), the published configurations' numbers, the figures and the page.
+statements (the block each builder assembles) that change from one era to the next.
 """
 
 from __future__ import annotations
@@ -60,7 +57,7 @@ from literate.gemma3 import LinearScaledRotaryEmbedding
 from literate.gpt_oss import gpt_oss_block
 from literate.mixtral import mixtral_block
 from literate.models import GPTLanguageModel
-from literate.moe import DeepSeekV3Router, MoEFFN
+from literate.moe import DeepSeekV3Router, GptOssExperts, MoEFFN
 from literate.norms import RMSNorm
 from literate.published import published_model
 from literate.seq2seq import EncoderDecoder
@@ -85,8 +82,8 @@ def attention_cell(attn: nn.Module) -> str:
 
 
 def qk_norm_cell(attn: nn.Module) -> str:
-    if isinstance(attn, MultiHeadLatentAttention):
-        return "on the latents"  # RMSNorms on the query and key-value latents
+    if isinstance(attn, MultiHeadLatentAttention):  # norms before the up-projections
+        return "none (RMSNorm on the q and kv latents)"
     return QK_NORM[attn.qk_norm]
 
 
@@ -143,16 +140,22 @@ def router_top_k(router: nn.Module) -> int:
     raise ValueError(f"a router whose k this table cannot read: {router!r}")
 
 
+ACTIVATIONS = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu (tanh)": "GeGLU (tanh)"}
+DENSE = {"relu": "ReLU", "gelu": "GELU", "gelu (tanh)": "GELU (tanh)"}
+
+
 def ffn_cell(ffn: nn.Module) -> str:
     if isinstance(ffn, MoEFFN):
+        experts = ffn.experts
+        kind = ("clamped SwiGLU" if isinstance(experts, GptOssExperts)
+                else ACTIVATIONS[activation_name(experts.activation)])
         shared = " + a shared expert" if ffn.shared is not None else ""
-        return (f"MoE, top-{router_top_k(ffn.router)} of {ffn.n_experts} "
+        return (f"MoE, top-{router_top_k(ffn.router)} of {ffn.n_experts} {kind} "
                 f"experts{shared}")
     if type(ffn) is GatedFFN:
-        names = {"silu": "SwiGLU", "gelu": "GeGLU", "gelu (tanh)": "GeGLU (tanh)"}
-        return names[activation_name(ffn.activation)]
+        return ACTIVATIONS[activation_name(ffn.activation)]
     if type(ffn) is DenseFFN:
-        return activation_name(ffn.activation)
+        return DENSE[activation_name(ffn.activation)]
     raise TypeError(f"not an FFN of ours: {type(ffn).__name__}")
 
 
@@ -184,11 +187,15 @@ def width_cell(ffn: nn.Module, d_model: int) -> str:
     return width(ffn.d_ff, d_model)
 
 
-ROUTERS = {  # chapter 9's route functions: what each does to a token's logits
-    "switch_router": "softmax, top-1",
-    "mixtral_router": "softmax, top-k, renormalised",
-    "qwen3_moe_router": "softmax, top-k",
-    "gpt_oss_router": "top-k, softmax over the k",
+# Chapter 9's route functions, by what they compute. A softmax over the E experts
+# kept at the top k and renormalised is the softmax of the top k logits: Mixtral's
+# and gpt-oss's routers weigh the same (they differ in precision, and gpt-oss's
+# logits have a bias).
+ROUTERS = {
+    "switch_router": "softmax, top-1, not renormalised",
+    "mixtral_router": "softmax over the top-k",
+    "qwen3_moe_router": "softmax, top-k, not renormalised",
+    "gpt_oss_router": "softmax over the top-k",
 }
 
 
@@ -204,10 +211,9 @@ def router_cell(ffn: nn.Module) -> str:
     name = getattr(route.func if isinstance(route, partial) else route, "__name__", "")
     if name not in ROUTERS:
         raise ValueError(f"a route function the table has no name for: {route!r}")
-    cell = ROUTERS[name]
     if name == "qwen3_moe_router" and route.keywords.get("norm_topk_prob"):
-        cell += ", renormalised"
-    return cell
+        return ROUTERS["mixtral_router"]
+    return ROUTERS[name]
 
 
 def biases_cell(block: nn.Module) -> str:
@@ -262,22 +268,26 @@ def describe_model(model: nn.Module) -> dict[str, str]:
 
 
 def describe_encoder_decoder(model: EncoderDecoder) -> dict[str, str]:
-    """The cells of chapter 4's 2017 model, read from its decoder's first layer (its
-    encoder's layers are the same parts without the cross-attention); its positions
-    are the fixed sinusoids `EncoderDecoder.embed` adds, and its one embedding matrix
-    embeds both languages and makes the logits."""
+    """The cells of chapter 4's 2017 model, read from its decoder's first layer (the
+    encoder's layers are the same parts without the cross-attention) and its class:
+    a `PostNormDecoderLayer` adds each sublayer to the stream and then norms it, and
+    an `EncoderDecoder` adds the fixed sinusoids to its embeddings (it has no position
+    parameters) and makes the logits with its one embedding matrix, which also embeds
+    both languages."""
     layer = model.decoder[0]
     if not isinstance(layer, PostNormDecoderLayer):
         raise TypeError(f"not a 2017 decoder layer: {type(layer).__name__}")
-    ffn = layer.ffn
+    ffn, attn = layer.ffn, layer.self_attn
     return {
         "block": "post-norm, serial", "norm": norm_name(layer.norm1),
-        "QK-norm": "none", "positions": "sinusoidal, added to the embeddings",
-        "attention": (f"{attention_cell(layer.self_attn)}; cross-attention, "
+        "QK-norm": qk_norm_cell(attn),
+        "positions": "sinusoidal, added to the embeddings",
+        "attention": (f"{attention_cell(attn)}; cross-attention, "
                       f"{attention_cell(layer.cross_attn)}"),
-        "windows": "none", "sinks": "none", "FFN": ffn_cell(ffn),
-        "FFN width": width_cell(ffn, model.d_model), "router": "none",
-        "biases": biases_cell(layer),
+        "windows": "none" if getattr(attn, "window", None) is None else "windowed",
+        "sinks": "per head" if isinstance(attn, SinkAttention) else "none",
+        "FFN": ffn_cell(ffn), "FFN width": width_cell(ffn, model.d_model),
+        "router": router_cell(ffn), "biases": biases_cell(layer),
         "tied output": "yes, and with the source's embedding",
     }
 # --8<-- [end:describe_model]
@@ -287,13 +297,16 @@ def describe_encoder_decoder(model: EncoderDecoder) -> dict[str, str]:
 def catalog_model(name: str) -> LlamaLanguageModel:
     """A one-block language model around chapter 7's published block of that name,
     built on the meta device (the catalog describes a block, not its stack: its
-    cells are the block's; the vocabulary is a stand-in)."""
+    cells are the block's, its output tied if the catalog says the model's is; the
+    vocabulary is a stand-in)."""
     spec = next(spec for spec in PUBLISHED_BLOCKS if spec.name == name)
     with torch.device("meta"):
         block = published_block(spec)
         d = block.d_model
-        return LlamaLanguageModel(nn.Embedding(1, d), [block], RMSNorm(d),
-                                  nn.Linear(d, 1, bias=False), context=1)
+        embedding, head = nn.Embedding(1, d), nn.Linear(d, 1, bias=False)
+        if spec.tied:  # the model's fact the catalog records
+            head.weight = embedding.weight
+        return LlamaLanguageModel(embedding, [block], RMSNorm(d), head, context=1)
 
 
 def transformer_base() -> EncoderDecoder:
@@ -307,60 +320,63 @@ def transformer_base() -> EncoderDecoder:
 @dataclass(frozen=True)
 class EraRow:
     name: str
+    year: int  # of the model's publication
     build: Callable[[], nn.Module]  # the era's model by our builders, on meta
     page: str  # the chapter that builds it, docs-relative
     proof: str  # the pytest id of the test proving it equal to its production twin
 
 
-ERA_ROWS: tuple[EraRow, ...] = (
-    EraRow("Transformer base (2017)", transformer_base, "eras/encoder-decoder.md",
+ERA_ROWS: tuple[EraRow, ...] = (  # in the order of publication
+    EraRow("Transformer base", 2017, transformer_base, "eras/encoder-decoder.md",
            "tests/test_seq2seq.py::"
            "test_model_equals_pytorch_stacks_forward_and_backward"),
-    EraRow("GPT-2 small", lambda: published_model("GPT-2 small"), "eras/gpt2.md",
+    EraRow("GPT-2 small", 2019, lambda: published_model("GPT-2 small"),
+           "eras/gpt2.md",
            "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel"),
-    EraRow("Llama 3 8B", lambda: published_model("Llama 3 8B"),
+    EraRow("GPT-J 6B (a block)", 2021, lambda: catalog_model("GPT-J 6B"),
            "modern/modern-block.md",
-           "tests/test_llama.py::"
-           "test_logits_and_every_gradient_equal_llama_for_causal_lm"),
-    EraRow("Mistral 7B v0.1", lambda: published_model("Mistral 7B"),
+           "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
+    EraRow("GPT-NeoX 20B (a block)", 2022, lambda: catalog_model("GPT-NeoX 20B"),
+           "modern/modern-block.md",
+           "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
+    EraRow("Mistral 7B v0.1", 2023, lambda: published_model("Mistral 7B v0.1"),
            "long-context/long-context.md",
            "tests/test_mistral_window.py::"
            "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
-    EraRow("Qwen3 8B (a block)", lambda: catalog_model("Qwen3 8B"),
-           "modern/modern-block.md",
-           "tests/test_modern_blocks.py::"
-           "test_qwen3_block_equals_hf_qwen3_decoder_layer"),
-    EraRow("OLMo 2 7B (a block)", lambda: catalog_model("OLMo 2 7B"),
-           "modern/modern-block.md",
-           "tests/test_modern_blocks.py::"
-           "test_olmo2_block_equals_hf_olmo2_decoder_layer"),
-    EraRow("Gemma 3 27B", lambda: published_model("Gemma 3 27B"),
-           "long-context/long-context.md",
-           "tests/test_gemma3_model.py::"
-           "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
-    EraRow("GPT-J 6B (a block)", lambda: catalog_model("GPT-J 6B"),
-           "modern/modern-block.md",
-           "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
-    EraRow("GPT-NeoX 20B (a block)", lambda: catalog_model("GPT-NeoX 20B"),
-           "modern/modern-block.md",
-           "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
-    EraRow("Mixtral 8x7B", lambda: published_model("Mixtral 8x7B"),
+    EraRow("Mixtral 8x7B", 2023, lambda: published_model("Mixtral 8x7B"),
            "moe/mixture-of-experts.md",
            "tests/test_mixtral.py::"
            "test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
-    EraRow("DeepSeek-V3", lambda: published_model("DeepSeek-V3"),
+    EraRow("Llama 3 8B", 2024, lambda: published_model("Llama 3 8B"),
+           "modern/modern-block.md",
+           "tests/test_llama.py::"
+           "test_logits_and_every_gradient_equal_llama_for_causal_lm"),
+    EraRow("OLMo 2 7B (a block)", 2024, lambda: catalog_model("OLMo 2 7B"),
+           "modern/modern-block.md",
+           "tests/test_modern_blocks.py::"
+           "test_olmo2_block_equals_hf_olmo2_decoder_layer"),
+    EraRow("DeepSeek-V3", 2024, lambda: published_model("DeepSeek-V3"),
            "long-context/long-context.md",
            "tests/test_mla.py::"
            "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
-    EraRow("gpt-oss-120b", lambda: published_model("gpt-oss-120b"),
+    EraRow("Gemma 3 27B", 2025, lambda: published_model("Gemma 3 27B"),
+           "long-context/long-context.md",
+           "tests/test_gemma3_model.py::"
+           "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
+    EraRow("Qwen3 8B (a block)", 2025, lambda: catalog_model("Qwen3 8B"),
+           "modern/modern-block.md",
+           "tests/test_modern_blocks.py::"
+           "test_qwen3_block_equals_hf_qwen3_decoder_layer"),
+    EraRow("gpt-oss-120b", 2025, lambda: published_model("gpt-oss-120b"),
            "long-context/long-context.md",
            "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
 )
 
 
 def era_table(rows: tuple[EraRow, ...] = ERA_ROWS) -> list[dict[str, str]]:
-    """One dict per row: its name, then the cells `describe_model` reads."""
-    return [{"era": row.name} | describe_model(row.build()) for row in rows]
+    """One dict per row: its name and year, then the cells `describe_model` reads."""
+    return [{"era": row.name, "year": str(row.year)} | describe_model(row.build())
+            for row in rows]
 # --8<-- [end:era_rows]
 
 

@@ -29,16 +29,15 @@ multiplies (embedding, norms, biases, sinks) for every published model.
 `attention_equals_matmuls_at(model)` the context where the step's attention FLOPs pass
 its matmul FLOPs.
 
-`published_flops(name, keys)` is `step_flops` of each published model (Qwen3-30B-A3B,
-which has no loader, by the same formula from its configuration: `qwen3_moe_shape`),
-and `training_flops_per_token(name)` the rule of thumb 6 N (Kaplan et al. 2020, N the
-active parameters less the embedding, `non_embedding_active`): the forward's 2 N is
-the step's matmuls, up to a tied head and the norms, until the context's attention
-grows past it.
+`published_flops(name, keys)` is `decoding_flops` of each published model's shape
+(`published_shape`: read from the model our loader builds, or for Qwen3-30B-A3B, which
+has no loader, from its configuration: `qwen3_moe_shape`), and
+`training_flops_per_token(name)` the rule of thumb 6 N (Kaplan et al. 2020, N the
+active parameters less the embedding, `non_embedding_active`): 2 N is the forward's
+matmuls, up to a tied head and the norms, while the context's attention is small.
 
-Not yet here (issue 13): the published totals cited on the page (and why ours differs
-from a rounded one, e.g. gpt-oss-120b's active count here includes the embedding and
-the head).
+`PUBLISHED_FIGURES` holds the totals (and active counts) the authors publish, rounded
+as they round them, with their sources; `rounds_to` compares a count with one.
 """
 
 from __future__ import annotations
@@ -67,49 +66,57 @@ __all__ = ["PUBLISHED_CONFIGS", "PUBLISHED_FIGURES", "rounds_to", "parameter_cou
 
 # --8<-- [start:published_configs]
 PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
-    # openai-community/gpt2 config.json = transformers' GPT2Config defaults
+    # The fields of each model's config.json that differ from its transformers class's
+    # defaults (the repositories named; the rest of the file is the class's default).
+    # openai-community/gpt2: GPT2Config's defaults
     "GPT-2 small": ("GPT2Config", {}),
-    # openai-community/gpt2-xl config.json: n_embd 1600, n_layer 48, n_head 25
+    # openai-community/gpt2-xl
     "GPT-2 XL": ("GPT2Config", {"n_embd": 1600, "n_layer": 48, "n_head": 25}),
-    # meta-llama/Llama-2-7b-hf config.json = LlamaConfig's defaults (4096, 11008, 32
-    # layers, 32 heads, vocab 32000, untied)
-    "Llama 2 7B": ("LlamaConfig", {}),
-    # meta-llama/Meta-Llama-3-8B config.json
-    "Llama 3 8B": ("LlamaConfig", {"vocab_size": 128256, "intermediate_size": 14336,
-                                   "num_key_value_heads": 8, "rope_parameters": {
-                                       "rope_type": "default",
-                                       "rope_theta": 500_000.0}}),
-    # meta-llama/Meta-Llama-3-70B config.json
-    "Llama 3 70B": ("LlamaConfig", {"vocab_size": 128256, "hidden_size": 8192,
-                                    "intermediate_size": 28672, "num_hidden_layers": 80,
-                                    "num_attention_heads": 64,
-                                    "num_key_value_heads": 8, "rope_parameters": {
-                                        "rope_type": "default",
-                                        "rope_theta": 500_000.0}}),
-    # mistralai/Mistral-7B-v0.1 config.json = MistralConfig's defaults
-    "Mistral 7B": ("MistralConfig", {}),
-    # mistralai/Mixtral-8x7B-v0.1 config.json = MixtralConfig's defaults
-    "Mixtral 8x7B": ("MixtralConfig", {}),
-    # Qwen/Qwen3-30B-A3B config.json
+    # meta-llama/Llama-2-7b-hf (d 4096, FFN 11008, 32 layers and heads, vocab 32000,
+    # untied: LlamaConfig's defaults)
+    "Llama 2 7B": ("LlamaConfig", {"max_position_embeddings": 4096,
+                                   "rms_norm_eps": 1e-5}),
+    # meta-llama/Meta-Llama-3-8B
+    "Llama 3 8B": ("LlamaConfig", {
+        "vocab_size": 128256, "intermediate_size": 14336, "num_key_value_heads": 8,
+        "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500_000.0}}),
+    # meta-llama/Meta-Llama-3-70B
+    "Llama 3 70B": ("LlamaConfig", {
+        "vocab_size": 128256, "hidden_size": 8192, "intermediate_size": 28672,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500_000.0}}),
+    # mistralai/Mistral-7B-v0.1 (its window of 4096: MistralConfig's default)
+    "Mistral 7B v0.1": ("MistralConfig", {"max_position_embeddings": 32768,
+                                          "rms_norm_eps": 1e-5}),
+    # mistralai/Mixtral-8x7B-v0.1
+    "Mixtral 8x7B": ("MixtralConfig", {"max_position_embeddings": 32768,
+                                       "router_aux_loss_coef": 0.02}),
+    # Qwen/Qwen3-30B-A3B
     "Qwen3-30B-A3B": ("Qwen3MoeConfig", {
         "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
         "num_key_value_heads": 4, "head_dim": 128, "moe_intermediate_size": 768,
-        "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
-        "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": []}),
-    # google/gemma-3-27b-pt config.json, text_config (its global layers divide the
-    # positions by 8: chapter 10's LinearScaledRotaryEmbedding)
+        "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": True,
+        "vocab_size": 151936, "max_position_embeddings": 40960,
+        "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0}}),
+    # google/gemma-3-27b-pt, its text_config (the vision tower is not counted here;
+    # the global layers divide the positions by 8: chapter 10's
+    # LinearScaledRotaryEmbedding)
     "Gemma 3 27B": ("Gemma3TextConfig", {
         "vocab_size": 262208, "hidden_size": 5376, "intermediate_size": 21504,
         "num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
         "head_dim": 128, "query_pre_attn_scalar": 168, "sliding_window": 1024,
         "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
-    # deepseek-ai/DeepSeek-V3 config.json: DeepseekV3Config's defaults, and its YaRN
+    # deepseek-ai/DeepSeek-V3: its context and YaRN (the main model, without the
+    # multi-token-prediction layer the checkpoint also holds)
     "DeepSeek-V3": ("DeepseekV3Config", {
         "max_position_embeddings": 163_840,
         "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
                          "mscale": 1.0, "mscale_all_dim": 1.0,
                          "original_max_position_embeddings": 4096}}),
-    # openai/gpt-oss-120b config.json = GptOssConfig's defaults
+    # openai/gpt-oss-120b: GptOssConfig's defaults
     "gpt-oss-120b": ("GptOssConfig", {}),
 }
 # --8<-- [end:published_configs]
@@ -123,12 +130,12 @@ PUBLISHED_FIGURES: dict[str, tuple[str, str | None, str, str]] = {
     "Llama 2 7B": ("7B", None, "Touvron et al. 2023b, table 1", "touvron-2023b"),
     "Llama 3 8B": ("8B", None, "Dubey et al. 2024, table 3", "dubey-2024"),
     "Llama 3 70B": ("70B", None, "Dubey et al. 2024, table 3", "dubey-2024"),
-    "Mistral 7B": ("7B", None, "Jiang et al. 2023, abstract", "jiang-2023"),
+    "Mistral 7B v0.1": ("7B", None, "Jiang et al. 2023, abstract", "jiang-2023"),
     "Mixtral 8x7B": ("47B", "13B", "Jiang et al. 2024, abstract", "jiang-2024"),
     "Qwen3-30B-A3B": ("30B", "3B", "Qwen Team 2025, the model's name", "qwen-2025"),
     "Gemma 3 27B": ("27B", None, "Gemma Team 2025, the model's name", "gemma-2025"),
     "DeepSeek-V3": ("671B", "37B", "DeepSeek-AI 2024b, abstract", "deepseek-2024"),
-    "gpt-oss-120b": ("116.8B", "5.1B", "OpenAI 2025, sec. 2", "openai-2025"),
+    "gpt-oss-120b": ("116.83B", "5.13B", "OpenAI 2025, table 1", "openai-2025"),
 }
 
 
@@ -215,7 +222,7 @@ def gpt_oss_counts(*, d: int, layers: int, heads: int, kv_heads: int, d_head: in
 
 # --8<-- [start:cache_shape]
 IN_THE_LEDGER = {"Llama 3 8B": "Llama 3 8B", "Llama 3 70B": "Llama 3 70B",
-                 "Mistral 7B": "Mistral 7B v0.1", "Gemma 3 27B": "Gemma 3 27B",
+                 "Mistral 7B v0.1": "Mistral 7B v0.1", "Gemma 3 27B": "Gemma 3 27B",
                  "DeepSeek-V3": "DeepSeek-V3", "gpt-oss-120b": "gpt-oss-120b"}
 
 

@@ -21,12 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # era: its cells other than 'none', written from the published configurations
 EXPECTED = {
-    "Transformer base (2017)": {
+    "Transformer base": {
         "block": "post-norm, serial",
         "norm": "LayerNorm",
         "positions": "sinusoidal, added to the embeddings",
         "attention": "MHA, 8 heads; cross-attention, MHA, 8 heads",
-        "FFN": "relu",
+        "FFN": "ReLU",
         "FFN width": "2,048 = 4 d",
         "biases": "attention, FFN",
         "tied output": "yes, and with the source's embedding",
@@ -36,18 +36,29 @@ EXPECTED = {
         "norm": "LayerNorm",
         "positions": "learned, added to the embeddings",
         "attention": "MHA, 12 heads",
-        "FFN": "gelu (tanh)",
+        "FFN": "GELU (tanh)",
         "FFN width": "3,072 = 4 d",
         "biases": "attention, FFN",
         "tied output": "yes",
     },
-    "Llama 3 8B": {
-        "block": "pre-norm, serial",
-        "norm": "RMSNorm",
-        "positions": "RoPE (rotate-half), base 500,000",
-        "attention": "GQA, 32 heads, 8 key/value",
-        "FFN": "SwiGLU",
-        "FFN width": "14,336 = 3.5 d",
+    "GPT-J 6B (a block)": {
+        "block": "parallel (one norm)",
+        "norm": "LayerNorm",
+        "positions": "RoPE (interleaved, 64 of 256 dims), base 10,000",
+        "attention": "MHA, 16 heads",
+        "FFN": "GELU (tanh)",
+        "FFN width": "16,384 = 4 d",
+        "biases": "FFN",
+        "tied output": "no",
+    },
+    "GPT-NeoX 20B (a block)": {
+        "block": "parallel (two norms)",
+        "norm": "LayerNorm",
+        "positions": "RoPE (rotate-half, 24 of 96 dims), base 10,000",
+        "attention": "MHA, 64 heads",
+        "FFN": "GELU (tanh)",
+        "FFN width": "24,576 = 4 d",
+        "biases": "attention, FFN",
         "tied output": "no",
     },
     "Mistral 7B v0.1": {
@@ -60,14 +71,23 @@ EXPECTED = {
         "FFN width": "14,336 = 3.5 d",
         "tied output": "no",
     },
-    "Qwen3 8B (a block)": {
+    "Mixtral 8x7B": {
         "block": "pre-norm, serial",
         "norm": "RMSNorm",
-        "QK-norm": "per head",
         "positions": "RoPE (rotate-half), base 1,000,000",
         "attention": "GQA, 32 heads, 8 key/value",
+        "FFN": "MoE, top-2 of 8 SwiGLU experts",
+        "FFN width": "14,336 = 3.5 d per expert",
+        "router": "softmax over the top-k",
+        "tied output": "no",
+    },
+    "Llama 3 8B": {
+        "block": "pre-norm, serial",
+        "norm": "RMSNorm",
+        "positions": "RoPE (rotate-half), base 500,000",
+        "attention": "GQA, 32 heads, 8 key/value",
         "FFN": "SwiGLU",
-        "FFN width": "12,288 = 3 d",
+        "FFN width": "14,336 = 3.5 d",
         "tied output": "no",
     },
     "OLMo 2 7B (a block)": {
@@ -78,6 +98,19 @@ EXPECTED = {
         "attention": "MHA, 32 heads",
         "FFN": "SwiGLU",
         "FFN width": "11,008 = 2.69 d",
+        "tied output": "no",
+    },
+    "DeepSeek-V3": {
+        "block": "pre-norm, serial",
+        "norm": "RMSNorm",
+        "QK-norm": "none (RMSNorm on the q and kv latents)",
+        "positions": "RoPE (interleaved), base 10,000 (YaRN x40)",
+        "attention": "latent, 128 heads (rank 512, RoPE part 64)",
+        "FFN": ("SwiGLU in 3 layers, then MoE, top-8 of 256 SwiGLU experts + "
+               "a shared expert in 58 layers"),
+        "FFN width": ("18,432 = 2.57 d, then 2,048 = 0.286 d per expert, the shared"
+                     " one 2,048 = 0.286 d"),
+        "router": "sigmoid, top-k in 4 of 8 groups, a bias to choose",
         "tied output": "no",
     },
     "Gemma 3 27B": {
@@ -91,47 +124,14 @@ EXPECTED = {
         "FFN width": "21,504 = 4 d",
         "tied output": "yes",
     },
-    "GPT-J 6B (a block)": {
-        "block": "parallel (one norm)",
-        "norm": "LayerNorm",
-        "positions": "RoPE (interleaved, 64 of 256 dims), base 10,000",
-        "attention": "MHA, 16 heads",
-        "FFN": "gelu (tanh)",
-        "FFN width": "16,384 = 4 d",
-        "biases": "FFN",
-        "tied output": "no",
-    },
-    "GPT-NeoX 20B (a block)": {
-        "block": "parallel (two norms)",
-        "norm": "LayerNorm",
-        "positions": "RoPE (rotate-half, 24 of 96 dims), base 10,000",
-        "attention": "MHA, 64 heads",
-        "FFN": "gelu (tanh)",
-        "FFN width": "24,576 = 4 d",
-        "biases": "attention, FFN",
-        "tied output": "no",
-    },
-    "Mixtral 8x7B": {
+    "Qwen3 8B (a block)": {
         "block": "pre-norm, serial",
         "norm": "RMSNorm",
+        "QK-norm": "per head",
         "positions": "RoPE (rotate-half), base 1,000,000",
         "attention": "GQA, 32 heads, 8 key/value",
-        "FFN": "MoE, top-2 of 8 experts",
-        "FFN width": "14,336 = 3.5 d per expert",
-        "router": "softmax, top-k, renormalised",
-        "tied output": "no",
-    },
-    "DeepSeek-V3": {
-        "block": "pre-norm, serial",
-        "norm": "RMSNorm",
-        "QK-norm": "on the latents",
-        "positions": "RoPE (interleaved), base 10,000 (YaRN x40)",
-        "attention": "latent, 128 heads (rank 512, RoPE part 64)",
-        "FFN": ("SwiGLU in 3 layers, then MoE, top-8 of 256 experts + a shared "
-                "expert in 58 layers"),
-        "FFN width": ("18,432 = 2.57 d, then 2,048 = 0.286 d per expert, the shared "
-                      "one 2,048 = 0.286 d"),
-        "router": "sigmoid, top-k in 4 of 8 groups, a bias to choose",
+        "FFN": "SwiGLU",
+        "FFN width": "12,288 = 3 d",
         "tied output": "no",
     },
     "gpt-oss-120b": {
@@ -141,9 +141,9 @@ EXPECTED = {
         "attention": "GQA, 64 heads, 8 key/value",
         "windows": "128 in 18 of 36 layers",
         "sinks": "per head",
-        "FFN": "MoE, top-4 of 128 experts",
+        "FFN": "MoE, top-4 of 128 clamped SwiGLU experts",
         "FFN width": "2,880 = 1 d per expert",
-        "router": "top-k, softmax over the k",
+        "router": "softmax over the top-k",
         "biases": "attention, FFN",
         "tied output": "no",
     },
@@ -183,8 +183,8 @@ def test_a_cell_changes_with_the_model():
         block.ffn.router.route = partial(qwen3_moe_router, top_k=2,
                                          norm_topk_prob=False)
     cells = describe_model(mixtral)
-    assert cells["router"] == ("softmax, top-k in 2 layers, then softmax, top-k, "
-                               "renormalised in 30 layers")
+    assert cells["router"] == ("softmax, top-k, not renormalised in 2 layers, then "
+                               "softmax over the top-k in 30 layers")
     mixtral.blocks[0].ffn.router.route = partial(print, top_k=2)
     with pytest.raises(ValueError, match="a route function the table has no name for"):
         describe_model(mixtral)
@@ -221,3 +221,9 @@ def test_the_diff_view_is_generated_from_the_builders_sections():
         assert all(line[2:].strip() in newer_source
                    for line in changed if line.startswith("+ "))
     assert block_expression(BUILDERS["Llama 3"])[0] == "return PreNormBlock("
+
+
+def test_the_rows_are_in_the_order_of_publication():
+    years = [row.year for row in ERA_ROWS]
+    assert years == sorted(years) and years[0] == 2017 and years[-1] == 2025
+    assert len({row.name for row in ERA_ROWS}) == len(ERA_ROWS)

@@ -64,7 +64,7 @@ def test_the_cache_families_are_read_from_the_cache_shapes():
     families = {n: figures.cache_family(n) for n in PUBLISHED_CONFIGS}
     assert {n for n, f in families.items() if f == "latent"} == {"DeepSeek-V3"}
     assert {n for n, f in families.items() if f == "windowed"} == {
-        "Mistral 7B", "Gemma 3 27B", "gpt-oss-120b"}
+        "Mistral 7B v0.1", "Gemma 3 27B", "gpt-oss-120b"}
     fig = figures.params_cache_figure(theme="dark")
     colours = {c.get_label(): tuple(c.get_facecolor()[0])
                for c in fig.axes[0].collections if c.get_label().startswith("_total")}
@@ -90,8 +90,8 @@ def test_the_params_alt_text_states_the_library_numbers():
     assert min(per_token, key=per_token.get) == "GPT-2 small"
     assert max(per_token, key=per_token.get) == "Llama 2 7B"
     assert per_token["Mixtral 8x7B"] == per_token["Llama 3 8B"] == per_token[
-        "Mistral 7B"]
-    assert totals["Mixtral 8x7B"] > 5 * totals["Llama 3 8B"] > 5 * totals["Mistral 7B"]
+        "Mistral 7B v0.1"]
+    assert totals["Mixtral 8x7B"] > 5 * totals["Llama 3 8B"] > 5 * totals["Mistral 7B v0.1"]
     assert all(per_token[n] < per_token["Llama 3 8B"]
                for n in ("Qwen3-30B-A3B", "gpt-oss-120b", "DeepSeek-V3"))
     assert 0.95 < per_token["Gemma 3 27B"] / per_token["Llama 2 7B"] < 1
@@ -128,7 +128,9 @@ def test_the_blocks_figure_has_one_panel_per_era_row_drawn_as_its_block_cell(
     assert len(fig.axes) == len(rows) >= 12
     for ax, row in zip(fig.axes, rows):
         texts = [t.get_text() for t in ax.texts]
-        assert row["era"] in texts
+        name = row["era"].removesuffix(" (a block)")
+        assert f"{name} ({row['year']})" in texts
+        assert (row["era"] != name) == any("the block alone" in t for t in texts)
         joins = sum(isinstance(p, Circle) for p in ax.patches)
         cross = "cross-attention" in row["attention"]
         want_joins, want_norms = DRAWN[row["block"]]
@@ -139,7 +141,7 @@ def test_the_blocks_figure_has_one_panel_per_era_row_drawn_as_its_block_cell(
         assert len(boxes(ax, "cross")) == cross
         assert len(boxes(ax, "attn")) == len(boxes(ax, "ffn")) == 1
     names = [row["era"] for row in rows]
-    assert names[0] == "Transformer base (2017)" and "gpt-oss-120b" in names
+    assert names[0] == "Transformer base" and "gpt-oss-120b" in names
     attention = dict(zip(names, (boxes(ax, "attn")[0] for ax in fig.axes)))
     assert attention["Llama 3 8B"] == "GQA\n32 q · 8 kv heads"
     assert attention["GPT-2 small"] == "MHA\n12 heads"

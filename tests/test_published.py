@@ -152,7 +152,7 @@ def test_a_decoding_step_costs_the_formulas_flops(family, keys):
     assert counter.get_total_flops() * shape["n_layers"] == expected["attention"]
 
 
-@pytest.mark.parametrize("name", ["Llama 2 7B", "Llama 3 8B", "Llama 3 70B", "Mistral 7B"])
+@pytest.mark.parametrize("name", ["Llama 2 7B", "Llama 3 8B", "Llama 3 70B", "Mistral 7B v0.1"])
 def test_the_matmuls_are_two_flops_per_weight_a_token_multiplies(name):
     """For the dense published models (built by our loaders on the meta device) the
     step's matmul FLOPs are twice the parameters less the embedding table and the
@@ -166,7 +166,7 @@ def test_the_matmuls_are_two_flops_per_weight_a_token_multiplies(name):
     assert flops["matmuls"] == 2 * (total - model.vocab_size * d - (2 * layers + 1) * d)
     attn = model.blocks[0].attn
     at = attention_equals_matmuls_at(model)
-    if name == "Mistral 7B":
+    if name == "Mistral 7B v0.1":
         assert at is None
         capped = dense_decoding_flops(model, 10**6)["attention"]
         assert capped == dense_decoding_flops(model, 4096)["attention"] < flops["matmuls"]
@@ -415,7 +415,7 @@ def test_published_windows_and_latents_cap_and_cost_what_they_should():
     assert gemma == 4 * 32 * 128 * (52 * 1024 + 10 * keys)
     oss = published_flops("gpt-oss-120b", keys)["attention"]
     assert oss == 4 * 64 * 64 * (18 * 128 + 18 * keys)
-    assert published_flops("Mistral 7B", keys) == published_flops("Mistral 7B", 4096)
+    assert published_flops("Mistral 7B v0.1", keys) == published_flops("Mistral 7B v0.1", 4096)
     deepseek = published_flops("DeepSeek-V3", keys)
     assert deepseek["attention"] == 61 * 2 * 128 * (576 + 512) * keys
     assert deepseek["matmuls"] == published_flops("DeepSeek-V3", 2)["matmuls"]
@@ -443,7 +443,7 @@ def test_six_n_is_six_times_the_active_parameters_less_the_embedding(name):
         assert published_flops(name, 1)["matmuls"] - 2 * n == 2 * (
             head - p["norms"] - p["biases"] - p["expert biases"] - p["sinks"])
     total = {keys: published_flops(name, keys)["total"] for keys in (1, 8192, 131_072)}
-    if name == "Mistral 7B":  # every layer's window is 4,096 keys
+    if name == "Mistral 7B v0.1":  # every layer's window is 4,096 keys
         assert total[1] < total[8192] == total[131_072]
     else:
         assert total[1] < total[8192] < total[131_072]
@@ -459,7 +459,7 @@ def test_attention_reaches_the_matmuls_where_the_windows_allow():
         before, after = step_flops(model, at), step_flops(model, at + 1)
         assert before["attention"] <= before["matmuls"]
         assert after["attention"] > after["matmuls"]
-    assert attention_equals_matmuls_at(built_published_model("Mistral 7B")) is None
+    assert attention_equals_matmuls_at(built_published_model("Mistral 7B v0.1")) is None
     naive = tiny_model("deepseek-v3 naive")  # its matmuls grow faster with the keys
     assert attention_equals_matmuls_at(naive) is None
     assert attention_equals_matmuls_at(tiny_model("deepseek-v3")) is not None

@@ -64,7 +64,7 @@ LABEL_PLACES = {
     "GPT-2 XL": ((7, 0), "left"),
     "Llama 2 7B": ((-8, 0), "right"),
     "Llama 3 8B": ((6, 9), "left"),
-    "Mistral 7B": ((-8, -8), "right"),
+    "Mistral 7B v0.1": ((-8, -8), "right"),
     "Llama 3 70B": ((7, 0), "left"),
     "Mixtral 8x7B": ((7, 0), "left"),
     "Qwen3-30B-A3B": ((7, -1), "left"),
@@ -146,6 +146,7 @@ def params_cache_figure(*, language: str = "en", theme: str = "light") -> Figure
 BLOCK_LABELS = {
     "en": {
         "title": "One block of each era, bottom to top",
+        "block only": "the block alone",
         "note": "Vertical line: the residual stream from the block's input $x$; each "
                 "branch rejoins it at a (+).\nOrange: a norm;  blue: attention;  "
                 "green: the feed-forward layer.",
@@ -154,7 +155,7 @@ BLOCK_LABELS = {
         "moe": "MoE: top-{k} of {n}", "shared": "+ a shared expert",
         "layers": "layers {a}–{b}: {kind}",
         "qk_norm": {"per head": "QK-norm", "over projection": "QK-norm",
-                    "on the latents": "latent norms"},
+                    "none (RMSNorm on the q and kv latents)": "latent norms"},
         "cross": "cross-attention", "encoder": "encoder",
         "added": {"learned": "learned positions", "sinusoidal": "sinusoidal positions"},
         "positions": "positions",
@@ -165,6 +166,7 @@ BLOCK_LABELS = {
     },
     "ru": {
         "title": "По одному блоку каждой эпохи, снизу вверх",
+        "block only": "только блок",
         "note": "Вертикальная линия — остаточный поток от входа блока $x$; каждая "
                 "ветвь возвращается в него в (+).\nОранжевый — нормализация;  синий — "
                 "внимание;  зелёный — полносвязный слой.",
@@ -173,7 +175,7 @@ BLOCK_LABELS = {
         "moe": "MoE: top-{k} из {n}", "shared": "+ общий эксперт",
         "layers": "слои {a}–{b}: {kind}",
         "qk_norm": {"per head": "QK-norm", "over projection": "QK-norm",
-                    "on the latents": "нормы латентов"},
+                    "none (RMSNorm on the q and kv latents)": "нормы латентов"},
         "cross": "кросс-внимание", "encoder": "энкодер",
         "added": {"learned": "обучаемые позиции",
                   "sinusoidal": "синусоидальные позиции"},
@@ -380,7 +382,12 @@ def panel(row: dict, language: str = "en") -> Panel:
     if _cell(row, "sinks") != "none":
         parts.append(t["sinks"])
     norm = _cell(row, "norm")
-    return Panel(era=_cell(row, "era"), topology=shape, norm=NORM_NAMES.get(norm, norm),
+    era = _cell(row, "era")
+    if era.endswith(" (a block)"):  # the catalog's block alone: said in the caption
+        era = era.removesuffix(" (a block)")
+        parts.insert(0, t["block only"])
+    era += f" ({row['year']})" if "year" in row else ""
+    return Panel(era=era, topology=shape, norm=NORM_NAMES.get(norm, norm),
                  attention=tuple(attention),
                  cross=None if cross is None else tuple(cross),
                  ffn=tuple(_ffn(_cell(row, "FFN"), t)),
