@@ -13,7 +13,7 @@ TORCH ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test clean
+.PHONY: setup serve build test bench clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,11 @@ build: setup  ## build the static site into site/
 test: setup  ## build the site, then run every test and every block on every page
 	$(BIN)/mkdocs build --strict
 	$(BIN)/pytest -n 2 --dist loadfile
+
+# The benchmarks page shows the committed results; this runs every row again (minutes),
+# niced, and rewrites them (and pins their digest in literate/bench.py).
+bench: setup  ## time our layers against the production ones into literate/data/bench.json
+	nice $(BIN)/python -m literate.bench --json literate/data/bench.json --pin
 
 clean:
 	rm -rf site .cache .pytest_cache

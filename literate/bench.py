@@ -3,6 +3,7 @@
     python -m literate.bench            # every row, one intra-op thread
     python -m literate.bench --quick    # fewer rounds, for a smoke run
     python -m literate.bench --only gpt2 --threads 2
+    python -m literate.bench --json literate/data/bench.json --pin   # what `make bench` runs
 
 Each row builds our layer and the production layer with the same weights, checks that they
 compute the same thing (the largest difference is printed), and then times them
@@ -13,21 +14,43 @@ ratio is ours / theirs; the table gives the median ratio over the rounds and its
 
 Speed is measured here, never asserted in tests: a timing test on a shared 2-core machine
 would fail at random. Float32 on the CPU throughout, inference rows under `torch.no_grad()`.
+
+`--json PATH` also writes the results as JSON, in the structure `RESULTS_SCHEMA` describes
+and `check_results` checks: the machine, the versions, the date and the commit, then one
+entry per row. The site's benchmarks page and its figure read the committed file,
+`literate/data/bench.json`, through `load_results`, never a live run. The site caches
+what its pages print and its figures keyed on the source of `literate/*.py`, which the
+JSON is not: `--pin` writes the file's SHA-256 into `RESULTS_SHA256` below, so that new
+results change that source (and the caches), and `load_results` refuses a committed file
+whose digest is not the pinned one.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 
-__all__ = ["Row", "ROWS", "measure", "main"]
+__all__ = ["Row", "ROWS", "RESULTS_PATH", "RESULTS_SCHEMA", "check_results", "load_results",
+           "measure", "main"]
+
+RESULTS_PATH = Path(__file__).parent / "data" / "bench.json"
+RESULTS_SHA256 = "0" * 64  # the committed file's digest, written by `--pin`
 
 
 @dataclass
@@ -818,6 +841,168 @@ def measure(ours: Callable[[], object], theirs: Callable[[], object], *, rounds:
             "ours_s": statistics.median(t_ours), "theirs_s": statistics.median(t_theirs), "n": n}
 
 
+# ---------------------------------------------------------------------------------------
+# Results as JSON
+
+# The structure of a results file: a dict maps each key to the type of its value (a
+# nested dict, a list of one item's structure, or a tuple of the types allowed). Times
+# are seconds per call; ratios are ours / theirs; "rounds" is the number of interleaved
+# rounds a row was timed in (its repeats) and "calls" the calls per round.
+ROW_SCHEMA: dict = {
+    "group": str,
+    "name": str,
+    "reference": str,
+    "ours_s": float,  # median over the rounds
+    "theirs_s": float,  # median over the rounds
+    "ratio": float,  # median over the rounds of (ours / theirs in that round)
+    "min": float,  # the smallest round's ratio
+    "max": float,  # the largest round's ratio
+    "rounds": int,
+    "calls": int,
+    "max_abs_diff": (float, type(None)),  # null where the outputs differ (not a number)
+}
+RESULTS_SCHEMA: dict = {
+    "machine": {"cpu": str, "cores": int, "threads": int},  # threads: torch's intra-op
+    "versions": {"python": str, "torch": str, "transformers": str},
+    "date": str,  # UTC, ISO 8601, e.g. "2025-01-31T12:00:00+00:00"
+    "commit": (str, type(None)),  # `git rev-parse HEAD` of the tree that ran, if any
+    "quick": bool,  # a --quick smoke run
+    "seconds": float,  # wall-clock time of the whole run
+    "rows": [ROW_SCHEMA],
+}
+
+
+def _structure_problems(value: object, schema: object, where: str) -> list[str]:
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            return [f"{where}: expected an object, got {type(value).__name__}"]
+        problems = [f"{where}: missing key {key!r}" for key in schema if key not in value]
+        problems += [f"{where}: unexpected key {key!r}" for key in value if key not in schema]
+        for key in schema:
+            if key in value:
+                problems += _structure_problems(value[key], schema[key], f"{where}.{key}")
+        return problems
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return [f"{where}: expected a list, got {type(value).__name__}"]
+        return [p for i, item in enumerate(value) for p in _structure_problems(item, schema[0], f"{where}[{i}]")]
+    allowed = schema if isinstance(schema, tuple) else (schema,)
+    # JSON has one kind of number: a float field may hold an integer, but a bool is no number.
+    ok = any(isinstance(value, t) and not (isinstance(value, bool) and t is not bool) for t in allowed)
+    ok = ok or (float in allowed and type(value) is int)
+    if not ok:
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+        return [f"{where}: expected {names}, got {value!r}"]
+    return []
+
+
+def check_results(data: object) -> list[str]:
+    """What is wrong with a results file's content (an empty list: nothing): its structure
+    against `RESULTS_SCHEMA`, then the values: finite positive times and ratios with
+    min <= ratio <= max, at least one round and one call, at least one thread and core,
+    a UTC ISO date, a commit of 40 hex digits, at least one row, and no (name, reference)
+    twice."""
+    problems = _structure_problems(data, RESULTS_SCHEMA, "results")
+    if problems:
+        return problems
+    machine = data["machine"]
+    for key in ("cores", "threads"):
+        if machine[key] < 1:
+            problems.append(f"results.machine.{key}: expected at least 1, got {machine[key]}")
+    try:
+        date = datetime.datetime.fromisoformat(data["date"])
+    except ValueError:
+        problems.append(f"results.date: expected an ISO 8601 date, got {data['date']!r}")
+    else:
+        if date.utcoffset() != datetime.timedelta(0):
+            problems.append(f"results.date: expected a UTC date, got {data['date']!r}")
+    if data["commit"] is not None and not re.fullmatch(r"[0-9a-f]{40}", data["commit"]):
+        problems.append(f"results.commit: expected 40 hex digits or null, got {data['commit']!r}")
+    if not data["rows"]:
+        problems.append("results.rows: expected at least one row")
+    seen = set()
+    for i, row in enumerate(data["rows"]):
+        where = f"results.rows[{i}]"
+        for key in ("ours_s", "theirs_s", "ratio", "min", "max"):
+            if not (math.isfinite(row[key]) and row[key] > 0):
+                problems.append(f"{where}.{key}: expected a finite positive number, got {row[key]!r}")
+        if not row["min"] <= row["ratio"] <= row["max"]:
+            problems.append(f"{where}: expected min <= ratio <= max, got "
+                            f"{row['min']!r}, {row['ratio']!r}, {row['max']!r}")
+        for key in ("rounds", "calls"):
+            if row[key] < 1:
+                problems.append(f"{where}.{key}: expected at least 1, got {row[key]}")
+        if (row["name"], row["reference"]) in seen:
+            problems.append(f"{where}: ({row['name']!r}, {row['reference']!r}) appears twice")
+        seen.add((row["name"], row["reference"]))
+    return problems
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_results(path: str | Path | None = None) -> dict:
+    """The results file at `path` (default: the committed `RESULTS_PATH`, whose SHA-256
+    must be the pinned `RESULTS_SHA256`), checked by `check_results`."""
+    target = RESULTS_PATH if path is None else Path(path)
+    if path is None and _sha256(target) != RESULTS_SHA256:
+        raise ValueError(f"{target.name} has sha256 {_sha256(target)}, but RESULTS_SHA256 pins "
+                         f"{RESULTS_SHA256}: regenerate it with `make bench` (which pins it)")
+    data = json.loads(target.read_text(encoding="utf-8"))
+    problems = check_results(data)
+    if problems:
+        raise ValueError(f"{target} is not a results file:\n" + "\n".join(problems))
+    return data
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def run_header(*, quick: bool) -> dict:
+    """The top of a results file, read from this process and machine: the CPU model
+    (/proc/cpuinfo), the logical cores, torch's intra-op threads, the versions, the UTC
+    date now and the git commit."""
+    import transformers
+
+    return {
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count() or 1, "threads": torch.get_num_threads()},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "transformers": transformers.__version__},
+        "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        "commit": _git_commit(),
+        "quick": quick,
+    }
+
+
+def _pin(digest: str, source: Path = Path(__file__)) -> None:
+    """Write `digest` into the `RESULTS_SHA256 = "..."` line of this module's source."""
+    text = source.read_text(encoding="utf-8")
+    new, count = re.subn(r'^RESULTS_SHA256 = "[0-9a-f]{64}"', f'RESULTS_SHA256 = "{digest}"', text,
+                         flags=re.MULTILINE)
+    if count != 1:
+        raise ValueError(f"{source}: expected one RESULTS_SHA256 line, found {count}")
+    source.write_text(new, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m literate.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
@@ -825,15 +1010,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 rounds of ~50 ms: a smoke run")
     parser.add_argument("--only", action="append", default=[],
                         help=f"run the rows of one group: {sorted({r.group for r in ROWS})}")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--pin", action="store_true",
+                        help="with --json literate/data/bench.json: pin its SHA-256 in this "
+                             "module (RESULTS_SHA256)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    groups = {r.group for r in ROWS}
+    unknown = sorted(set(args.only) - groups)
+    if unknown:
+        parser.error(f"--only must be one of {sorted(groups)}, got {unknown}")
+    if args.pin and (args.json is None or Path(args.json).resolve() != RESULTS_PATH.resolve()):
+        parser.error(f"--pin needs --json {RESULTS_PATH}")
     torch.set_num_threads(args.threads)
     rounds, target = (3, 0.05) if args.quick else (args.rounds, 0.15)
     rows = [r for r in ROWS if not args.only or r.group in args.only]
+    header = run_header(quick=args.quick)
     print(f"torch {torch.__version__}, {args.threads} thread(s), float32, {rounds} interleaved rounds per row")
-    header = f"{'row':<44} {'reference':<27} {'ours ms':>8} {'theirs ms':>9} {'ratio':>6}  {'spread':<11} {'max |diff|':>10}"
-    print(header)
-    print("-" * len(header))
+    line = f"{'row':<44} {'reference':<27} {'ours ms':>8} {'theirs ms':>9} {'ratio':>6}  {'spread':<11} {'max |diff|':>10}"
+    print(line)
+    print("-" * len(line))
     started = time.perf_counter()
+    results = []
     for row in rows:
         ours, theirs, diff = row.build()
         row_rounds = rounds if args.quick else max(rounds, row.rounds)
@@ -841,7 +1042,24 @@ def main(argv: list[str] | None = None) -> int:
         more = f"  ({row_rounds} rounds)" if row_rounds != rounds else ""
         print(f"{row.name:<44} {row.reference:<27} {m['ours_s'] * 1e3:8.3f} {m['theirs_s'] * 1e3:9.3f} "
               f"{m['ratio']:6.2f}  {m['min']:.2f}-{m['max']:.2f}{'':<2} {diff:10.1e}{more}", flush=True)
-    print(f"({time.perf_counter() - started:.0f} s)")
+        results.append({"group": row.group, "name": row.name, "reference": row.reference,
+                        "ours_s": m["ours_s"], "theirs_s": m["theirs_s"], "ratio": m["ratio"],
+                        "min": m["min"], "max": m["max"], "rounds": row_rounds, "calls": m["n"],
+                        "max_abs_diff": float(diff) if math.isfinite(diff) else None})
+    seconds = time.perf_counter() - started
+    print(f"({seconds:.0f} s)")
+    if args.json is not None:
+        data = {**header, "seconds": round(seconds, 1), "rows": results}
+        problems = check_results(data)
+        if problems:
+            raise ValueError("the results do not fit RESULTS_SCHEMA:\n" + "\n".join(problems))
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+        if args.pin:
+            _pin(_sha256(path))
+            print(f"pinned its sha256 in {Path(__file__).name}")
     return 0
 
 
