@@ -22,6 +22,7 @@ from literate.figures import decoding
 from literate.figures import moe
 from literate.figures import long_context
 from literate.figures import eras
+from literate.figures import bench
 from literate.figures.style import LANGUAGES, THEMES, svg_bytes
 
 
@@ -238,6 +239,16 @@ FIGURES: dict[str, FigureSpec] = {
             "after one shared norm (GPT-J) or one each (GPT-NeoX). Under each panel, "
             "the era's name and its positions (learned, sinusoidal, or RoPE with its "
             "base), windows and sinks.",
+        ),
+        FigureSpec(
+            "bench-ratios",
+            bench.ratios_figure,
+            "One line per row of the benchmark table, in the table's order: our layer's "
+            "time per call divided by the reference's, the median over the interleaved "
+            "rounds as a dot and the smallest to the largest round's ratio as a bar, on "
+            "a log scale, with a dashed line at 1.0 where both are as fast. Dots left of "
+            "the line (blue) are rows where ours is faster, right of it (orange) where "
+            "the reference is; the table above gives every number.",
         ),
     ]
 }
