@@ -122,8 +122,13 @@ for name, coef in (("without", 0.0), ("with", BALANCE_COEF)):
     start = time.perf_counter()
     runs[name] = train_tiny_moe(balance_coef=coef, steps=STEPS, seed=SEED, task=task)
     seconds[name] = time.perf_counter() - start
-    print(f"{name} the balancing loss (coefficient {coef}): {STEPS} steps in "
-          f"{seconds[name]:.2f} s (measured in this run)")
+    print(f"{name} the balancing loss (coefficient {coef}): {STEPS} steps")
+
+# %% tags=["measured"]
+# How long each run took on your machine. The site leaves this cell out (its text
+# differs at every run, and two builds of the site must give the same bytes).
+for name, took in seconds.items():
+    print(f"{name} the balancing loss: {took:.2f} s")
 print("(the first run also pays a one-time cost: the experts' first call of their "
       "custom operator makes torch import part of its compiler)")
 
@@ -134,8 +139,9 @@ print("(the first run also pays a one-time cost: the experts' first call of thei
 # lines are where the band edges would lie if every expert got its eighth. The measure
 # of balance is `imbalance`: the busiest expert's share over the mean share, 1 for an
 # even load and at most $E/k = 4$, when every token goes to the same two experts. (It
-# minus one is the "MaxVio" of Wang et al. 2024.) The busiest expert is the one that
-# matters: it sets how long the step takes and, with a capacity, drops tokens.
+# minus one is the "MaxVio" of
+# [Wang et al. 2024](../../appendix/references/#wang-2024).) The busiest expert is the
+# one that matters: it sets how long the step takes and, with a capacity, drops tokens.
 
 # %%
 colours = plt.get_cmap("tab10").colors[:task.n_experts]

@@ -18,6 +18,10 @@
   block that raises fails the build.
 * Offline: after the build, any page or stylesheet that would load a script, stylesheet,
   image, font or frame from another host fails the build.
+* Publishing: the build is dated by the last commit (`SOURCE_DATE_EPOCH`, for the
+  sitemap), notebook cells get ids from their text (two builds give the same bytes), a
+  site_url (`SITE_URL`) turns on instant navigation, and the external links of the built
+  pages are listed in the build log, never fetched.
 """
 
 from __future__ import annotations
@@ -284,6 +288,112 @@ def external_assets(site_dir: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------
+# Publishing: a dated build, stable notebook cell ids, instant navigation with a
+# site_url, external links listed
+
+_epoch_set: str | None = None  # the SOURCE_DATE_EPOCH this hook set, if it set one
+
+
+def date_build_by_last_commit(environ: Any = None) -> str | None:
+    """Date the build by the last commit: set `SOURCE_DATE_EPOCH` (which MkDocs reads for
+    the sitemap's dates and its gzip header) to the last commit's time, unless the caller
+    set it. Two builds of one commit then give the same sitemap on any day. Returns the
+    value in force (None outside a git work tree with the variable unset)."""
+    import os
+
+    from literate.site.reproducible import source_date_epoch
+
+    global _epoch_set
+    environ = os.environ if environ is None else environ
+    current = environ.get("SOURCE_DATE_EPOCH")
+    if current is None or current == _epoch_set:  # unset, or ours from an earlier build
+        epoch = source_date_epoch(ROOT)
+        if epoch is not None:
+            environ["SOURCE_DATE_EPOCH"] = _epoch_set = epoch
+    return environ.get("SOURCE_DATE_EPOCH")
+
+
+def publishing_features(config: Any) -> list[str]:
+    """With a site_url (`SITE_URL`), turn on Material's instant navigation: it reads the
+    site's pages from sitemap.xml, which lists them only when the site has a URL."""
+    features = config["theme"]["features"]
+    if config.get("site_url") and "navigation.instant" not in features:
+        features.append("navigation.instant")
+    return features
+
+
+_LINK_HREF = re.compile(r"<a\b[^>]*?\bhref\s*=\s*(?P<q>[\"'])(?P<url>https?://[^\"']+)(?P=q)", re.I)
+
+
+def external_links(site_dir: Path, site_url: str | None = None) -> dict[str, list[str]]:
+    """Every link (`<a href>`) of a built page to another site, read from the files and
+    never fetched: url -> the built pages that have it, in path order. Links into the
+    site's own `site_url` are not external."""
+    links: dict[str, list[str]] = {}
+    for path in sorted(site_dir.rglob("*.html")):
+        page = path.relative_to(site_dir).as_posix()
+        for match in _LINK_HREF.finditer(path.read_text(encoding="utf-8", errors="replace")):
+            url = html.unescape(match.group("url"))
+            if site_url and url.startswith(site_url):
+                continue
+            pages = links.setdefault(url, [])
+            if page not in pages:
+                pages.append(page)
+    return dict(sorted(links.items()))
+
+
+def log_external_links(site_dir: Path, site_url: str | None = None, *, shown_pages: int = 3) -> dict[str, list[str]]:
+    """Log every external link of the built site once, at INFO, with the pages that have
+    it; nothing is fetched (checking that they still resolve is left to a reader)."""
+    links = external_links(site_dir, site_url)
+    if links:
+        lines = []
+        for url, pages in links.items():
+            more = f", +{len(pages) - shown_pages} more" if len(pages) > shown_pages else ""
+            lines.append(f"  {url}  ({', '.join(pages[:shown_pages])}{more})")
+        log.info("external links (listed, not fetched): %d\n%s", len(links), "\n".join(lines))
+    return links
+
+
+class _StableIdJupytext:
+    """jupytext as mkdocs-jupyter reads a notebook with it, except that `read` gives
+    every cell an id made from its position and text (`stable_cell_ids`)."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.module, name)
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        return stable_cell_ids(self.module.read(*args, **kwargs))
+
+
+def stable_cell_ids(notebook: Any) -> Any:
+    """Give every cell of `notebook` an id that hashes its position and source, in place
+    of the random one jupytext makes when it reads a .py notebook (nbconvert writes the
+    ids into the page, `id="cell-id=..."`, so two builds differed)."""
+    for i, cell in enumerate(notebook.cells):
+        if "id" in cell:
+            cell["id"] = hashlib.sha256(f"{i}|{cell.source}".encode()).hexdigest()[:8]
+    return notebook
+
+
+def stable_notebook_cell_ids() -> None:
+    """Make mkdocs-jupyter's notebook pages give the same bytes at every build."""
+    try:
+        from mkdocs_jupyter import nbconvert2
+    except ImportError:  # no notebooks without the plugin
+        return
+    current = getattr(nbconvert2, "jupytext", None)
+    if current is None:
+        raise PluginError("mkdocs-jupyter no longer reads notebooks with nbconvert2.jupytext: "
+                          "its pages' cell ids would be random; see stable_notebook_cell_ids")
+    if not isinstance(current, _StableIdJupytext):
+        nbconvert2.jupytext = _StableIdJupytext(current)
+
+
+# ---------------------------------------------------------------------------------------
 # Notebook cache
 
 
@@ -365,6 +475,9 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
 
 def on_config(config: Any) -> Any:
     cover_notebook_cache_with_code()
+    date_build_by_last_commit()
+    publishing_features(config)
+    stable_notebook_cell_ids()
     # The figures are drawn in one thread while the notebooks execute in another, which
     # imports IPython; every matplotlib canvas reads `IPython.version_info` if the module
     # is in sys.modules, and a half-imported one raises. Import it here, before either.
@@ -451,6 +564,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
 
 
 def on_post_build(config: Any) -> None:
+    log_external_links(Path(config["site_dir"]), config.get("site_url"))
     offending = external_assets(Path(config["site_dir"]))
     if offending:
         raise PluginError(
