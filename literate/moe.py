@@ -255,7 +255,9 @@ def _grouped_mm_backward(grad: Tensor, rows: Tensor, weight: Tensor,
 @_grouped_mm_backward.register_fake
 def _grouped_mm_backward_shape(grad: Tensor, rows: Tensor, weight: Tensor,
                                offs: Tensor) -> tuple[Tensor, Tensor]:
-    return torch.empty_like(rows), torch.empty_like(weight)
+    # contiguous, as grouped_mm returns them, whatever the strides of rows and weight
+    # (GptOssExperts passes a transposed view): empty_like would copy those strides
+    return rows.new_empty(rows.shape), weight.new_empty(weight.shape)
 
 
 class _GroupedMM(torch.autograd.Function):
@@ -342,7 +344,14 @@ class GptOssExperts(nn.Module):
     """gpt-oss's experts in HF's layout: `gate_up_proj (E, d, 2I)` (x @ W, not x W^T)
     whose columns interleave gate and up (gate_0, up_0, gate_1, ...),
     `gate_up_proj_bias (E, 2I)`, `down_proj (E, I, d)`, `down_proj_bias (E, d)`, and
-    `clamped_swiglu`. `[E, C, d] -> [E, C, d]`."""
+    `clamped_swiglu`. `[E, C, d] -> [E, C, d]` (the transparent path, any float dtype).
+
+    `grouped(rows, offs)`, the fast path, as `Experts.grouped`: rows sorted by expert,
+    `[M, d] -> [M, d]`, expert e on rows offs[e-1]:offs[e], each row computed once. The
+    grouped product takes W^T, a view of W (no copy), and each row's biases are its
+    expert's, found from the offsets on the device (`searchsorted`, no host read).
+    `takes_grouped(dtype)`: float32 or bfloat16, rows of d and I that are whole 16
+    bytes."""
 
     def __init__(self, n_experts: int, d_model: int, d_ff: int, *,
                  alpha: float = 1.702, limit: float = 7.0) -> None:
@@ -368,6 +377,22 @@ class GptOssExperts(nn.Module):
         h = clamped_swiglu(gate_up[..., ::2], gate_up[..., 1::2], alpha=self.alpha,
                            limit=self.limit)  # [E, C, I]
         return h @ self.down_proj + self.down_proj_bias[:, None]  # [E, C, d]
+
+    def takes_grouped(self, dtype: torch.dtype) -> bool:
+        size = dtype.itemsize  # bytes per number
+        return (hasattr(F, "grouped_mm")  # an older torch has none: the padded path
+                and dtype in (torch.float32, torch.bfloat16)
+                and self.d_model * size % 16 == 0 and self.d_ff * size % 16 == 0)
+
+    def grouped(self, rows: Tensor, offs: Tensor) -> Tensor:
+        row = torch.arange(rows.shape[0], dtype=offs.dtype, device=rows.device)
+        expert = torch.searchsorted(offs, row, right=True)  # [M]: the e of each row
+        gate_up = (_grouped_linear(rows, self.gate_up_proj.mT, offs)  # x W, W^T a view
+                   + self.gate_up_proj_bias.index_select(0, expert))  # [M, 2I]
+        h = clamped_swiglu(gate_up[:, ::2], gate_up[:, 1::2], alpha=self.alpha,
+                           limit=self.limit)  # [M, I]
+        return (_grouped_linear(h, self.down_proj.mT, offs)
+                + self.down_proj_bias.index_select(0, expert))  # [M, d]
 # --8<-- [end:gpt_oss_experts]
 
 
@@ -410,13 +435,13 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
 
     One path, two speeds. That padded layout computes E C rows for N k pairs, E / k
     times the work when dropless. If `expert_fn` offers `grouped` and
-    `expert_fn.takes_grouped(x.dtype)` (`Experts` in float32 or bfloat16), a dropless
-    dispatch runs `_sorted_dispatch` instead: the same sort, each pair computed once,
-    gated and added into its token's row (`index_add_`, in float32; on CUDA in no fixed
-    order unless `torch.use_deterministic_algorithms`). Equal to the padded path up to
-    float rounding (its products and each token's k outputs are summed in another
-    order), gradients included; float64, a capacity, or experts without `grouped`
-    (`GptOssExperts`) take the padded path."""
+    `expert_fn.takes_grouped(x.dtype)` (`Experts` and `GptOssExperts` in float32 or
+    bfloat16), a dropless dispatch runs `_sorted_dispatch` instead: the same sort, each
+    pair computed once, gated and added into its token's row (`index_add_`, in float32;
+    on CUDA in no fixed order unless `torch.use_deterministic_algorithms`). Equal to the
+    padded path up to float rounding (its products and each token's k outputs are
+    summed in another order), gradients included; float64, a capacity, or an
+    `expert_fn` without `grouped` (a bare function) take the padded path."""
     x = float_tensor("x", x, ndim=2)
     weights = float_tensor("weights", weights, ndim=2)
     if not isinstance(experts, Tensor) or experts.dtype != torch.long:

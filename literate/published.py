@@ -497,10 +497,10 @@ def step_flops(model: nn.Module, keys: int) -> dict[str, int]:
       sliding ones): min(window, keys) keys;
     * mixtures of experts: the router and the k chosen experts (and DeepSeek-V3's
       shared expert; its first dense layers dense), as the grouped path computes
-      them (`Experts.grouped`, each (token, expert) pair once). `GptOssExperts` has
-      no grouped path: `dispatch`'s padded one multiplies every expert's group, the
-      E - k unchosen ones on zeros, E / k times the experts' work counted here (the
-      test counts that difference);
+      them (`Experts.grouped`, `GptOssExperts.grouped`: each (token, expert) pair
+      once). `dispatch`'s padded path (float64, or a capacity) multiplies every
+      expert's whole group instead: dropless, E / k times the experts' work counted
+      here, the E - k experts a token did not choose on zeros;
     * multi-head latent attention (DeepSeek-V3): the form the layer runs. With its
       default `absorb="decode"`, a cached step (keys > 1) is the absorbed form (W_uk
       multiplied into the query, attention over the cached latents [c | k_rope],

@@ -12,6 +12,12 @@ fixture's recipe): the logits and router logits came within 8.5 units, the param
 gradients within 64 (the sinks' and first router's, whose gradients come back through
 all seven float32 norms, forward and backward); F32_OUTPUTS = 16 and F32_GRADIENTS = 256
 leave a factor of 2 and 4 for another torch's float32 kernels.
+
+Float32 too, where torch has F.grouped_mm: our experts take dispatch's grouped path
+(each (token, expert) pair once), HF's its eager loop, every step float32 on both
+sides. Measured on the same ten draws: logits and router logits within 14.0 units,
+parameter gradients within 57.8; F32_ALL_OUTPUTS = 32 and F32_GRADIENTS = 256 leave a
+factor of 2 and 4.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ from literate.gpt_oss import (
     load_hf_gpt_oss,
 )
 from literate.mla import YarnRotaryEmbedding
+from literate.moe import GptOssExperts
 from literate.sinks import SinkAttention, SlidingWindowSinkAttention
 from literate.syncs import host_reads
 
 F64 = torch.float64
 F32_OUTPUTS = 16 * 2.0**-23  # logits, router logits, losses
 F32_GRADIENTS = 256 * 2.0**-23  # parameter gradients
+F32_ALL_OUTPUTS = 32 * 2.0**-23  # logits, router logits, both models in float32
 F64_TOL = 1e-12
 VOCAB, D, H, H_KV, D_HEAD, D_FF, E, K, W, B, T = 61, 32, 4, 2, 8, 16, 4, 2, 4, 2, 9
 KINDS = ["sliding_attention", "full_attention", "sliding_attention"]
@@ -113,7 +121,7 @@ def forward_and_grads(ours, theirs):
     out = theirs(ids, output_router_logits=True)
     want = out.logits
     probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(2),
-                        dtype=F64)
+                        dtype=got.dtype)
     names = [n for n, _ in ours.named_parameters()]
     hf = dict(theirs.named_parameters())
     hf_names = [n for n, _ in theirs.named_parameters()]
@@ -151,6 +159,37 @@ def test_tiny_gpt_oss_equals_hf(pair):
     sinks = [n for n in labels if n.endswith("sinks")]
     assert len(sinks) == 3 and all(mine[labels.index(n)].abs().max() > 1e-3
                                    for n in sinks)
+
+
+@pytest.mark.skipif(not hasattr(torch.nn.functional, "grouped_mm"),
+                    reason="this torch has no F.grouped_mm: only the padded path")
+def test_tiny_gpt_oss_in_float32_through_the_grouped_path_equals_hf(pair,
+                                                                    monkeypatch):
+    """Both models in float32: ours runs `GptOssExperts.grouped` in each of the 3
+    layers (spied on; the padded `forward` would fail the test), HF its eager experts.
+    Logits, router logits and every gradient within the float32 bounds above."""
+    theirs = GptOssForCausalLM(pair[1].config).float().eval()
+    theirs.load_state_dict(pair[1].state_dict())  # the float64 weights, rounded
+    ours = gpt_oss_from_hf_config(theirs.config).float().eval()
+    load_hf_gpt_oss(ours, theirs.state_dict(), theirs.config)
+    calls = []
+    grouped = GptOssExperts.grouped
+
+    def spy(self, rows, offs):
+        calls.append(rows.shape)
+        return grouped(self, rows, offs)
+
+    monkeypatch.setattr(GptOssExperts, "grouped", spy)
+    monkeypatch.setattr(GptOssExperts, "forward", lambda *a: pytest.fail(
+        "the padded path ran"))
+    labels, mine, hf = forward_and_grads(ours, theirs)
+    assert calls == [(B * T * K, D)] * 3
+    assert all(a.dtype == torch.float32 for a in mine)
+    for n, a, b in zip(labels, mine, hf):
+        bound = (F32_ALL_OUTPUTS if n == "logits" or n.startswith("router")
+                 else F32_GRADIENTS)
+        diff = (a - b).abs().max().item()
+        assert diff <= bound * b.abs().max().item(), (n, diff)
 
 
 def test_balancing_loss_and_training_loss_equal_hf(pair):

@@ -310,28 +310,21 @@ def test_step_flops_is_what_flop_counter_mode_counts(family, keys, monkeypatch):
     min(window, keys) keys, the MoE layers multiply the router and the k chosen
     experts (and DeepSeek-V3's shared expert after its dense first layer), MLA's
     cached step is the absorbed form (its first, uncached token and `absorb="never"`
-    re-project the latents). One difference, counted: gpt-oss's experts have no
-    grouped path, and `dispatch`'s padded one multiplies all E experts' groups of
-    C = 1 slot, zeros in the E - k the token did not choose."""
+    re-project the latents). Every family's experts (`Experts`, gpt-oss's
+    `GptOssExperts`) take the grouped path in float32, each chosen pair once, so the
+    count has no padding to add."""
     from literate.moe import Experts, GptOssExperts, MoEFFN
 
     model = tiny_model(family)
     matmuls, attention = counted_step(model, keys, monkeypatch)
     flops = step_flops(model, keys)
-    padded = 0
     for block in model.blocks:
-        if isinstance(block.ffn, MoEFFN):
-            experts, k = block.ffn.experts, routed_top_k(block.ffn)
-            if isinstance(experts, GptOssExperts):  # all E computed, k counted
-                padded += 2 * (experts.n_experts - k) * 3 * model.d_model \
-                    * experts.d_ff
-            else:  # the grouped path runs: each chosen pair once
-                assert isinstance(experts, Experts)
-                assert experts.takes_grouped(torch.float32)
-    assert matmuls == flops["matmuls"] + padded
+        if isinstance(block.ffn, MoEFFN):  # the grouped path runs
+            assert isinstance(block.ffn.experts, (Experts, GptOssExperts))
+            assert block.ffn.experts.takes_grouped(torch.float32)
+    assert matmuls == flops["matmuls"]
     assert attention == flops["attention"]
     assert flops["total"] == flops["matmuls"] + flops["attention"]
-    assert (padded > 0) == (family == "gpt-oss")
     windows = [getattr(b.attn, "window", None) for b in model.blocks]
     unwindowed = decoding_flops(**decoder_shape(model) | {"windows": None}, keys=keys)
     assert (attention < unwindowed["attention"]) == (keys > 4 and any(windows))
