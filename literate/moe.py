@@ -9,11 +9,13 @@ the token's output is their gated sum (Shazeer et al. 2017; Fedus et al. 2021).
   those functions.
 * `Experts` (HF's fused layout: `gate_up_proj (E, 2I, d)`, `down_proj (E, d, I)`) and
   `GptOssExperts` (`gate_up_proj (E, d, 2I)` interleaved, biases, clamped SwiGLU): all
-  E experts at once on `[E, C, d]` groups, one batched matrix product per matrix.
-* `dispatch`: sort the (token, expert) pairs by expert, lay each expert's pairs out in
-  its own group of C slots, run the experts, gather each pair's output back and sum
-  them weighted by the gates. Index arithmetic only: no tensor value is read into
-  Python (no host sync), so it compiles with `fullgraph=True`.
+  E experts at once on `[E, C, d]` groups, one batched matrix product per matrix; and
+  `grouped(rows, offs)`, each on the rows sorted to it, by `F.grouped_mm`.
+* `dispatch`: sort the (token, expert) pairs by expert; dropless, in float32 or
+  bfloat16, run each pair once through the experts' `grouped` path; otherwise lay each
+  expert's pairs out in its own group of C slots, run the experts, gather each pair's
+  output back; and sum them weighted by the gates. Index arithmetic only: no tensor
+  value is read into Python (no host sync), so it compiles with `fullgraph=True`.
 * `MoEFFN`: the FFN interface `[B, T, d] -> [B, T, d]`; it keeps the router logits of
   its last call for `load_balancing_loss` (Fedus et al. 2021, eqs. 4-6, pooled over
   layers as HF's `load_balancing_loss_func`).
