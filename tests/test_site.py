@@ -55,11 +55,15 @@ CLAIMS = "/appendix/claims/"
 NOTEBOOK = "/notebooks/attention_playground/"
 # Every other page gets the same checks: it loads, its images load, nothing is logged as an
 # error, nothing is requested from another host. The pages are the nav's (mkdocs.yml), so a
-# new chapter is checked without being listed here; the notebooks are not Markdown pages.
+# new chapter is checked without being listed here; the notebooks (mkdocs-jupyter's pages,
+# docs/notebooks/*.py) are not Markdown pages.
 OTHER_PAGES = [
     "/" + page.removesuffix(".md") + "/" for page in nav_pages()
     if page not in ("index.md", "attention/scaled-dot-product.md", "appendix/claims.md")
-] + ["/notebooks/seq2seq_reverse/"]
+] + [
+    f"/notebooks/{nb.stem}/" for nb in sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+    if f"/notebooks/{nb.stem}/" != NOTEBOOK
+]
 PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK, *OTHER_PAGES]
 # The era files the build writes (literate.export), linked from the home page and chapters.
 DOWNLOADS = [f"/downloads/{name}.py" for name in ERAS]
@@ -437,6 +441,16 @@ def test_no_request_to_another_host(visit) -> None:
     assert external == [], "requests to other hosts:\n  " + "\n  ".join(external)
 
 
+# A term, and the page that teaches it: typed into the search box, that page is listed first.
+SEARCHES = [
+    ("RoPE", "/attention/positions/"),
+    ("KV cache", "/decoding/kv-cache/"),
+    ("SwiGLU", "/modern/modern-block/"),
+    ("label smoothing", "/eras/encoder-decoder/"),
+]
+SEARCH_RESULT = ".md-search-result__item a"
+
+
 def test_search_finds_the_chapter_that_teaches_it(session: Session) -> None:
     """With the real search index (built offline by the build), typing a term into the
     search box lists results, the first from the chapter that teaches it; the page
@@ -444,8 +458,90 @@ def test_search_finds_the_chapter_that_teaches_it(session: Session) -> None:
     tab = session.open(CHAPTER_1)
     tab.page.keyboard.press("s")  # Material's shortcut: focus the search box
     box = tab.page.locator("input.md-search__input")
-    box.fill("RoPE")
-    first = tab.page.locator(".md-search-result__item a").first
-    first.wait_for(timeout=20_000)
-    assert "/attention/positions/" in first.get_attribute("href")
+    firsts = {}
+    for term, _ in SEARCHES:
+        box.fill("")
+        box.type(term)  # key by key, as a reader types
+        # the list is redrawn for the new query: its links then carry the new term (h=)
+        wanted = "h=" + term.split()[0].lower()
+        tab.page.wait_for_function(
+            "([selector, wanted]) => { const a = document.querySelector(selector);"
+            " return a && a.getAttribute('href').toLowerCase().includes(wanted); }",
+            arg=[SEARCH_RESULT, wanted], timeout=20_000)
+        firsts[term] = tab.page.locator(SEARCH_RESULT).first.get_attribute("href")
+    wrong = {t: firsts[t] for t, page in SEARCHES if page not in (firsts[t] or "")}
+    assert wrong == {}, f"first result is not the chapter that teaches the term: {wrong}"
     assert tab.errors == [], tab.errors
+
+
+def _focused(page) -> dict:
+    return page.evaluate("""() => { const el = document.activeElement;
+        return {tag: el.tagName.toLowerCase(), id: el.id, name: el.name || '',
+                palette: !!el.closest('form[data-md-component="palette"]')}; }""")
+
+
+def test_keyboard_alone_works_the_page(session: Session) -> None:
+    """Without a mouse: Tab reaches the palette toggle and an arrow key switches the
+    scheme; the search shortcut opens the search, which takes a typed query; content tabs
+    switch with the arrow keys (a collapsed block: the next test). (Elements
+    deep in the page are focused directly, as Tab would after many presses.)"""
+    page = session.open(CHAPTER_1).page
+    keys = page.keyboard
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "default"
+
+    # The palette: its radio buttons are in the tab order, a few stops from the top.
+    for _ in range(20):
+        keys.press("Tab")
+        if _focused(page)["palette"]:
+            break
+    assert _focused(page)["palette"], f"20 Tabs do not reach the palette toggle: {_focused(page)}"
+    keys.press("ArrowDown")
+    page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
+    keys.press("ArrowUp")
+    page.wait_for_selector('body[data-md-color-scheme="default"]', timeout=5000)
+
+    # The search: "s" opens it with the query box focused; typing fills it; Escape closes.
+    keys.press("Escape")
+    page.evaluate("() => document.activeElement.blur()")
+    keys.press("s")
+    assert _focused(page)["name"] == "query", _focused(page)
+    assert page.locator("#__search").is_checked(), "the search did not open"
+    keys.type("RoPE")
+    page.locator(SEARCH_RESULT).first.wait_for(timeout=20_000)
+    assert page.locator("input.md-search__input").input_value() == "RoPE"
+    keys.press("Escape")
+    page.wait_for_function("() => !document.getElementById('__search').checked", timeout=5000)
+
+    # Content tabs (pymdownx.tabbed): each tab is a radio button in the tab order; an
+    # arrow key selects the next tab and shows its panel.
+    tabs = page.locator(".tabbed-set").first
+    radios = tabs.locator(":scope > input")
+    assert radios.count() >= 2, "chapter 1 has no content tabs"
+    assert radios.first.evaluate("r => r.tabIndex") >= 0
+    blocks = tabs.locator(".tabbed-content > .tabbed-block")
+    assert blocks.nth(0).is_visible() and not blocks.nth(1).is_visible()
+    radios.first.focus()
+    keys.press("ArrowRight")
+    assert radios.nth(1).is_checked(), "ArrowRight did not select the second tab"
+    assert blocks.nth(1).is_visible() and not blocks.nth(0).is_visible()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "found by this test, cause not located yet: Enter on a focused <summary> fires one "
+    "toggle event yet leaves the block closed (two toggles coalesced?); Space does too"))
+def test_keyboard_opens_and_closes_a_collapsed_block(session: Session) -> None:
+    page = session.open(CHAPTER_1).page
+    keys = page.keyboard
+    # A collapsed block (`???`, a proof or a solution): its summary is in the tab order;
+    # Enter opens it and shows its body, Enter again closes it.
+    proof = page.locator(".md-content details:not([open])").first
+    summary = proof.locator(":scope > summary")
+    assert summary.evaluate("s => s.tabIndex") >= 0
+    body = proof.locator(":scope > :not(summary)").first
+    assert not proof.evaluate("d => d.open") and not body.is_visible()
+    summary.focus()
+    keys.press("Enter")
+    page.wait_for_function("d => d.open", arg=proof.element_handle(), timeout=5000)
+    assert body.is_visible()
+    keys.press("Enter")
+    page.wait_for_function("d => !d.open", arg=proof.element_handle(), timeout=5000)
