@@ -505,7 +505,7 @@ def test_keyboard_alone_works_the_page(session: Session) -> None:
     page.evaluate("() => document.activeElement.blur()")
     keys.press("s")
     assert _focused(page)["name"] == "query", _focused(page)
-    assert page.locator("#__search").is_checked(), "the search did not open"
+    page.wait_for_function("() => document.getElementById('__search').checked", timeout=5000)
     keys.type("RoPE")
     page.locator(SEARCH_RESULT).first.wait_for(timeout=20_000)
     assert page.locator("input.md-search__input").input_value() == "RoPE"
