@@ -527,6 +527,10 @@ def on_files(files: Files, config: Any) -> Files:
         executor.shutdown(wait=False)
     for uri, path in write_downloads().items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
+    # Every chapter and notebook page as a notebook to download (the theme's button).
+    from literate.site.chapter_notebooks import add_notebook_downloads
+
+    add_notebook_downloads(files, config, nav_order(config.get("nav")))
     global _outputs
     _outputs = start_outputs(nav_order(config.get("nav")))
     started = execute_notebooks_ahead(config, files)
