@@ -242,7 +242,8 @@ def test_ipython_is_imported_before_the_figure_and_notebook_threads_start():
 
     code = ("import sys\nimport literate.site.hooks as h\n"
             "assert 'IPython' not in sys.modules\n"
-            "h.cover_notebook_cache_with_code = lambda: None\nh.on_config({})\n"
+            "h.cover_notebook_cache_with_code = lambda: None\n"
+            "h.on_config({'theme': {'features': []}})\n"
             "print(sys.modules['IPython'].version_info >= (8,))\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=hooks.ROOT, timeout=120)
