@@ -13,7 +13,7 @@ TORCH ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test bench clean
+.PHONY: test-readers setup serve build test bench clean
 
 setup: $(VENV)/.installed
 
@@ -34,7 +34,13 @@ build: setup  ## build the static site into site/
 # namespace and run in order, so a file never splits across workers.
 test: setup  ## build the site, then run every test and every block on every page
 	$(BIN)/mkdocs build --strict
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile -m "not readers"
+
+# The checks of the site as readers use it that take minutes of CPU (axe-core on every
+# page in both schemes, every chapter notebook executed in a fresh kernel): CI runs them
+# after `make test`, on the site it built.
+test-readers: setup  ## run the readers' checks (accessibility, chapter notebooks) on the built site
+	$(BIN)/pytest -n 2 --dist loadfile -m readers
 
 # The benchmarks page shows the committed results; this runs every row again (minutes),
 # niced, and rewrites them (and pins their digest in literate/bench.py).

@@ -451,6 +451,7 @@ def executed(relative, tmp_path_factory) -> dict[str, tuple[float, dict, str | N
     return results
 
 
+@pytest.mark.readers
 def test_the_probe_kernel_is_fresh(executed):
     cwd, _, nb, error = executed["probe"]
     assert error is None, error
@@ -468,6 +469,7 @@ def _page_outputs(page: str) -> list[str] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+@pytest.mark.readers
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_the_chapter_notebook_runs_top_to_bottom_in_a_fresh_kernel(executed, page):
     _, seconds, nb, error = executed[page]

@@ -21,6 +21,7 @@ import http.server
 import io
 import struct
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ from test_site import (  # noqa: F401  (browser and site_dir are fixtures used h
     site_dir,
 )
 
-pytestmark = pytest.mark.site
+pytestmark = [pytest.mark.site, pytest.mark.readers]
 
 AXE_JS = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 PHONE = {"width": 390, "height": 844}
@@ -52,30 +53,9 @@ WEIGHT_BUDGET = 1_500_000
 SIDE_BY_SIDE = "/eras/side-by-side/"
 SCREENSHOTS = {CHAPTER_1: "chapter-1", SIDE_BY_SIDE: "side-by-side"}
 FAILING_IMPACTS = ("serious", "critical")
-
-# What axe reports and this site cannot change from its CSS, its pages or its theme
-# overrides: rule id -> (selector of the elements left out of that rule only, why). Every
-# other element, and every other rule, is checked.
-AXE_EXCLUDED: dict[str, tuple[str, str]] = {
-    "link-name": (
-        ".md-annotation__index",
-        "Material's code annotation marker, made by its script: an <a tabindex=-1> whose "
-        "number is CSS generated content, inside the <aside tabindex=0> a keyboard "
-        "reaches; no override of ours can give it text",
-    ),
-    "scrollable-region-focusable": (
-        ".md-typeset__scrollwrap, div.arithmatex, .highlight-ipynb",
-        "boxes that scroll sideways when their content is wider than the column: the "
-        "wrapper Material's script puts around every table, the display-math block "
-        "(Material's CSS makes it scroll) and mkdocs-jupyter's code cell. Making them "
-        "focusable takes a tabindex set by a script (Material does it for code blocks "
-        "only); CSS cannot",
-    ),
-}
-
-# The rules that read colour: in the dark scheme only these can find anything new, since
-# the palette toggle changes colours and nothing else of the page.
-COLOUR_RULES = ["color-contrast", "link-in-text-block"]
+SCHEMES = ("light", "dark")
+# The rules that read colour, each run on one element per style (below).
+COLOUR_RULES = ("color-contrast", "link-in-text-block")
 
 
 # ---------------------------------------------------------------------------------------
@@ -131,10 +111,15 @@ def host_url(site_dir: Path) -> Iterator[str]:
 @dataclass
 class Visit:
     path: str
+    status: int = 0
+    errors: list[str] = field(default_factory=list)  # uncaught exceptions in the page
     received: dict[str, int] = field(default_factory=dict)  # URL -> body bytes received
     phone: dict[str, Any] = field(default_factory=dict)
     screenshot: Path | None = None
     axe: dict[str, list[dict]] = field(default_factory=dict)  # scheme -> violations
+    # scheme -> the rules run, and how many elements the colour rules stand for
+    checked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    flattened: int = 0  # code blocks and formulas made plain text before axe ran (_FLATTEN)
 
     @property
     def weight(self) -> int:
@@ -160,46 +145,174 @@ _PHONE = """() => {
     return {viewport: vw, scrollWidth: document.documentElement.scrollWidth, outside, figures};
 }"""
 
-# Before axe runs: every collapsed block is opened (proofs and solutions are checked too),
-# and a code block or a formula whose every style (the colour, font and highlight of each
-# of its tokens) an earlier one already showed on the same background becomes its own text in the block's colour.
-# Contrast depends on nothing else, and a long page has thousands of such tokens: axe then
-# checks every style once instead of every token.
-_PREPARE = """() => {
+# Every collapsed block opened (proofs and solutions are checked too), after two frames:
+# what a ResizeObserver does about a box that changed size is done by then.
+_OPEN_BLOCKS = """() => {
     document.querySelectorAll('details').forEach(d => { d.open = true; });
-    const styleOf = el => { const cs = getComputedStyle(el);
-        return [cs.color, cs.fontSize, cs.fontWeight, !!el.closest('.hll')].join('|'); };
-    const shown = new Set();
-    let flattened = 0;
-    const blocks = document.querySelectorAll('.md-typeset pre > code, .highlight-ipynb > pre, .katex-html');
-    for (const block of blocks) {
-        const where = [getComputedStyle(block.parentElement).backgroundColor,
-                       getComputedStyle(block).color];
-        const styles = Array.from(block.querySelectorAll('*'))
-            .filter(el => !el.children.length && el.textContent.trim())
-            .map(el => where.concat(styleOf(el)).join('|'));
-        if (styles.some(k => !shown.has(k))) { styles.forEach(k => shown.add(k)); continue; }
-        if (block.querySelector('.md-annotation')) continue;
-        block.replaceChildren(block.textContent);
-        flattened++;
+    return new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+}"""
+
+# At the desktop's width, every block open, before axe-core runs: a code block or a
+# formula each of whose tokens' styles, in both schemes, an earlier block of the page
+# showed already on the same background is made plain text (its tokens' text, in the
+# block's colour). Each style keeps being checked where it first appears, and what is left
+# is a page of a few thousand elements instead of tens of thousands: every rule of axe-core
+# walks every element, and the page's code and formula tokens are most of them. A style
+# is the token's colour, size and weight, whether it sits on a highlighted line, and the
+# block's own colour and background. Links in a code block (its line anchors) are kept,
+# as is a block holding a code annotation; a formula's markup that screen readers read
+# (KaTeX's MathML) is not touched: only its drawn, aria-hidden copy is. Returns how many
+# blocks were made plain.
+_FLATTEN = """() => {
+    const body = document.body;
+    const scheme = body.getAttribute('data-md-color-scheme');
+    const blocks = Array.from(document.querySelectorAll(
+        '.md-typeset pre > code, .highlight-ipynb > pre, .katex-html'));
+    const keys = blocks.map(() => []);
+    for (const shown of ['default', 'slate']) {
+        body.setAttribute('data-md-color-scheme', shown);
+        blocks.forEach((block, i) => {
+            const where = [getComputedStyle(block.parentElement).backgroundColor,
+                           getComputedStyle(block).color];
+            const tokens = Array.from(block.querySelectorAll('*'))
+                .filter(el => !el.children.length && el.textContent.trim());
+            tokens.forEach((el, j) => { const cs = getComputedStyle(el);
+                keys[i][j] = (keys[i][j] || '') + [shown, ...where, cs.color, cs.fontSize,
+                    cs.fontWeight, !!el.closest('.hll')].join('|') + ' '; });
+        });
     }
+    body.setAttribute('data-md-color-scheme', scheme);
+    const seen = new Set();
+    let flattened = 0;
+    blocks.forEach((block, i) => {
+        if (keys[i].some(k => !seen.has(k))) { keys[i].forEach(k => seen.add(k)); return; }
+        if (block.querySelector('.md-annotation')) return;
+        block.replaceChildren(...Array.from(block.childNodes).map(node =>
+            node.nodeType === 1 && node.tagName !== 'A'
+                ? document.createTextNode(node.textContent) : node));
+        flattened++;
+    });
     return flattened;
 }"""
 
+# Still at the phone's width, every block open: the boxes of the content that scroll
+# sideways (by more than axe-core's 13-pixel margin) and that a keyboard cannot reach,
+# neither the box nor anything in it being focusable (axe's scrollable-region-focusable,
+# at the width where most boxes scroll).
+_UNREACHABLE = """() => {
+    const focusable = "a[href], button, input, select, textarea, summary, " +
+        "[tabindex]:not([tabindex='-1'])";
+    return Array.from(document.querySelectorAll('.md-content *')).filter(el => {
+        if (el.scrollWidth <= el.clientWidth + 13) return false;
+        const overflow = getComputedStyle(el).overflowX;
+        if (overflow !== 'auto' && overflow !== 'scroll') return false;
+        return !el.matches(focusable) && !el.querySelector(focusable);
+    }).slice(0, 5).map(el => el.tagName.toLowerCase() + '.' + Array.from(el.classList).join('.'));
+}"""
+
+# Once per page, after axe-core is injected: the rules of axe's default run that can
+# report a serious or critical violation (a rule's every result has the rule's impact:
+# axe sets it so), the others turned off; and the two colour rules made to check one
+# element per style.
+#
+# What axe-core's colour rules read of a text, and so the only way two texts can differ
+# for them: its colour, size, weight, shadow and fill, and every background behind it up
+# to the first opaque one (colour, image, opacity, filter, blending); for a link in a
+# line of text (link-in-text-block), also how the link is set off from its line (its
+# decoration, border, background, style) and that line's colour and weight. Of the
+# elements a colour rule would check (its own selector and `matches`, in document order),
+# it checks the first two of each style whose own text has a letter or a digit (axe
+# leaves a text of punctuation or symbols alone undecided) and the first of the style if
+# it has none: a long page has thousands of code and formula tokens, and a few dozen
+# styles. What this cannot tell apart: a text over something drawn behind it that is not
+# its ancestor (a positioned box; the page has none in its text).
+_AXE_SETUP = r"""([failing, colourRules]) => {
+    const rules = axe._audit.rules;
+    window.__axeSkipped = Object.fromEntries(rules
+        .filter(r => !failing.includes(r.impact)).map(r => [r.id, {enabled: false}]));
+    const behind = el => { const layers = []; let opacity = 1;
+        for (let a = el; a; a = a.parentElement) {
+            const cs = getComputedStyle(a);
+            opacity *= parseFloat(cs.opacity);
+            const image = cs.backgroundImage !== 'none';
+            layers.push([cs.backgroundColor, image, cs.filter, cs.mixBlendMode].join(' '));
+            if (image || /^rgb\(/.test(cs.backgroundColor)) break;
+        }
+        return layers.join(' > ') + ' @ ' + opacity; };
+    const look = (el, props) => { const cs = getComputedStyle(el);
+        return props.map(p => cs.getPropertyValue(p)).join(' '); };
+    const TEXT = ['color', 'font-size', 'font-weight', 'text-shadow',
+                  '-webkit-text-fill-color', '-webkit-text-stroke-width',
+                  '-webkit-text-stroke-color'];
+    const LINK = [...TEXT, 'text-decoration-line', 'text-decoration-style',
+                  'text-decoration-color', 'text-decoration-thickness', 'border-bottom-style',
+                  'border-bottom-width', 'border-bottom-color', 'background-color',
+                  'font-style', 'outline-style'];
+    const line = el => { let a = el.parentElement;
+        while (a && getComputedStyle(a).display.startsWith('inline')) a = a.parentElement;
+        return a; };
+    const style = {
+        'color-contrast': el => look(el, TEXT) + ' | ' + behind(el),
+        'link-in-text-block': el => [look(el, LINK), line(el) ? look(line(el), TEXT) : '',
+                                     behind(el)].join(' | '),
+    };
+    const ownText = el => Array.from(el.childNodes).filter(c => c.nodeType === 3)
+        .map(c => c.data).join('');
+    const control = el => ['INPUT', 'SELECT', 'TEXTAREA'].includes(el.nodeName);
+    // color-contrast's own `matches` asks of any other element a child text that is not
+    // white space; asking it first here is the same test, only quicker
+    const candidate = {
+        'color-contrast': el => control(el) || /\S/.test(ownText(el)),
+        'link-in-text-block': el => true,
+    };
+    const words = el => /[\p{L}\p{N}]/u.test(control(el) ? el.value : ownText(el) || el.innerText);
+    // Reset by each run: rule -> style -> [checked with words, checked without]; rule ->
+    // {checked: elements axe checked, skipped: elements of a style checked already}
+    window.__axeStyles = {};
+    window.__axeCount = {};
+    axe.configure({rules: colourRules.map(id => {
+        const matches = rules.find(r => r.id === id).matches;
+        return {id, matches: function (node, virtualNode, context) {
+            if (!candidate[id](node)) return false;
+            const styles = window.__axeStyles[id] = window.__axeStyles[id] || {};
+            const key = style[id](node);
+            const seen = styles[key] = styles[key] || (window.__axeKnown[id].has(key) ? [2, 0] : [0, 0]);
+            const worded = words(node);
+            // a style checked enough, here or on a page before: axe's `matches` is not
+            // asked (it is the slow part), nor the check (a first check of a colour
+            // rule maps the whole page: the slowest part)
+            const wanted = worded ? seen[0] < 2 : seen[0] + seen[1] === 0;
+            const count = what => { const c = window.__axeCount[id] = window.__axeCount[id]
+                || {checked: 0, skipped: 0}; c[what]++; };
+            if (!wanted) { count('skipped'); return false; }
+            if (!matches.call(this, node, virtualNode, context)) return false;
+            count('checked');
+            seen[worded ? 0 : 1]++;
+            return true;
+        }};
+    })});
+    return rules.filter(r => failing.includes(r.impact) && r.enabled).map(r => r.id);
+}"""
+
 # Starts axe on the page and leaves its promise in window.__axe (so that several pages run
-# at once); _AXE_RESULT waits for it. Violations on elements an exclusion names are dropped.
-_AXE_START = """({excluded, rules}) => {
-    const options = {resultTypes: ['violations'], elementRef: true};
-    if (rules) options.runOnly = {type: 'rule', values: rules};
+# at once); _AXE_RESULT waits for it, with how many elements the colour rules stood for.
+_AXE_START = """([known, only]) => {
+    window.__axeKnown = Object.fromEntries(Object.entries(known).map(([id, keys]) => [id, new Set(keys)]));
+    window.__axeStyles = {};
+    window.__axeCount = {};
+    const options = {resultTypes: ['violations'], rules: window.__axeSkipped};
+    if (only) options.runOnly = {type: 'rule', values: only};
     window.__axe = axe.run(document, options).then(result => result.violations.map(v => ({
         id: v.id, impact: v.impact, help: v.help,
-        nodes: v.nodes
-            .filter(n => !(excluded[v.id] && n.element && n.element.matches(excluded[v.id])))
-            .map(n => ({target: n.target.join(' '), html: n.html.slice(0, 160),
-                        summary: (n.failureSummary || '').slice(0, 300)})),
-    })).filter(v => v.nodes.length));
+        nodes: v.nodes.map(n => ({target: n.target.join(' '), html: n.html.slice(0, 160),
+                                  summary: (n.failureSummary || '').slice(0, 300)})),
+    })));
 }"""
-_AXE_RESULT = "() => window.__axe"
+_AXE_RESULT = """() => window.__axe.then(violations => ({violations,
+    count: window.__axeCount,
+    checkedStyles: Object.fromEntries(Object.entries(window.__axeStyles).map(([id, styles]) =>
+        [id, Object.keys(styles).filter(key => !window.__axeKnown[id].has(key)
+                                               && styles[key][0] + styles[key][1] > 0)]))}))"""
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -208,71 +321,135 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", header[16:24])
 
 
-class _ColdLoad:
-    """A page loading in a fresh context at the phone's viewport."""
-
-    def __init__(self, browser, url: str, path: str):
-        self.visit = Visit(path)
-        self.requests: list[Any] = []
-        self.errors: list[str] = []
-        self.context = browser.new_context(color_scheme="light", viewport=PHONE)
-        self.context.route(_EXTERNAL_URL, lambda route: route.abort())
-        self.context.on("requestfinished", lambda request: self.requests.append(request))
-        self.page = self.context.new_page()
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        self.response = self.page.goto(url + path, wait_until="commit")
-
-
-# Pages visited at once: each loads and runs axe in its own renderer process.
+# Pages visited at once, each loading and running axe in its own renderer process: enough
+# that one page's waits (for the network to go quiet, for Python) leave the CPUs to others.
 AT_ONCE = 4
-# axe-core's contrast check is several times faster on an element inside the viewport; the
-# page is checked in a viewport as tall as the page (up to this height).
-TALLEST = 30_000
 
 
-def _visit_all(browser, url: str, paths: list[str], shots: Path) -> Iterator[Visit]:
-    axe_js = AXE_JS.read_text(encoding="utf-8")
-    excluded = {rule: selector for rule, (selector, _) in AXE_EXCLUDED.items()}
-    loads = [_ColdLoad(browser, url, path) for path in paths]
+def _visit(browser, url: str, path: str, shots: Path | None, axe_js: str,
+           styles: dict[str, dict[str, set[str]]], init_script: str | None = None) -> Iterator[None]:
+    """One page's cold visit, as steps: each `yield` leaves the page working in its
+    renderer (loading, running axe) while the caller attends to other pages; the return
+    value is the Visit.
+
+    `styles` holds, for each scheme and colour rule, the styles checked on the pages
+    before: they are not checked again, and the styles this page checks are added (unless
+    an `init_script` changed the page)."""
+    visit = Visit(path)
+    requests: list[Any] = []
+    context = browser.new_context(color_scheme="light", viewport=PHONE)
     try:
-        for load in loads:  # loaded: weigh, measure at the phone's width, start axe (light)
-            assert load.response is not None and load.response.status == 200, load.visit.path
-            load.page.wait_for_load_state("networkidle")
-            load.visit.received = {r.url: r.sizes()["responseBodySize"] for r in load.requests}
-            load.visit.phone = load.page.evaluate(_PHONE)
-            if load.visit.path in SCREENSHOTS:
-                load.visit.screenshot = shots / f"{SCREENSHOTS[load.visit.path]}-390.png"
-                load.page.screenshot(path=load.visit.screenshot)
-                load.visit.phone["h1"] = load.page.locator(".md-content h1").first.bounding_box()
-            load.page.set_viewport_size(DESKTOP)
-            load.page.evaluate(_PREPARE)
-            height = load.page.evaluate("document.documentElement.scrollHeight")
-            load.page.set_viewport_size({"width": DESKTOP["width"], "height": min(height, TALLEST)})
-            load.page.add_script_tag(content=axe_js)
-            load.page.evaluate(_AXE_START, {"excluded": excluded, "rules": None})
-        for load in loads:  # light done: switch to dark with the palette toggle, start axe
-            load.visit.axe["light"] = load.page.evaluate(_AXE_RESULT)
-            load.page.locator(PALETTE_TOGGLE).filter(visible=True).first.click()
-            load.page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
-            load.page.evaluate(_AXE_START, {"excluded": excluded, "rules": COLOUR_RULES})
-        for load in loads:
-            load.visit.axe["dark"] = load.page.evaluate(_AXE_RESULT)
-            assert load.errors == [], f"{load.visit.path}: {load.errors}"
-            yield load.visit
+        context.route(_EXTERNAL_URL, lambda route: route.abort())
+        context.on("requestfinished", lambda request: requests.append(request))
+        if init_script:
+            context.add_init_script(init_script)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: visit.errors.append(str(exc)))
+        response = page.goto(url + path, wait_until="commit")
+        yield
+        visit.status = response.status if response is not None else 0
+        page.wait_for_load_state("networkidle")
+        # loaded, cold, at the phone's width: weigh, measure, photograph
+        visit.received = {r.url: r.sizes()["responseBodySize"] for r in requests}
+        visit.phone = page.evaluate(_PHONE)
+        if shots is not None and path in SCREENSHOTS:
+            visit.screenshot = shots / f"{SCREENSHOTS[path]}-390.png"
+            page.screenshot(path=visit.screenshot)
+            visit.phone["h1"] = page.locator(".md-content h1").first.bounding_box()
+        page.evaluate(_OPEN_BLOCKS)
+        visit.phone["unreachable"] = page.evaluate(_UNREACHABLE)
+        # at the desktop's width: axe, in the light scheme, then in the dark one
+        page.set_viewport_size(DESKTOP)
+        page.evaluate(_OPEN_BLOCKS)
+        visit.flattened = page.evaluate(_FLATTEN)
+        page.add_script_tag(content=axe_js)
+        rules = page.evaluate(_AXE_SETUP, [list(FAILING_IMPACTS), list(COLOUR_RULES)])
+        for scheme in SCHEMES:
+            if scheme == "dark":  # the palette toggle, as a reader switches
+                page.locator(PALETTE_TOGGLE).filter(visible=True).first.click()
+                page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
+                page.evaluate(_OPEN_BLOCKS)
+            known = styles.setdefault(scheme, {rule: set() for rule in COLOUR_RULES})
+            # the dark scheme changes colours and nothing else: the colour rules only
+            only = list(COLOUR_RULES) if scheme == "dark" else None
+            page.evaluate(_AXE_START, [{rule: sorted(keys) for rule, keys in known.items()}, only])
+            yield
+            result = page.evaluate(_AXE_RESULT)
+            visit.axe[scheme] = result.pop("violations")
+            if init_script is None:
+                for rule, keys in result["checkedStyles"].items():
+                    known[rule].update(keys)
+            visit.checked[scheme] = {"rules": only or rules, **result}
+        return visit
     finally:
-        for load in loads:
-            load.context.close()
+        context.close()
+
+
+def _run_at_once(steps: list[Callable[[], Iterator[None]]], at_once: int) -> list[Any]:
+    """Runs `_visit`-like step generators, up to `at_once` started, each resumed in turn
+    (it then waits for what it left its page doing); returns their values, in order."""
+    results: dict[int, Any] = {}
+    waiting = deque(enumerate(steps))
+    running: deque[tuple[int, Iterator[None]]] = deque()
+    try:
+        while waiting or running:
+            while waiting and len(running) < at_once:
+                i, start = waiting.popleft()
+                gen = start()
+                next(gen)
+                running.append((i, gen))
+            i, gen = running.popleft()
+            try:
+                next(gen)
+                running.append((i, gen))
+            except StopIteration as done:
+                results[i] = done.value
+    finally:
+        for _, gen in running:
+            gen.close()  # closes its browser context
+    return [results[i] for i in range(len(steps))]
+
+
+# A probe of the colour checks: on one page, three elements among thousands of the same
+# style are given a style that fails, in each scheme: a paragraph's text, one token of a
+# code block (faint on the code's background) and a link in a line of text (no underline,
+# a colour close to the line's).
+PROBE_PAGE = CHAPTER_1
+_PROBE = """document.addEventListener('DOMContentLoaded', () => {
+    const pick = (selector, n) => document.querySelectorAll(selector)[n];
+    pick('.md-content article > p', 6).classList.add('probe-text');
+    pick('.md-content .highlight pre > code span.n', 60).classList.add('probe-code');
+    Array.from(document.querySelectorAll('.md-content article > p a[href]'))
+        .filter(a => !a.closest('sup, .footnote-ref'))[2].classList.add('probe-link');
+    const style = document.createElement('style');
+    style.textContent = `
+        [data-md-color-scheme=default] .md-typeset .probe-text { color: #a0a0a0 }
+        [data-md-color-scheme=slate] .md-typeset .probe-text { color: #50545c }
+        [data-md-color-scheme=default] .md-typeset .probe-code { color: #d0d0d0 }
+        [data-md-color-scheme=slate] .md-typeset .probe-code { color: #3a3d45 }
+        .md-typeset a.probe-link { text-decoration: none !important; border: 0 }
+        [data-md-color-scheme=default] .md-typeset a.probe-link { color: #333 }
+        [data-md-color-scheme=slate] .md-typeset a.probe-link { color: #c8cad0 }`;
+    document.head.appendChild(style);
+});"""
+PROBES = {"probe-text": "color-contrast", "probe-code": "color-contrast",
+          "probe-link": "link-in-text-block"}
 
 
 @pytest.fixture(scope="module")
 def visits(browser, host_url: str, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Visit]:
-    """Visit every page once, a few at a time, then look up what a visit found."""
+    """Visit every page once, and the probe's page, a few at a time; then look up what a
+    visit found (the probe's: `visits("probe")`)."""
     shots = tmp_path_factory.mktemp("screenshots")
-    found: dict[str, Visit] = {}
-    for start in range(0, len(PAGES), AT_ONCE):
-        for visit in _visit_all(browser, host_url, PAGES[start:start + AT_ONCE], shots):
-            found[visit.path] = visit
-    return found.__getitem__
+    axe_js = AXE_JS.read_text(encoding="utf-8")
+    styles: dict[str, dict[str, set[str]]] = {}
+    steps = [functools.partial(_visit, browser, host_url, path, shots, axe_js, styles)
+             for path in PAGES]
+    steps.append(functools.partial(_visit, browser, host_url, PROBE_PAGE, None, axe_js, styles, _PROBE))
+    found = _run_at_once(steps, AT_ONCE)
+    by_path = {visit.path: visit for visit in found[:-1]}
+    by_path["probe"] = found[-1]
+    return by_path.__getitem__
 
 
 # ---------------------------------------------------------------------------------------
@@ -288,11 +465,35 @@ def _describe(violations: list[dict]) -> str:
     return "\n  ".join(lines)
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("path", PAGES)
 def test_axe_finds_nothing_serious(visits, path: str, scheme: str) -> None:
-    violations = [v for v in visits(path).axe[scheme] if v["impact"] in FAILING_IMPACTS]
+    """Every rule of axe's default run that can report a serious or critical violation,
+    the colour rules on one element per style, in each scheme; and no error in the page."""
+    visit = visits(path)
+    assert visit.status == 200, f"{path}: HTTP {visit.status}"
+    assert visit.errors == [], f"{path}: {visit.errors}"
+    checked = visit.checked[scheme]
+    assert set(COLOUR_RULES) <= set(checked["rules"]), checked["rules"]
+    contrast = checked["count"]["color-contrast"]
+    assert contrast["checked"] + contrast["skipped"] >= 1, checked
+    violations = [v for v in visit.axe[scheme] if v["impact"] in FAILING_IMPACTS]
     assert violations == [], f"{path} ({scheme}): axe-core finds\n  {_describe(violations)}"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_colour_checks_find_one_failing_element_among_thousands(visits, scheme: str) -> None:
+    """The probe's page, three elements given a failing style (_PROBE): the colour checks
+    on one element per style find each of them, in each scheme, so that checking styles
+    instead of elements hides nothing."""
+    visit = visits("probe")
+    assert visit.errors == [], visit.errors
+    assert visit.checked[scheme]["count"]["color-contrast"]["skipped"] > 1000, visit.checked[scheme]
+    found = {(v["id"], probe) for v in visit.axe[scheme] for n in v["nodes"]
+             for probe in PROBES if probe in n["html"]}
+    assert found == {(rule, probe) for probe, rule in PROBES.items()}, (
+        f"{PROBE_PAGE} ({scheme}), probed: found {sorted(found)}; axe-core finds\n  "
+        + _describe(visit.axe[scheme]))
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -305,6 +506,14 @@ def test_nothing_scrolls_sideways_on_a_phone(visits, path: str) -> None:
     for fig in phone["figures"]:
         assert fig["left"] >= 0 and fig["right"] <= phone["viewport"], f"{path}: {fig}"
         assert fig["width"] <= fig["column"] + 0.5, f"{path}: figure wider than its column: {fig}"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_a_keyboard_reaches_every_box_that_scrolls_on_a_phone(visits, path: str) -> None:
+    """At the phone's width, where most tables, formulas and code cells scroll sideways,
+    each box that scrolls is focusable or holds something focusable
+    (docs/assets/javascripts/a11y.js puts such boxes in the tab order)."""
+    assert visits(path).phone["unreachable"] == [], f"{path}: {visits(path).phone['unreachable']}"
 
 
 def test_figures_scale_down_to_a_phone(visits) -> None:
