@@ -21,6 +21,7 @@ import http.server
 import io
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -326,6 +327,31 @@ def _png_size(path: Path) -> tuple[int, int]:
 AT_ONCE = 4
 
 
+# Every resource the page itself fetched (its worker's fetches are not listed here),
+# once its fonts are loaded: KaTeX asks for its fonts when a formula is typeset.
+_FETCHED = """() => document.fonts.ready.then(() => performance.getEntriesByType('resource')
+    .map(e => e.name).filter(name => /^https?:/.test(name)))"""
+SEARCH_INDEX = "/search/search_index.json"
+
+
+def _wait_for_last_requests(page, requests: list[Any], timeout: float = 15.0) -> None:
+    """Waits until every request of a cold load has finished: each resource the page
+    fetched, and the search index that Material's search worker fetches. A page whose
+    scripts run long (KaTeX typesetting a long page on a busy machine) can be quiet on
+    the network for half a second, which is all `networkidle` waits for, before these
+    requests start: weighed then, such a page came out at a third of its weight."""
+    deadline = time.monotonic() + timeout
+    while True:
+        finished = {r.url.split("#")[0] for r in requests}
+        wanted = {u.split("#")[0] for u in page.evaluate(_FETCHED)}
+        if wanted <= finished and any(u.endswith(SEARCH_INDEX) for u in finished):
+            return
+        if time.monotonic() > deadline:
+            missing = sorted(wanted - finished) or [SEARCH_INDEX]
+            raise AssertionError(f"{page.url}: still loading after {timeout} s: {missing[:5]}")
+        page.wait_for_timeout(50)
+
+
 def _visit(browser, url: str, path: str, shots: Path | None, axe_js: str,
            styles: dict[str, dict[str, set[str]]], init_script: str | None = None) -> Iterator[None]:
     """One page's cold visit, as steps: each `yield` leaves the page working in its
@@ -349,6 +375,7 @@ def _visit(browser, url: str, path: str, shots: Path | None, axe_js: str,
         yield
         visit.status = response.status if response is not None else 0
         page.wait_for_load_state("networkidle")
+        _wait_for_last_requests(page, requests)
         # loaded, cold, at the phone's width: weigh, measure, photograph
         visit.received = {r.url: r.sizes()["responseBodySize"] for r in requests}
         visit.phone = page.evaluate(_PHONE)
