@@ -11,6 +11,7 @@ except under CI (`CI=true`), where they fail.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
@@ -143,10 +144,11 @@ class _QuietServer(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-@pytest.fixture(scope="module")
-def base_url(site_dir: Path) -> Iterator[str]:
-    server = _QuietServer((LOCAL_HOST, 0), functools.partial(_QuietHandler, directory=str(site_dir)))
-    thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
+@contextlib.contextmanager
+def serving(site_dir: Path, handler: type = _QuietHandler, name: str = "site-server") -> Iterator[str]:
+    """Serves `site_dir` on a free port of LOCAL_HOST in a thread; yields its URL."""
+    server = _QuietServer((LOCAL_HOST, 0), functools.partial(handler, directory=str(site_dir)))
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     try:
         yield f"http://{LOCAL_HOST}:{server.server_port}"
@@ -154,6 +156,12 @@ def base_url(site_dir: Path) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def base_url(site_dir: Path) -> Iterator[str]:
+    with serving(site_dir) as url:
+        yield url
 
 
 # ---------------------------------------------------------------------------------------

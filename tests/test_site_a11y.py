@@ -20,7 +20,6 @@ import gzip
 import http.server
 import io
 import struct
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -33,14 +32,13 @@ import pytest
 
 from test_site import (  # noqa: F401  (browser and site_dir are fixtures used here)
     CHAPTER_1,
-    LOCAL_HOST,
     PAGES,
     PALETTE_TOGGLE,
     ROOT,
     _EXTERNAL_URL,
     _QuietHandler,
-    _QuietServer,
     browser,
+    serving,
     site_dir,
 )
 
@@ -94,15 +92,8 @@ class _StaticHostHandler(_QuietHandler):
 
 @pytest.fixture(scope="module")
 def host_url(site_dir: Path) -> Iterator[str]:
-    server = _QuietServer((LOCAL_HOST, 0), functools.partial(_StaticHostHandler, directory=str(site_dir)))
-    thread = threading.Thread(target=server.serve_forever, name="static-host", daemon=True)
-    thread.start()
-    try:
-        yield f"http://{LOCAL_HOST}:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(site_dir, _StaticHostHandler, "static-host") as url:
+        yield url
 
 
 # ---------------------------------------------------------------------------------------
