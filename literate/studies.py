@@ -32,6 +32,8 @@ from literate.sampling import next_token_distribution
 
 __all__ = [
     "score_statistics",
+    "SCALING_WIDTHS",
+    "scaling_study",
     "NORM_POSITIONS",
     "INITS",
     "STUDY_LAYERS",
@@ -83,6 +85,16 @@ def score_statistics(d_k: int, samples: int, *, seed: int = 18,
 # --8<-- [end:score_statistics]
 
 
+SCALING_WIDTHS = (4, 8, 16, 32, 64, 128, 256)
+
+
+@lru_cache(maxsize=2)
+def scaling_study(samples: int = 16_000) -> tuple[dict[str, float], ...]:
+    """`score_statistics` at every width of SCALING_WIDTHS (seed 18), cached: a figure
+    is drawn twice per build (light and dark) from one measurement."""
+    return tuple(score_statistics(d, samples) for d in SCALING_WIDTHS)
+
+
 # --8<-- [start:init_study]
 NORM_POSITIONS = ("pre", "post")
 INITS = ("xavier", "gpt2")
@@ -124,7 +136,10 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
     torch.set_num_threads(1)  # the same reduction order on every machine
     try:
         g = torch.Generator().manual_seed(seed)
-        blocks = [gpt2_block(d_model, n_heads, dropout=0.0) for _ in range(n_layers)]
+        with torch.device("meta"):  # shapes only: every value is set below
+            blocks = [gpt2_block(d_model, n_heads, dropout=0.0)
+                      for _ in range(n_layers)]
+        blocks = [block.to_empty(device="cpu") for block in blocks]
         with torch.no_grad():
             for block in blocks:
                 for module in block.modules():
@@ -136,6 +151,9 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
                         std = xavier if init == "xavier" else gpt2
                         module.weight.copy_(w * std)
                         module.bias.zero_()
+                for norm in (block.norm1, block.norm2):
+                    norm.weight.fill_(1.0)
+                    norm.bias.zero_()
         readout = torch.randn(vocab, d_model, generator=g)
         readout *= math.sqrt(2.0 / (vocab + d_model))  # Xavier: [V, d]
         x = torch.randn(batch, length, d_model, generator=g) * input_std  # [B, T, d]

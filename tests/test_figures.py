@@ -11,8 +11,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from literate.figures import FIGURES, LANGUAGES, render
-from literate.figures.style import svg_bytes
+from literate.figures import DRAWN_DARK, FIGURES, LANGUAGES, render
+from literate.figures.style import DARK_OF_LIGHT, recolour_dark, svg_bytes
 from literate.site import hooks
 
 CYRILLIC = re.compile("[\u0400-\u04ff]")
@@ -56,6 +56,88 @@ def test_figure_renders_small_in_each_language(name, language):
     assert not plt.get_fignums(), "svg_bytes closes the figure"
 
 
+def _hexes(value) -> list[str]:
+    """The colours in a getter's value (one colour, or rows of them) as #rrggbbaa."""
+    from matplotlib.colors import to_hex
+
+    if isinstance(value, str) or (len(value) in (3, 4) and all(isinstance(v, (int, float)) for v in value)):
+        return [to_hex(value, keep_alpha=True)]
+    return [to_hex(row, keep_alpha=True) for row in value]
+
+
+COLOUR_GETTERS = ("get_color", "get_facecolor", "get_edgecolor", "get_markerfacecolor",
+                  "get_markeredgecolor", "get_facecolors", "get_edgecolors")
+
+
+def artist_colours(fig) -> list[tuple[str, tuple[str, ...]]]:
+    """Every artist of `fig`, in the order of the drawing's tree, with every colour it
+    is drawn in."""
+    rows = []
+    for artist in fig.findobj():
+        colours = []
+        for getter in COLOUR_GETTERS:
+            if hasattr(artist, getter):
+                colours += _hexes(getattr(artist, getter)())
+        rows.append((type(artist).__name__, tuple(colours)))
+    return rows
+
+
+def as_dark(rows: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, tuple[str, ...]]]:
+    return [(kind, tuple(DARK_OF_LIGHT.get(c[:7], c[:7]) + c[7:] for c in colours))
+            for kind, colours in rows]
+
+
+@pytest.mark.parametrize("name", sorted(set(FIGURES) - set(DRAWN_DARK)))
+def test_a_recoloured_figure_is_what_drawing_it_dark_gives(name):
+    """A figure whose dark SVG is its light one recoloured (`recolour_dark`) draws, in
+    the dark theme, the same artists as in the light one, in the same order, each in
+    the dark colour of its light colour's palette role and in no other, and holds no
+    image (whose pixels a recolouring would not reach). A figure drawing a fixed colour
+    that happens to be a light palette colour fails here (and goes to DRAWN_DARK)."""
+    light, dark = (FIGURES[name].draw(theme=theme) for theme in ("light", "dark"))
+    try:
+        assert not light.findobj(match=lambda a: type(a).__name__ == "AxesImage")
+        light_rows, dark_rows = artist_colours(light), artist_colours(dark)
+        assert len(light_rows) == len(dark_rows) and sum(len(c) for _, c in light_rows) > 10
+        assert as_dark(light_rows) == dark_rows
+    finally:
+        plt.close(light)
+        plt.close(dark)
+
+
+def marker_ids_numbered(svg: bytes) -> str:
+    """The SVG with its marker ids (hashes of a marker's path and style, so of its
+    colours too) numbered by first appearance."""
+    ids: dict[str, str] = {}
+    return re.sub(r"\bm[0-9a-f]{10}\b", lambda m: ids.setdefault(m.group(0), f"marker{len(ids)}"),
+                  svg.decode("utf-8"))
+
+
+@pytest.mark.parametrize("name", ["encdec-lr-schedule", "sampling-distributions"])
+def test_the_recoloured_svg_is_the_dark_drawing_byte_for_byte_but_marker_ids(name):
+    """Two figures with markers, text, lines, bars and a legend, end to end: recolouring
+    the light SVG gives the SVG of the dark drawing, but for the marker ids (hashes)."""
+    assert name not in DRAWN_DARK
+    light = svg_bytes(FIGURES[name].draw(theme="light"))
+    drawn_dark = svg_bytes(FIGURES[name].draw(theme="dark"))
+    assert recolour_dark(light) != light and render(name, theme="dark") == recolour_dark(light)
+    assert marker_ids_numbered(recolour_dark(light)) == marker_ids_numbered(drawn_dark)
+
+
+def test_the_colours_a_recolouring_cannot_see_are_caught():
+    """The check above fails for a figure that draws a fixed colour equal to a light
+    palette colour (as box labels in the light ink would: they are in BOX_INK)."""
+    def boxes(theme: str):
+        fig = FIGURES["sampling-distributions"].draw(theme=theme)
+        fig.axes[0].text(0, 0, "label on a box", color="#2E3440")  # the same in both
+        return fig
+
+    light, dark = boxes("light"), boxes("dark")
+    assert as_dark(artist_colours(light)) != artist_colours(dark)
+    plt.close(light)
+    plt.close(dark)
+
+
 def test_light_and_dark_differ_and_each_is_byte_reproducible():
     name = "attention-masks"
     light = render(name, theme="light")
@@ -85,7 +167,11 @@ def test_hook_draws_once_then_reuses_until_the_code_changes(tmp_path, monkeypatc
 
     monkeypatch.setattr(literate.figures, "render", fake_render)
     first = hooks.ensure_figures(tmp_path)
-    assert sorted(calls) == sorted((n, "en", t) for n in FIGURES for t in ("light", "dark"))
+    # every light variant drawn, dark ones only where recolouring the light one will not do
+    assert sorted(calls) == sorted([(n, "en", "light") for n in FIGURES]
+                                   + [(n, "en", "dark") for n in DRAWN_DARK])
+    recoloured = first.paths["figures/sampling-nucleus-dark.svg"].read_bytes()
+    assert recoloured == recolour_dark(b"<svg>sampling-nucleus light</svg>")
     assert len(first.drawn) == 2 * len(FIGURES) and not first.reused
     second = hooks.ensure_figures(tmp_path)
     assert not second.drawn and len(second.reused) == 2 * len(FIGURES)
@@ -136,7 +222,9 @@ def test_figures_draw_what_literate_studies_measures():
     import literate.figures.sampling as sampling_figures
     from literate import studies
 
-    assert attention_figures.score_statistics is studies.score_statistics
+    assert attention_figures.scaling_study is studies.scaling_study
+    assert studies.scaling_study(4_000) == tuple(
+        studies.score_statistics(d, 4_000) for d in studies.SCALING_WIDTHS)
     assert gpt2_figures.gradient_study is studies.gradient_study
     assert sampling_figures.sampling_scenario is studies.sampling_scenario
     assert sampling_figures.nucleus_example is studies.nucleus_example

@@ -7,6 +7,7 @@ writing the function in the module of its chapter and registering it here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from matplotlib.figure import Figure
@@ -23,7 +24,7 @@ from literate.figures import moe
 from literate.figures import long_context
 from literate.figures import eras
 from literate.figures import bench
-from literate.figures.style import LANGUAGES, THEMES, svg_bytes
+from literate.figures.style import LANGUAGES, THEMES, recolour_dark, svg_bytes
 
 
 @dataclass(frozen=True)
@@ -254,11 +255,39 @@ FIGURES: dict[str, FigureSpec] = {
 }
 
 
+# Figures drawn again for the dark theme; every other one's dark SVG is its light one
+# recoloured (`recolour_dark`: half the drawing of a build), which the tests prove equal
+# to drawing it dark (tests/test_figures.py).
+DRAWN_DARK = {
+    "attention-masks": "an image (imshow) of palette colours",
+    "modern-swiglu-gate": "an image (imshow) of a colormap made from palette colours",
+    "moe-tokens-per-expert": "expert colours fixed across themes, one is the light blue",
+}
+
+
 def render(name: str, *, language: str = "en", theme: str = "light") -> bytes:
     """The SVG bytes of one figure."""
     if name not in FIGURES:
         raise ValueError(f"name must be one of {sorted(FIGURES)}, got {name!r}")
+    if theme == "dark" and name not in DRAWN_DARK:
+        return recolour_dark(render(name, language=language, theme="light"))
     return svg_bytes(FIGURES[name].draw(language=language, theme=theme))
 
 
-__all__ = ["FIGURES", "FigureSpec", "LANGUAGES", "THEMES", "render"]
+def draw_files(jobs: list[tuple[str, str, Path]], *, language: str = "en") -> None:
+    """Draw each `(name, theme, path)` of `jobs` into its path, each file whole or not at
+    all; a dark variant recoloured from a light one drawn here reuses its bytes."""
+    light: dict[str, bytes] = {}
+    for name, theme, path in jobs:
+        if theme == "dark" and name in light and name not in DRAWN_DARK:
+            data = recolour_dark(light[name])
+        else:
+            data = render(name, language=language, theme=theme)
+        if theme == "light":
+            light[name] = data
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+
+__all__ = ["DRAWN_DARK", "FIGURES", "FigureSpec", "LANGUAGES", "THEMES", "draw_files", "render"]

@@ -10,8 +10,8 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from literate.attention import causal_allowed, padding_allowed
-from literate.figures.style import style, text
-from literate.studies import score_statistics
+from literate.figures.style import BOX_INK, style, text
+from literate.studies import SCALING_WIDTHS, scaling_study
 
 SCALING_LABELS = {
     "en": {
@@ -58,8 +58,8 @@ def scaling_figure(*, language: str = "en", theme: str = "light", samples: int =
     """Left: the unscaled score's variance grows like d_k, the scaled one stays near 1.
     Right: so unscaled softmax rows collapse onto one key as d_k grows."""
     t = text(SCALING_LABELS, language)
-    widths = [4, 8, 16, 32, 64, 128, 256]
-    stats = [score_statistics(d, samples) for d in widths]
+    widths = list(SCALING_WIDTHS)
+    stats = scaling_study(samples)
     with style(theme) as p:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
         left.plot(widths, widths, color=p.border, lw=6, alpha=0.9, label=t["ideal"])
@@ -110,6 +110,6 @@ def masks_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 spine.set_visible(False)
             for i, j in np.ndindex(m.shape):
                 ax.text(j, i, "1" if m[i, j] else "0", ha="center", va="center",
-                        fontsize=11, color="#2E3440" if m[i, j] else p.muted)
+                        fontsize=11, color=BOX_INK if m[i, j] else p.muted)
         fig.suptitle(t["suptitle"], fontsize=14, fontweight="bold", color=p.ink)
     return fig

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from literate.figures.style import style, text
+from literate.figures.style import BOX_INK, style, text
 from literate.seq2seq import transformer_lr
 
 ARCHITECTURE_LABELS = {
@@ -128,7 +128,7 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
         fig, ax = plt.subplots(figsize=(11.0, 9.0), layout="constrained")
         ax.set(xlim=(0, 11.0), ylim=(0, 9.9), aspect="equal")
         ax.axis("off")
-        dark = "#2E3440"
+        dark = BOX_INK
         attn, ffn, norm, emb = p.series[0], p.series[2], p.border, p.series[1]
         w, h, step = 3.0, 0.56, 0.95
         ex, dx, emb_y, first = 2.4, 8.0, 1.5, 2.95  # columns, embedding row, first sublayer

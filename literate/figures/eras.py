@@ -21,8 +21,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, FancyBboxPatch
 from matplotlib.textpath import text_to_path
 
-from literate.figures.modern import BOX_INK, _arrow
-from literate.figures.style import style, text
+from literate.figures.modern import _arrow
+from literate.figures.style import BOX_INK, style, text
 from literate.long_context import growth_stops, ledger_row
 from literate.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
 

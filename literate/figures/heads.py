@@ -8,7 +8,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from literate.figures.style import style, text
+from literate.figures.style import BOX_INK, style, text
 from literate.heads import grouped_attention
 from literate.params import PUBLISHED_ATTENTION, kv_cache_bytes_per_token
 
@@ -90,12 +90,12 @@ def grouping_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 ax.plot([h, kv_x[j]], [1.0, 0.0], color=colours[j], lw=1.6, alpha=0.8, zorder=1)
                 ax.add_patch(FancyBboxPatch((h - 0.32, 0.92), 0.64, 0.16, boxstyle="round,pad=0.02",
                                             facecolor=colours[j], edgecolor="none", zorder=2))
-                ax.text(h, 1.0, f"q{h}", ha="center", va="center", fontsize=9, color="#2E3440", zorder=3)
+                ax.text(h, 1.0, f"q{h}", ha="center", va="center", fontsize=9, color=BOX_INK, zorder=3)
             for j, xj in enumerate(kv_x):
                 width = 0.64 if n_kv == 8 else 0.9
                 ax.add_patch(FancyBboxPatch((xj - width / 2, -0.1), width, 0.2, boxstyle="round,pad=0.02",
                                             facecolor=colours[j], edgecolor=p.ink, linewidth=1.2, zorder=2))
-                ax.text(xj, 0.0, f"kv{j}", ha="center", va="center", fontsize=9, color="#2E3440", zorder=3)
+                ax.text(xj, 0.0, f"kv{j}", ha="center", va="center", fontsize=9, color=BOX_INK, zorder=3)
             ax.set_title(title, fontsize=12)
             ax.set_xlim(-0.7, 7.7)
             ax.set_ylim(-0.45, 1.2)

@@ -17,7 +17,7 @@ from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
-from literate.figures.style import style, text
+from literate.figures.style import BOX_INK, style, text
 from literate.studies import QK_HEADS, QK_KV_HEADS, QK_SCALES, qk_norm_study
 
 TOPOLOGY_LABELS = {
@@ -108,7 +108,6 @@ QK_LABELS = {
     },
 }
 
-BOX_INK = "#2E3440"  # text on a coloured box, in both themes
 
 
 def _number(x: float, language: str, digits: int = 3) -> str:

@@ -9,6 +9,7 @@ source notebook) and `theme` ("light" or "dark"), and returns a Matplotlib figur
 from __future__ import annotations
 
 import io
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Mapping
@@ -31,6 +32,9 @@ GREEN = "#A3BE8C"
 ORANGE = "#D08770"
 PURPLE = "#8055A6"
 RED = "#BF616A"
+# Labels on a coloured box, the same in both themes (the boxes keep their colours). Darker
+# than the light ink, and not a palette colour, so `recolour_dark` leaves it as it is.
+BOX_INK = "#242933"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,26 @@ PALETTES = {
     "dark": Palette(ink="#ECEFF4", muted="#D8DEE9", border="#4C566A", empty="#3B4252",
                     series=("#81A1C1", ORANGE, GREEN, "#B48EAD", RED)),
 }
+
+
+# Light colour -> dark colour, role by role: a figure whose every theme-dependent colour
+# is a palette role has, as its dark SVG, its light SVG with these colours swapped.
+DARK_OF_LIGHT = {
+    light.lower(): dark.lower()
+    for role in ("ink", "muted", "border", "empty", "series")
+    for light, dark in zip(*(
+        (getattr(PALETTES[t], role),) if role != "series" else PALETTES[t].series
+        for t in ("light", "dark")))
+    if light.lower() != dark.lower()
+}
+_LIGHT_COLOUR = re.compile("|".join(DARK_OF_LIGHT), re.IGNORECASE)
+
+
+def recolour_dark(light_svg: bytes) -> bytes:
+    """The dark variant of a figure from its light SVG: every light palette colour
+    replaced by its dark one, in one pass (matplotlib writes colours as #rrggbb)."""
+    return _LIGHT_COLOUR.sub(lambda m: DARK_OF_LIGHT[m.group(0).lower()],
+                             light_svg.decode("utf-8")).encode("utf-8")
 
 
 def palette(theme: str) -> Palette:

@@ -100,10 +100,7 @@ def draw_figures(jobs: list[tuple[str, str, Path]], *, language: str = "en") -> 
     """Draw the planned figures; each file appears whole or not at all."""
     import literate.figures
 
-    for name, theme, path in jobs:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(literate.figures.render(name, language=language, theme=theme))
-        tmp.replace(path)
+    literate.figures.draw_files(jobs, language=language)
 
 
 def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
@@ -493,8 +490,9 @@ _outputs: dict[str, Future[list[str]]] = {}
 
 
 def start_outputs(pages: list[str]) -> dict[str, Future[list[str]]]:
-    """Run every page (in reading order) in one worker process, each result cached; the
-    pages are read while the worker runs, and each waits only for its own outputs."""
+    """Run every page of `pages` (in that order) in one worker process, each result
+    cached; the pages are read while the worker runs, and each waits only for its own
+    outputs."""
     import multiprocessing
 
     from literate.site.outputs import cached_run, python_blocks
@@ -511,11 +509,20 @@ def start_outputs(pages: list[str]) -> dict[str, Future[list[str]]]:
 
 
 def on_files(files: Files, config: Any) -> Files:
-    """Register every figure, and start drawing the missing ones in a background thread:
-    they are needed only when static files are copied (after `on_env`), so the drawing
-    overlaps with reading the pages and executing the notebooks, whose kernels run in
-    other processes."""
-    global _site_claims, _drawing
+    """Start the build's long work first and only then do the rest: the pages' blocks in
+    a worker process (`start_outputs`), the notebooks to execute (their kernels are other
+    processes), and the figures not in the cache, in a background thread. The figures
+    are needed only when static files are copied (after `on_env`), the outputs and
+    notebooks each when its page is rendered, so all three overlap with reading the
+    pages."""
+    global _site_claims, _drawing, _outputs
+    order = nav_order(config.get("nav"))
+    # In the order MkDocs reads the pages (not the reading order): each page's outputs
+    # are then ready about when MkDocs reaches it, and it converts the pages meanwhile.
+    _outputs = start_outputs([file.src_uri for file in files.documentation_pages()])
+    started = execute_notebooks_ahead(config, files)
+    if started:
+        log.info("notebooks: %d executing in the background", len(started))
     language = config.get("extra", {}).get("figure_language", "en")
     report = plan_figures(language=language)
     for uri, path in report.paths.items():
@@ -530,13 +537,8 @@ def on_files(files: Files, config: Any) -> Files:
     # Every chapter and notebook page as a notebook to download (the theme's button).
     from literate.site.chapter_notebooks import add_notebook_downloads
 
-    add_notebook_downloads(files, config, nav_order(config.get("nav")))
-    global _outputs
-    _outputs = start_outputs(nav_order(config.get("nav")))
-    started = execute_notebooks_ahead(config, files)
-    if started:
-        log.info("notebooks: %d executing in the background", len(started))
-    _site_claims = _collect_claims(files, nav_order(config.get("nav")))
+    add_notebook_downloads(files, config, order)
+    _site_claims = _collect_claims(files, order)
     return files
 
 
