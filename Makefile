@@ -37,7 +37,8 @@ test: setup  ## build the site, then run every test and every block on every pag
 	$(BIN)/pytest -n 2 --dist loadfile -m "not readers"
 
 # The checks of the site as readers use it that take minutes of CPU (axe-core on every
-# page in both schemes, every chapter notebook executed in a fresh kernel): CI runs them
+# page in both schemes, every chapter notebook executed in a fresh kernel, every dark
+# figure the build recolours drawn dark and compared): CI runs them
 # after `make test`, on the site it built.
 test-readers: setup  ## run the readers' checks (accessibility, chapter notebooks) on the built site
 	$(BIN)/pytest -n 2 --dist loadfile -m readers

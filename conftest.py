@@ -25,3 +25,29 @@ pytest_collect_file = Sybil(
     patterns=["*.md"],
     path="docs",
 ).pytest()
+
+
+# Under `--dist loadfile` (make test), a page and the test files that call the same
+# cached measurement (an lru_cache lives in its process) go to one worker together, so
+# the measurement runs once in the suite rather than once in each worker.
+SHARED_WORKER = {
+    "docs/eras/gpt2.md": "gradient_study",  # chapter 5's figures and claims
+    "tests/test_figures.py": "gradient_study",
+    "docs/moe/mixture-of-experts.md": "train_tiny_moe",  # chapter 9's training runs
+    "tests/test_moe_training.py": "train_tiny_moe",
+    "docs/eras/side-by-side.md": "built_published_model",  # the eleven published models
+    "tests/test_published.py": "built_published_model",
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own scheduler
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedMeasurements(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED_WORKER.get(path, path)
+
+    return SharedMeasurements(config, log)

@@ -87,6 +87,9 @@ def as_dark(rows: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, tuple[st
             for kind, colours in rows]
 
 
+# Drawing every figure twice more is 15-20 s of CPU: with the readers' checks (what a
+# reader of the dark scheme sees), which CI runs; the two end-to-end ones below run always.
+@pytest.mark.readers
 @pytest.mark.parametrize("name", sorted(set(FIGURES) - set(DRAWN_DARK)))
 def test_a_recoloured_figure_is_what_drawing_it_dark_gives(name):
     """A figure whose dark SVG is its light one recoloured (`recolour_dark`) draws, in
@@ -113,10 +116,11 @@ def marker_ids_numbered(svg: bytes) -> str:
                   svg.decode("utf-8"))
 
 
-@pytest.mark.parametrize("name", ["encdec-lr-schedule", "sampling-distributions"])
+@pytest.mark.parametrize("name", ["kv-cache-memory", "sampling-distributions"])
 def test_the_recoloured_svg_is_the_dark_drawing_byte_for_byte_but_marker_ids(name):
-    """Two figures with markers, text, lines, bars and a legend, end to end: recolouring
-    the light SVG gives the SVG of the dark drawing, but for the marker ids (hashes)."""
+    """Two quick figures with markers, text, lines, bars and a legend, end to end:
+    recolouring the light SVG gives the SVG of the dark drawing, but for the marker ids
+    (hashes)."""
     assert name not in DRAWN_DARK
     light = svg_bytes(FIGURES[name].draw(theme="light"))
     drawn_dark = svg_bytes(FIGURES[name].draw(theme="dark"))
