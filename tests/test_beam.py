@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 import warnings
 
+from functools import lru_cache
+
 import pytest
 import torch
 
@@ -52,7 +54,14 @@ def hf_and_ours(family: str):
     return hf, load_hf_llama(ours, hf.state_dict(), config)
 
 
-MODELS = {family: hf_and_ours(family) for family in ("gpt2", "llama")}
+FAMILIES = ("gpt2", "llama")
+
+
+@lru_cache(maxsize=None)
+def models(family: str):
+    """`hf_and_ours(family)`, built once, when a test first needs it (not at collection,
+    which every worker does)."""
+    return hf_and_ours(family)
 
 
 def liked_eos(hf, rank: int = 0) -> int:
@@ -72,9 +81,9 @@ NEW = 20
 EOS_RANK = {"gpt2": 1, "llama": 0}
 
 
-@pytest.mark.parametrize("family", MODELS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_beam_generate_equals_hugging_face(family):
-    hf, ours = MODELS[family]
+    hf, ours = models(family)
     eos = liked_eos(hf, EOS_RANK[family])
     ended_early, differ = 0, set()
     for beams, lp in PAIRS:
@@ -117,9 +126,9 @@ def recomputed_scores(model, sequences, prompt_valid, eos, penalty):
     return torch.stack(out)
 
 
-@pytest.mark.parametrize("family", MODELS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_the_score_is_the_returned_sequences_own_and_a_missing_reorder_breaks_it(family, monkeypatch):
-    hf, ours = MODELS[family]
+    hf, ours = models(family)
     eos = liked_eos(hf)
     sequences, scores = beam_generate(ours, IDS, 4, 8, valid=VALID, eos_id=eos, length_penalty=0.6)
     expected = recomputed_scores(ours, sequences, VALID, eos, hf_length_penalty(0.6))
@@ -130,9 +139,9 @@ def test_the_score_is_the_returned_sequences_own_and_a_missing_reorder_breaks_it
     assert (scores - wrong).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("family", MODELS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_one_beam_is_greedy(family):
-    _, ours = MODELS[family]
+    _, ours = models(family)
     for lp in (0.6, 1.0, 2.0):
         sequences, scores = beam_generate(ours, IDS, 1, 8, valid=VALID, length_penalty=lp)
         tokens, logits = generate(ours, IDS, 8, valid=VALID, return_logits=True)
@@ -142,7 +151,7 @@ def test_one_beam_is_greedy(family):
 
 
 def test_host_reads_one_per_step():
-    _, ours = MODELS["llama"]
+    _, ours = models("llama")
     # the prompt's check, one "all done?" per step but the last, and the final length
     assert host_reads(beam_generate, ours, IDS, 3, 8, valid=VALID) == 1 + 7 + 1
 
@@ -158,7 +167,7 @@ def test_length_penalties():
         hf_length_penalty("1")
     with pytest.raises(ValueError, match=r"^length_penalty must be finite, got nan$"):
         hf_length_penalty(float("nan"))
-    _, ours = MODELS["gpt2"]
+    _, ours = models("gpt2")
     with pytest.raises(TypeError, match=r"^length_penalty must be a real number, got str$"):
         beam_generate(ours, IDS, 2, 4, length_penalty="a")
     with pytest.raises(ValueError, match=r"^early_stopping must be True, False or 'never', got 0.0$"):
@@ -166,7 +175,7 @@ def test_length_penalties():
 
 
 def test_bad_arguments_are_refused():
-    _, ours = MODELS["gpt2"]
+    _, ours = models("gpt2")
     logits = torch.zeros(6, 40)
     step, reorder = (lambda tokens: logits), (lambda rows: None)
     cases = [
@@ -187,11 +196,11 @@ def test_bad_arguments_are_refused():
         beam_generate(ours, IDS, 2, 4, valid=VALID.flip(1))
 
 
-@pytest.mark.parametrize("family", MODELS)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_a_negative_length_penalty_under_never_stops_as_hf_does(family):
     """With lp <= 0 a longer hypothesis is never better, and HF's "never" bounds the running beam at the
     current length, as False does; ours must too (a "never" that always used the longest length would not)."""
-    hf, ours = MODELS[family]
+    hf, ours = models(family)
     eos = liked_eos(hf, EOS_RANK[family])
     for stopping in ("never", False):
         with warnings.catch_warnings():
