@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from literate.figures import DRAWN_DARK, FIGURES, LANGUAGES, render
-from literate.figures.style import DARK_OF_LIGHT, recolour_dark, svg_bytes
+from literate.figures.style import DARK_OF_LIGHT, PALETTES, recolour_dark, roles, svg_bytes
 from literate.site import hooks
 
 CYRILLIC = re.compile("[\u0400-\u04ff]")
@@ -126,6 +126,13 @@ def test_the_recoloured_svg_is_the_dark_drawing_byte_for_byte_but_marker_ids(nam
     drawn_dark = svg_bytes(FIGURES[name].draw(theme="dark"))
     assert recolour_dark(light) != light and render(name, theme="dark") == recolour_dark(light)
     assert marker_ids_numbered(recolour_dark(light)) == marker_ids_numbered(drawn_dark)
+
+
+def test_each_light_colour_has_one_dark_colour():
+    """The recolouring is a function of the colour: no light colour serves two roles
+    whose dark colours differ (the map would keep one of them silently)."""
+    for light, dark in zip(roles(PALETTES["light"]), roles(PALETTES["dark"])):
+        assert DARK_OF_LIGHT.get(light.lower(), light.lower()) == dark.lower(), light
 
 
 def test_the_colours_a_recolouring_cannot_see_are_caught():

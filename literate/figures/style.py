@@ -1,6 +1,7 @@
 """One look for every figure: palette, fonts, light and dark variants, reproducible SVG.
 
-Figures are drawn at build time by the MkDocs hook, once per theme. A figure function
+Figures are drawn at build time by the MkDocs hook, light and dark (most dark variants
+are the light SVG recoloured, `recolour_dark`; see `literate.figures`). A figure function
 takes `language` ("en" or "ru": labels come from a small table per figure, as in the
 source notebook) and `theme` ("light" or "dark"), and returns a Matplotlib figure.
 `svg_bytes` turns it into SVG that is byte-identical from one run to the next.
@@ -54,16 +55,16 @@ PALETTES = {
 }
 
 
+def roles(p: Palette) -> tuple[str, ...]:
+    """The palette's colours, role by role."""
+    return (p.ink, p.muted, p.border, p.empty, *p.series)
+
+
 # Light colour -> dark colour, role by role: a figure whose every theme-dependent colour
 # is a palette role has, as its dark SVG, its light SVG with these colours swapped.
-DARK_OF_LIGHT = {
-    light.lower(): dark.lower()
-    for role in ("ink", "muted", "border", "empty", "series")
-    for light, dark in zip(*(
-        (getattr(PALETTES[t], role),) if role != "series" else PALETTES[t].series
-        for t in ("light", "dark")))
-    if light.lower() != dark.lower()
-}
+DARK_OF_LIGHT = {light.lower(): dark.lower()
+                 for light, dark in zip(roles(PALETTES["light"]), roles(PALETTES["dark"]))
+                 if light.lower() != dark.lower()}
 _LIGHT_COLOUR = re.compile("|".join(DARK_OF_LIGHT), re.IGNORECASE)
 
 

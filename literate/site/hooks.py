@@ -1,7 +1,8 @@
 """MkDocs hooks: figures drawn at build, claims rendered and listed, no asset from another host.
 
 * Figures: every figure in `literate.figures.FIGURES` is drawn in a light and a dark
-  variant into `.cache/figures/` (never into docs/) and served as `figures/<name>-<theme>.svg`.
+  variant (the dark one the light SVG recoloured, where tests prove that the same) into
+  `.cache/figures/` (never into docs/) and served as `figures/<name>-<theme>.svg`.
   A figure's cache key hashes everything it depends on (all of `literate/`, the plotting
   and tensor library versions, its name, theme and language), so an unchanged figure is
   reused, and any edit to the code that draws or feeds it redraws it.
