@@ -32,8 +32,6 @@ from literate.sampling import next_token_distribution
 
 __all__ = [
     "score_statistics",
-    "SCALING_WIDTHS",
-    "scaling_study",
     "NORM_POSITIONS",
     "INITS",
     "STUDY_LAYERS",
@@ -83,16 +81,6 @@ def score_statistics(d_k: int, samples: int, *, seed: int = 18,
         "peak_scaled": float((row_scores / math.sqrt(d_k)).softmax(-1).amax(-1).mean()),
     }
 # --8<-- [end:score_statistics]
-
-
-SCALING_WIDTHS = (4, 8, 16, 32, 64, 128, 256)
-
-
-@lru_cache(maxsize=2)
-def scaling_study(samples: int = 16_000) -> tuple[dict[str, float], ...]:
-    """`score_statistics` at every width of SCALING_WIDTHS (seed 18), cached: a figure
-    is drawn twice per build (light and dark) from one measurement."""
-    return tuple(score_statistics(d, samples) for d in SCALING_WIDTHS)
 
 
 # --8<-- [start:init_study]
@@ -178,7 +166,7 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
 def gradient_study(init: str = "xavier",
                    input_std: float = 1.0) -> dict[str, dict[int, InitStudy]]:
     """`init_study` for both arrangements at every depth in STUDY_DEPTHS (seed 0),
-    cached: a figure is drawn twice per build (light and dark) from one measurement."""
+    cached: chapter 5's claims and its figure read one measurement."""
     return {pos: {depth: init_study(pos, depth, init=init, input_std=input_std)
                   for depth in STUDY_DEPTHS} for pos in NORM_POSITIONS}
 # --8<-- [end:init_study]

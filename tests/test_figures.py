@@ -233,9 +233,7 @@ def test_figures_draw_what_literate_studies_measures():
     import literate.figures.sampling as sampling_figures
     from literate import studies
 
-    assert attention_figures.scaling_study is studies.scaling_study
-    assert studies.scaling_study(4_000) == tuple(
-        studies.score_statistics(d, 4_000) for d in studies.SCALING_WIDTHS)
+    assert attention_figures.score_statistics is studies.score_statistics
     assert gpt2_figures.gradient_study is studies.gradient_study
     assert sampling_figures.sampling_scenario is studies.sampling_scenario
     assert sampling_figures.nucleus_example is studies.nucleus_example
@@ -264,7 +262,7 @@ def test_studies_are_reproducible():
                 assert once == again and len(once.ffn_grad) == len(once.stream_rms) == 3
     assert studies.sampling_scenario() == studies.sampling_scenario()
     std = studies.GPT2_INPUT_STD
-    assert studies.gradient_study("gpt2", std) is studies.gradient_study("gpt2", std)  # measured once, drawn twice
+    assert studies.gradient_study("gpt2", std) is studies.gradient_study("gpt2", std)  # measured once, read by the page and the figure
 
 
 def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one():

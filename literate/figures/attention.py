@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from literate.attention import causal_allowed, padding_allowed
 from literate.figures.style import BOX_INK, style, text
-from literate.studies import SCALING_WIDTHS, scaling_study
+from literate.studies import score_statistics
 
 SCALING_LABELS = {
     "en": {
@@ -58,8 +58,8 @@ def scaling_figure(*, language: str = "en", theme: str = "light", samples: int =
     """Left: the unscaled score's variance grows like d_k, the scaled one stays near 1.
     Right: so unscaled softmax rows collapse onto one key as d_k grows."""
     t = text(SCALING_LABELS, language)
-    widths = list(SCALING_WIDTHS)
-    stats = scaling_study(samples)
+    widths = [4, 8, 16, 32, 64, 128, 256]
+    stats = [score_statistics(d, samples) for d in widths]
     with style(theme) as p:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
         left.plot(widths, widths, color=p.border, lw=6, alpha=0.9, label=t["ideal"])
