@@ -262,7 +262,7 @@ def test_studies_are_reproducible():
                 assert once == again and len(once.ffn_grad) == len(once.stream_rms) == 3
     assert studies.sampling_scenario() == studies.sampling_scenario()
     std = studies.GPT2_INPUT_STD
-    assert studies.gradient_study("gpt2", std) is studies.gradient_study("gpt2", std)  # measured once, read by the page and the figure
+    assert studies.gradient_study("gpt2", std) is studies.gradient_study("gpt2", std)  # one measurement
 
 
 def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one():
