@@ -90,14 +90,23 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
     from mkdocs.structure.files import get_files
     from mkdocs_jupyter import convert, plugin
 
-    ran, release = [], threading.Event()
+    ran, release, served = [], threading.Event(), []
 
     def fake_nb2html(nb_path, **kwargs):
         release.wait(10)  # the page render must wait for the background run
-        ran.append((nb_path, threading.current_thread().name))
+        ran.append((nb_path, threading.current_thread().name, kwargs["kernel_name"]))
         return f"<html of {nb_path}>"
 
+    class FakeServer:  # what hooks.warm_kernels returns: something to close
+        def close(self):
+            served.append(("closed", sum(t.startswith("notebooks") for _, t, _ in ran)))
+
+    def fake_warm_kernels(notebooks):
+        served.append(("started", list(notebooks)))
+        return FakeServer()
+
     monkeypatch.setattr(convert, "nb2html", fake_nb2html)
+    monkeypatch.setattr(hooks, "warm_kernels", fake_warm_kernels)
     monkeypatch.setattr(hooks, "_ahead", {})
     config = load_config(str(hooks.ROOT / "mkdocs.yml"))
     jupyter = config["plugins"]["mkdocs-jupyter"]
@@ -119,9 +128,19 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
         assert convert.nb2html(started[1], execute=False, **options) == f"<html of {started[1]}>"
         for path in started[2:]:
             convert.nb2html(path, execute=True, **options)
-        by_thread = [(path, name.startswith("notebooks")) for path, name in ran]
+        by_thread = [(path, name.startswith("notebooks")) for path, name, _ in ran]
         assert sorted(p for p, ahead in by_thread if ahead) == sorted(started)  # once each
         assert [p for p, ahead in by_thread if not ahead] == [started[1]]  # other options
+        # ahead, each in a kernel forked by one server, closed after the last notebook
+        # (the plugin's own call keeps the configured kernel)
+        kernels = {(path, name.startswith("notebooks")): k for path, name, k in ran}
+        assert all(kernels[p, True] == hooks.WARM_KERNEL for p in started)
+        assert kernels[started[1], False] == jupyter.config["kernel_name"]
+        for _ in range(100):
+            if len(served) == 2:
+                break
+            threading.Event().wait(0.05)
+        assert served == [("started", started), ("closed", len(started))]
     finally:
         release.set()
         convert.nb2html = getattr(convert.nb2html, "__wrapped__", convert.nb2html)

@@ -13,7 +13,8 @@
   only; ours import `literate/`, so the same code fingerprint as the figures' joins the
   key. An edit anywhere in `literate/` re-runs every notebook; nothing else does. The
   notebooks to run start in a background thread when the build starts, so the other
-  pages render while their kernels work (`execute_notebooks_ahead`).
+  pages render while their kernels work (`execute_notebooks_ahead`), each kernel forked
+  from one process that imported torch once (`warm_kernels`).
 * Outputs: every page runs in a worker process, as pytest runs it, and what each Python
   block prints is shown in an "Output" box under it (`literate/site/outputs.py`); a
   block that raises fails the build.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import html
 import logging
+import os
 import re
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -430,8 +432,9 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
     that result instead of executing the notebook itself when it reaches the page. The
     kernels run in other processes, so MkDocs renders the other pages meanwhile (without
     this, every notebook ran in turn while nothing else of the build's main thread moved).
-    A notebook that fails raises where the plugin's own call would have. Returns the
-    notebooks started."""
+    A notebook that fails raises where the plugin's own call would have. Each runs in a
+    fresh kernel forked by one server (`warm_kernels`), closed after the last one.
+    Returns the notebooks started."""
     try:
         from mkdocs_jupyter import convert, plugin
     except ImportError:  # no notebooks without the plugin
@@ -461,10 +464,40 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
         pending.append(file.abs_src_path)
     if pending:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notebooks")
+        warm = executor.submit(warm_kernels, pending)  # started first, in the same thread
+        run = {**kwargs, "kernel_name": WARM_KERNEL}
+
+        def execute(path: str) -> str:
+            warm.result()
+            return original(path, **run)
+
         for path in pending:
-            _ahead[str(path)] = (kwargs, executor.submit(original, path, **kwargs))
+            _ahead[str(path)] = (kwargs, executor.submit(execute, path))
+        executor.submit(lambda: warm.result().close())  # after the last notebook
         executor.shutdown(wait=False)
     return pending
+
+
+WARM_KERNEL = "literate-warm-python3"  # warm_kernels.WarmKernels.NAME
+
+
+def warm_kernels(notebooks: list[str]) -> Any:
+    """The server that forks the build's notebook kernels (literate/site/warm_kernels.py:
+    one process imports ipykernel, torch and the other preloadable libraries the
+    notebooks import, once; each kernel is a fork of it, fresh, with nothing of
+    `literate`), and its kernel spec made visible to Jupyter (JUPYTER_PATH). A kernel
+    started the usual way spends seconds on those imports, three times a build."""
+    from literate.site.warm_kernels import WarmKernels, third_party_imports
+
+    folder = ROOT / ".cache" / "kernels"
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = [Path(path).read_text(encoding="utf-8") for path in notebooks]
+    warm = WarmKernels(str(folder), ["torch", *third_party_imports(sources)])
+    if warm.NAME != WARM_KERNEL:
+        raise RuntimeError(f"WarmKernels.NAME is {warm.NAME!r}, not {WARM_KERNEL!r}")
+    paths = [str(folder), *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep))]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return warm
 
 
 # ---------------------------------------------------------------------------------------
