@@ -9,6 +9,7 @@ what the site shows is exactly what is tested. The rules live in
 
 from __future__ import annotations
 
+import pytest
 import torch
 from sybil import Sybil
 from sybil.parsers.markdown import SkipParser
@@ -40,6 +41,9 @@ SHARED_WORKER = {
 }
 
 
+# optionalhook: without xdist (`-p no:xdist`, or not installed) pytest would refuse an
+# unknown hook
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
         return None  # xdist's own scheduler
