@@ -33,6 +33,7 @@ import html
 import logging
 import os
 import re
+import sys
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,8 +433,9 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
     that result instead of executing the notebook itself when it reaches the page. The
     kernels run in other processes, so MkDocs renders the other pages meanwhile (without
     this, every notebook ran in turn while nothing else of the build's main thread moved).
-    A notebook that fails raises where the plugin's own call would have. Each runs in a
-    fresh kernel forked by one server (`warm_kernels`), closed after the last one.
+    A notebook that fails raises where the plugin's own call would have. On Linux each
+    runs in a fresh kernel forked by one server (`warm_kernels`), closed after the last
+    one.
     Returns the notebooks started."""
     try:
         from mkdocs_jupyter import convert, plugin
@@ -464,21 +466,27 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
         pending.append(file.abs_src_path)
     if pending:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notebooks")
-        warm = executor.submit(warm_kernels, pending)  # started first, in the same thread
-        run = {**kwargs, "kernel_name": WARM_KERNEL}
+        # started first, in the same thread
+        warm = executor.submit(warm_kernels, pending) if FORK_KERNELS else None
+        run = {**kwargs, "kernel_name": WARM_KERNEL} if warm else kwargs
 
         def execute(path: str) -> str:
-            warm.result()
+            if warm is not None:
+                warm.result()
             return original(path, **run)
 
         for path in pending:
             _ahead[str(path)] = (kwargs, executor.submit(execute, path))
-        executor.submit(lambda: warm.result().close())  # after the last notebook
+        if warm is not None:
+            executor.submit(lambda: warm.result().close())  # after the last notebook
         executor.shutdown(wait=False)
     return pending
 
 
 WARM_KERNEL = "literate-warm-python3"  # warm_kernels.WarmKernels.NAME
+# Forking a process that has imported torch is safe on Linux; elsewhere (macOS) each
+# notebook gets a kernel started the usual way, the same results a little later.
+FORK_KERNELS = sys.platform == "linux"
 
 
 def warm_kernels(notebooks: list[str]) -> Any:
