@@ -4,9 +4,10 @@ one import of torch.
     python -I tests/fresh_interpreters.py JOBS.json
 
 JOBS.json is a list of {"name", "code", "argv", "cwd"}. This interpreter imports torch
-(the first thing every exported file does, and most of the time it takes to start one),
+(the first thing every exported file does, and most of the time it takes to start one;
+with it torch.distributed.tensor, which torch's assert_close imports on its first call),
 then forks one child per job, all at once, and waits for them. A child is this process
-as it was after `import torch`: nothing of `literate`, of the tests or of another job is
+as it was after those imports: nothing of `literate`, of the tests or of another job is
 in it. It changes to `cwd`, runs `code` as `python -c code *argv` would (as `__main__`,
 `sys.argv[1:] == argv`), writes its standard output and error to `<name>.out` and
 `<name>.err` next to JOBS.json, and exits with the code `python -c` would have. This
@@ -24,6 +25,14 @@ import traceback
 from pathlib import Path
 
 import torch  # noqa: F401  (imported once, before the children are forked)
+
+# torch's own: `torch.testing.assert_close`, which every era file's self-check calls,
+# imports torch.distributed.tensor the first time it runs (to unwrap DTensors): about a
+# second in each child. A part of torch, imported once here like the rest of it.
+try:
+    import torch.distributed.tensor  # noqa: F401
+except ImportError:  # a build of torch without distributed: assert_close skips it too
+    pass
 
 
 def run_child(job: dict, folder: Path) -> int:
