@@ -138,7 +138,7 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
         # ahead, each in a kernel forked by one server, closed after the last notebook
         # (the plugin's own call keeps the configured kernel)
         kernels = {(path, name.startswith("notebooks")): k for path, name, k in ran}
-        ahead_kernel = hooks.WARM_KERNEL if forked else jupyter.config["kernel_name"]
+        ahead_kernel = hooks.WarmKernels.NAME if forked else jupyter.config["kernel_name"]
         assert all(kernels[p, True] == ahead_kernel for p in started)
         assert kernels[started[1], False] == jupyter.config["kernel_name"]
         for _ in range(100):

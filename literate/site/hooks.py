@@ -43,6 +43,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 from literate.site.docblocks import CLAIM, ROOT, Claim, claim_problems, iter_claims
+from literate.site.warm_kernels import WarmKernels, third_party_imports
 
 log = logging.getLogger("mkdocs.hooks.literate")
 
@@ -435,8 +436,7 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
     this, every notebook ran in turn while nothing else of the build's main thread moved).
     A notebook that fails raises where the plugin's own call would have. On Linux each
     runs in a fresh kernel forked by one server (`warm_kernels`), closed after the last
-    one.
-    Returns the notebooks started."""
+    one. Returns the notebooks started."""
     try:
         from mkdocs_jupyter import convert, plugin
     except ImportError:  # no notebooks without the plugin
@@ -468,7 +468,7 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notebooks")
         # started first, in the same thread
         warm = executor.submit(warm_kernels, pending) if FORK_KERNELS else None
-        run = {**kwargs, "kernel_name": WARM_KERNEL} if warm else kwargs
+        run = {**kwargs, "kernel_name": WarmKernels.NAME} if warm else kwargs
 
         def execute(path: str) -> str:
             if warm is not None:
@@ -483,7 +483,6 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
     return pending
 
 
-WARM_KERNEL = "literate-warm-python3"  # warm_kernels.WarmKernels.NAME
 # Forking a process that has imported torch is safe on Linux; elsewhere (macOS) each
 # notebook gets a kernel started the usual way, the same results a little later.
 FORK_KERNELS = sys.platform == "linux"
@@ -495,14 +494,10 @@ def warm_kernels(notebooks: list[str]) -> Any:
     notebooks import, once; each kernel is a fork of it, fresh, with nothing of
     `literate`), and its kernel spec made visible to Jupyter (JUPYTER_PATH). A kernel
     started the usual way spends seconds on those imports, three times a build."""
-    from literate.site.warm_kernels import WarmKernels, third_party_imports
-
     folder = ROOT / ".cache" / "kernels"
     folder.mkdir(parents=True, exist_ok=True)
     sources = [Path(path).read_text(encoding="utf-8") for path in notebooks]
     warm = WarmKernels(str(folder), ["torch", *third_party_imports(sources)])
-    if warm.NAME != WARM_KERNEL:
-        raise RuntimeError(f"WarmKernels.NAME is {warm.NAME!r}, not {WARM_KERNEL!r}")
     paths = [str(folder), *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep))]
     os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
     return warm
