@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import gzip
+import html
 import io
 import re
 import subprocess
@@ -150,6 +151,33 @@ def test_mkdocs_jupyter_reads_notebooks_with_stable_ids(monkeypatch):
     read = [[c.id for c in nbconvert2.jupytext.read(NOTEBOOKS[0]).cells] for _ in range(2)]
     assert read[0] == read[1]
     assert nbconvert2.jupytext.writes is nbconvert2.jupytext.module.writes
+
+
+def test_mkdocs_jupyter_pages_show_a_cells_consecutive_prints_as_one_output(monkeypatch, tmp_path):
+    """A kernel sends prints when its flush timer fires: one print reached one build's
+    page as two outputs. The pages must not depend on where the flushes fell."""
+    import nbformat
+    from mkdocs_jupyter import nbconvert2
+
+    cell = nbformat.v4.new_code_cell("print('source position', [2, 1, 0])")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="source position"),
+                    nbformat.v4.new_output("stream", name="stdout", text=" [2, 1, 0]\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="a warning\n"),
+                    nbformat.v4.new_output("stream", name="stdout", text="after it\n")]
+    path = tmp_path / "split.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+
+    def outputs() -> list[str]:
+        page = nbconvert2.nb2html(str(path), execute=False)
+        return [html.unescape(text).strip() for text in
+                re.findall(r'class="jp-RenderedText[^>]*>\s*<pre>(.*?)</pre>', page, re.S)]
+
+    monkeypatch.setattr(nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter)  # restored after
+    assert outputs() == ["source position", "[2, 1, 0]", "a warning", "after it"]  # as sent
+    hooks.merged_notebook_streams()
+    hooks.merged_notebook_streams()  # idempotent: one subclass
+    assert nbconvert2.HTMLExporter.__base__.__name__ == "HTMLExporter"
+    assert outputs() == ["source position [2, 1, 0]", "a warning", "after it"]  # stderr between
 
 
 _TIMED = re.compile(r"^\s*(?P<name>\w+)(?:\[[^\]]*\])?\s*=\s*time\.perf_counter\(\)\s*-", re.M)

@@ -21,7 +21,8 @@
 * Offline: after the build, any page or stylesheet that would load a script, stylesheet,
   image, font or frame from another host fails the build.
 * Publishing: the build is dated by the last commit (`SOURCE_DATE_EPOCH`, for the
-  sitemap), notebook cells get ids from their text (two builds give the same bytes), a
+  sitemap), notebook cells get ids from their text and a cell's consecutive prints are
+  one output (two builds give the same bytes), a
   site_url (`SITE_URL`) turns on instant navigation, and the external links of the built
   pages are listed in the build log, never fetched.
 """
@@ -395,6 +396,35 @@ def stable_notebook_cell_ids() -> None:
         nbconvert2.jupytext = _StableIdJupytext(current)
 
 
+def merged_notebook_streams() -> None:
+    """Make mkdocs-jupyter's notebook pages show a cell's consecutive prints to the same
+    stream as one output, whatever the kernel's flushes were. A kernel sends what a cell
+    prints when its flush timer fires, so one `print` could reach the page as one output
+    in one build and two in the next (two builds differed). nbconvert's
+    CoalesceStreamsPreprocessor merges them; its default place is before execution, so
+    here it is added after it, to every exporter the plugin makes."""
+    try:
+        from mkdocs_jupyter import nbconvert2
+        from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+    except ImportError:  # no notebooks without the plugin
+        return
+    current = getattr(nbconvert2, "HTMLExporter", None)
+    if current is None:
+        raise PluginError("mkdocs-jupyter no longer makes its pages with nbconvert2.HTMLExporter: "
+                          "a print could be split differently at every build; see merged_notebook_streams")
+    if getattr(current, "merges_streams", False):
+        return
+
+    class MergedStreamsHTMLExporter(current):  # type: ignore[misc, valid-type]
+        merges_streams = True
+
+        def __init__(self, *args: Any, preprocessors: Any = (), **kwargs: Any) -> None:
+            # user preprocessors run after the defaults, execution among them
+            super().__init__(*args, preprocessors=[*preprocessors, CoalesceStreamsPreprocessor], **kwargs)
+
+    nbconvert2.HTMLExporter = MergedStreamsHTMLExporter
+
+
 # ---------------------------------------------------------------------------------------
 # Notebook cache
 
@@ -512,6 +542,7 @@ def on_config(config: Any) -> Any:
     date_build_by_last_commit()
     publishing_features(config)
     stable_notebook_cell_ids()
+    merged_notebook_streams()
     # The figures are drawn in one thread while the notebooks execute in another, which
     # imports IPython; every matplotlib canvas reads `IPython.version_info` if the module
     # is in sys.modules, and a half-imported one raises. Import it here, before either.
