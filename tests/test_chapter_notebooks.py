@@ -95,8 +95,8 @@ Text with [a link](other.md#sec), [home](../index.md), an [anchor](#here), a
 [wrapped
 link](../downloads/x.py) and `[not](a-link.md)` in code.
 
-![A figure](../figures/f-light.svg#only-light){ .figure }
-![A figure](../figures/f-dark.svg#only-dark){ .figure }
+![](../figures/attention-masks-light.svg#only-light){ .figure }
+![](../figures/attention-masks-dark.svg#only-dark){ .figure }
 
 ```python title="literate/x.py"
 --8<-- "snip.py:part"
@@ -144,7 +144,8 @@ SMALL_CELLS = [
     ("markdown", "*This notebook is [chapter 3](../../part/page/) of S, made from its page: "),
     ("markdown", "# 3. A page\n\nText with [a link](../../part/other/#sec), [home](../../), an "
                  "[anchor](../../part/page/#here), a\n[wrapped\nlink](../x.py) and "
-                 "`[not](a-link.md)` in code.\n\n![A figure](../../figures/f-light.svg)\n\n"
+                 "`[not](a-link.md)` in code.\n\n"
+                 f"![{FIGURES['attention-masks'].alt}](../../figures/attention-masks-light.svg)\n\n"
                  "*From `literate/x.py`:*"),
     ("code", "x = 1"),
     ("markdown", "> **Claim `demo.one`**\n>\n> One is one,\n> always.\n>\n> Even here.\n\n"
@@ -188,7 +189,7 @@ def test_with_a_site_url_the_links_are_absolute(tmp_path):
         "https://h.example/sub/part/page/",
         "https://h.example/sub/part/other/#sec", "https://h.example/sub/",
         "https://h.example/sub/part/page/#here",
-        "https://h.example/sub/downloads/x.py", "https://h.example/sub/figures/f-light.svg",
+        "https://h.example/sub/downloads/x.py", "https://h.example/sub/figures/attention-masks-light.svg",
         "https://example.org/two",
     ]
 

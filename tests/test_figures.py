@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from literate.figures import DRAWN_DARK, FIGURES, LANGUAGES, render
+from literate.figures import DRAWN_DARK, FIGURE_IMAGE, FIGURES, LANGUAGES, render, with_alt_text
 from literate.figures.style import DARK_OF_LIGHT, PALETTES, recolour_dark, roles, svg_bytes
 from literate.site import hooks
 
@@ -346,3 +346,38 @@ def test_ipython_is_imported_before_the_figure_and_notebook_threads_start():
                          cwd=hooks.ROOT, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "True"
+
+
+# --------------------------------------------------------------------------------------
+# Alt text: one description per figure, registered with it, written into the pages
+
+
+def test_a_page_figure_gets_its_registered_alt_text_and_a_second_one_is_refused():
+    masks = FIGURES["attention-masks"].alt
+    page = ("Masks:\n\n![](../figures/attention-masks-light.svg#only-light){ .figure }\n"
+            "![](../../figures/attention-masks-dark.svg#only-dark){ .figure }\n"
+            "![a photo](../img/photo.png), `![](figures/x-light.svg)` and\n"
+            "```md\n![](../figures/y-light.svg)\n```\nstay\n")
+    filled = with_alt_text(page, "p.md")
+    assert filled.count(f"![{masks}](") == 2
+    assert "![a photo](../img/photo.png)" in filled
+    assert filled.replace(f"![{masks}]", "![]").replace("![]", "", 2) == page.replace("![]", "", 2)
+    with pytest.raises(ValueError, match=r"p\.md: figure 'attention-masks' has alt text in the Markdown"):
+        with_alt_text("![Six masks](../figures/attention-masks-light.svg)", "p.md")
+    with pytest.raises(ValueError, match=r"p\.md: '../figures/no-such-light.svg' is no figure"):
+        with_alt_text("![](../figures/no-such-light.svg)", "p.md")
+
+
+def test_every_registered_alt_text_is_one_plain_description():
+    for name, spec in FIGURES.items():
+        assert 10 <= len(spec.alt.split()) <= 200, name
+        assert not set(spec.alt) & set("[]\n`\\<>"), f"{name}: Markdown would read its alt text"
+
+
+def test_every_figure_a_page_shows_leaves_its_brackets_empty():
+    shown = set()
+    for page in sorted((hooks.ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        with_alt_text(text, page.name)  # raises on a second description or an unknown figure
+        shown |= {m["name"] for m in FIGURE_IMAGE.finditer(text)} - {None}
+    assert shown == set(FIGURES)

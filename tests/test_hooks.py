@@ -149,3 +149,51 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
     finally:
         release.set()
         convert.nb2html = getattr(convert.nb2html, "__wrapped__", convert.nb2html)
+
+
+def _figure_notebook(path, metadata: dict, output_metadata: dict | None = None):
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell("fig, ax = plt.subplots()\nplt.show()", metadata=metadata)
+    cell.outputs = [nbformat.v4.new_output(
+        "display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"},
+        metadata=output_metadata or {})]
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), cell]), path)
+    return str(path)
+
+
+def _image_alts(page: str) -> list[str]:
+    import html
+    import re
+
+    return [html.unescape(m.group(2)) for m in re.finditer(r"<img alt=(['\"])(.*?)\1", page)]
+
+
+def test_notebook_figures_get_their_cells_alt_text_and_none_goes_without(monkeypatch, tmp_path):
+    from mkdocs_jupyter import nbconvert2
+
+    described = _figure_notebook(tmp_path / "a.ipynb", {"alt": 'Loss falls "fast" & <flat>'})
+    by_output = _figure_notebook(tmp_path / "b.ipynb", {}, {"image/png": {"alt": "From the output"}})
+    bare = _figure_notebook(tmp_path / "c.ipynb", {})
+    monkeypatch.setattr(nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter)  # restored after
+    placeholder = "No description has been provided for this image"  # nbconvert's own
+    assert _image_alts(nbconvert2.nb2html(described, execute=False)) == [placeholder]
+    hooks.notebook_exporter()
+    assert _image_alts(nbconvert2.nb2html(described, execute=False)) == ['Loss falls "fast" & <flat>']
+    assert _image_alts(nbconvert2.nb2html(by_output, execute=False)) == ["From the output"]
+    with pytest.raises(hooks.PluginError, match=r"cell 1 \('fig, ax = plt.subplots\(\)'\) shows a figure without alt"):
+        nbconvert2.nb2html(bare, execute=False)
+
+
+def test_every_figure_cell_of_the_notebook_pages_has_alt_text():
+    """What the build would refuse, found without running the notebooks: a cell that
+    shows a figure and has no alt text."""
+    import jupytext
+
+    notebooks = sorted((hooks.ROOT / "docs" / "notebooks").glob("*.py"))
+    assert len(notebooks) == 3
+    for path in notebooks:
+        for cell in jupytext.read(path).cells:
+            if "plt.show()" in cell.source:
+                alt = cell.metadata.get("alt", "")
+                assert len(alt.split()) >= 15, f"{path.name}: a figure cell's alt text is {alt!r}"

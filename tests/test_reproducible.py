@@ -174,8 +174,8 @@ def test_mkdocs_jupyter_pages_show_a_cells_consecutive_prints_as_one_output(monk
 
     monkeypatch.setattr(nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter)  # restored after
     assert outputs() == ["source position", "[2, 1, 0]", "a warning", "after it"]  # as sent
-    hooks.merged_notebook_streams()
-    hooks.merged_notebook_streams()  # idempotent: one subclass
+    hooks.notebook_exporter()
+    hooks.notebook_exporter()  # idempotent: one subclass
     assert nbconvert2.HTMLExporter.__base__.__name__ == "HTMLExporter"
     assert outputs() == ["source position [2, 1, 0]", "a warning", "after it"]  # stderr between
 

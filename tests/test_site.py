@@ -347,6 +347,46 @@ def test_every_image_loads(visit, path: str) -> None:
     assert broken == [], f"{path}: images that did not load: {broken}"
 
 
+_IMG = re.compile(r"<img\b[^>]*>")
+_ATTR = r"""\b{}=(?:"([^"]*)"|'([^']*)')"""
+_FIGURE_SRC = re.compile(r"figures/([\w-]+?)-(?:light|dark)\.svg")
+
+
+def _attribute(tag: str, name: str) -> str:
+    import html
+
+    found = re.search(_ATTR.format(name), tag)
+    return html.unescape(next(filter(None, found.groups()), "")) if found else ""
+
+
+def test_every_image_of_the_built_site_says_what_it_shows(site_dir: Path) -> None:
+    """Every `<img>` has alt text of a sentence or more, never nbconvert's placeholder
+    ("No description has been provided for this image"); a figure's is the one
+    registered with it, a notebook page's figures have their cells' alt text, in order."""
+    import jupytext
+
+    from literate.figures import FIGURES
+
+    problems, alts, figures = [], {}, 0
+    for path in sorted(site_dir.rglob("*.html")):
+        page = path.relative_to(site_dir).as_posix()
+        for tag in _IMG.findall(path.read_text(encoding="utf-8")):
+            alt = _attribute(tag, "alt")
+            alts.setdefault(page, []).append(alt)
+            figure = _FIGURE_SRC.search(_attribute(tag, "src"))
+            if figure:
+                figures += 1
+                if alt != FIGURES[figure.group(1)].alt:
+                    problems.append(f"{page}: figure {figure.group(1)} has alt={alt!r}")
+            elif len(alt.split()) < 5 or "No description has been provided" in alt:
+                problems.append(f"{page}: {tag[:80]}... alt={alt!r}")
+    assert problems == [], "\n".join(problems)
+    assert figures == 2 * len(FIGURES)  # each shown once, light and dark
+    for notebook in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
+        cells = [c.metadata["alt"] for c in jupytext.read(notebook).cells if "alt" in c.metadata]
+        assert cells and alts[f"notebooks/{notebook.stem}/index.html"] == cells, notebook.name
+
+
 def test_chapter_1_shows_what_its_blocks_print(visit) -> None:
     outputs = visit(CHAPTER_1).page.locator(".md-content .output")
     assert outputs.count() >= 5, f"chapter 1 shows {outputs.count()} output box(es)"

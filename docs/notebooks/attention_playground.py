@@ -44,7 +44,7 @@ values = torch.arange(T, dtype=torch.float64)[:, None]  # value j is just the nu
 # Without a mask every query finds its partner two steps back, wrapping around at the
 # start (queries 0 and 1 look for tokens 6 and 7, in their future).
 
-# %%
+# %% alt="Three heatmaps of attention weights, query rows against key columns, for eight tokens. With no mask, each query puts its weight on the key two positions before it, and queries 0 and 1 wrap around to keys 6 and 7. With the causal mask, the same diagonal from query 2 on, while query 0 weighs only key 0 and query 1 splits its weight between keys 0 and 1. With the padding mask added, the weights look the same as the causal ones: no query's partner is one of the two padding tokens."
 def show(weights, title, ax):
     ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
     ax.set_title(title, fontsize=11)
@@ -87,7 +87,7 @@ assert all(abs(causal.output[i, 0].item() - (i - 2)) < 0.1 for i in range(2, T))
 # all of its row (the last cell prints how much). The scale keeps unit-variance vectors
 # at unit-variance scores; it does not make every row soft.
 
-# %%
+# %% alt="Three heatmaps of causal attention weights, query rows against key columns, with the scores multiplied by 0.01, by 0.05 and by the chapter's 1/sqrt(d_k). At 0.01 each row spreads its weight almost evenly over the keys it may see; from query 2 on, the key two positions back is each row's darkest cell at 0.05, and at the chapter's scale the only dark one."
 factors = [0.01, 0.05, 1 / math.sqrt(d_k)]
 fig, axes = plt.subplots(1, 3, figsize=(12, 4), layout="constrained")
 for ax, factor in zip(axes, factors):

@@ -77,7 +77,7 @@ SEED = 0  # the figure of the chapter is this seed's run; try others
 # prediction of a sequence, made before it has seen a token, cannot know the topic, so
 # the mean loss stays a little above the second level.
 
-# %%
+# %% alt="Heatmap of each topic's token probabilities: four topic rows against the 32 token columns. The common words, left of a grey line, have the same probabilities in every topic, highest for the first and falling to the right. Each topic then has its own block of the remaining tokens, at a low, even probability, and zero for the other topics' tokens."
 task = TINY_MOE
 probs = topic_distributions(task)  # [topics, V]
 fig, ax = plt.subplots(figsize=(9, 3), layout="constrained")
@@ -143,7 +143,7 @@ print("(the first run also pays a one-time cost: the experts' first call of thei
 # [Wang et al. 2024](../../appendix/references/#wang-2024).) The busiest expert is the
 # one that matters: it sets how long the step takes and, with a capacity, drops tokens.
 
-# %%
+# %% alt="Two stacked-area charts of the share of (token, choice) pairs each of the eight experts receives at each training step, with dashed lines at even eighths. Without the balancing loss, two experts take almost all of the pairs within the first few steps, and other experts win back only part of the load later. With the loss, the eight bands jitter from step to step around the even shares."
 colours = plt.get_cmap("tab10").colors[:task.n_experts]
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained", sharey=True)
 for ax, (name, run) in zip(axes, runs.items()):
@@ -152,7 +152,7 @@ for ax, (name, run) in zip(axes, runs.items()):
     for j in range(1, task.n_experts):
         ax.axhline(j / task.n_experts, color="black", ls="--", lw=0.7, alpha=0.6)
     ax.set(xlim=(0, STEPS - 1), ylim=(0, 1), xlabel="training step",
-           title=f"{name} the balancing loss: imbalance "
+           title=f"{name} the balancing loss:\nimbalance "
                  f"{imbalance(run.final_shares(LAST)):.2f} (last {LAST} steps)")
 axes[0].set_ylabel("share of the (token, choice) pairs")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -188,7 +188,7 @@ assert imbalance(runs["with"].final_shares(LAST)) < 1.3  # seeds 0-9: 1.04-1.19
 # frequencies-only level, and end close to the level of a model that knows the topic.
 # The balancing loss, at this coefficient, costs the language model nothing visible.
 
-# %%
+# %% alt="Next-token loss at each training step for the runs with and without the balancing loss, thin lines for single steps and thick lines for the mean of 10 steps, with grey reference levels for a uniform guess (ln 32), for word frequencies only, and for a model that knows the topic. Both runs fall from above ln 32, pass the word-frequencies level, and end close to the knowing-the-topic level; the two curves almost coincide."
 fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
 for (name, run), colour in zip(runs.items(), ("tab:red", "tab:blue")):
     losses = torch.tensor(run.lm_loss)

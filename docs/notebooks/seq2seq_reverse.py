@@ -166,7 +166,7 @@ print(f"{STEPS} steps in {train_seconds:.1f} s on one thread")
 # loss is the entropy of $q$, printed below; giving the right token probability 1 would
 # make it infinite.
 
-# %%
+# %% alt="Label-smoothed cross-entropy on a log scale against the training step, per step and as a mean of 25 steps, with a dashed line at the label-smoothing floor. The loss falls steeply, flattens, and ends just above the floor, below which it cannot go."
 q_right, q_other = 0.9 + 0.1 / VOCAB, 0.1 / VOCAB
 floor = -(q_right * math.log(q_right) + (VOCAB - 1) * q_other * math.log(q_other))
 print(f"label-smoothing floor for V = {VOCAB}: {floor:.3f}")
@@ -215,7 +215,7 @@ assert accuracy >= 0.99
 # place (the decoder can tell it has written $L$ tokens from its own input), and it moved
 # between PyTorch versions in our runs.
 
-# %%
+# %% alt="Heatmap of the cross-attention weights, averaged over the heads, for one held-out source of eight different tokens: target tokens as rows, source tokens as columns. The weight lies on the anti-diagonal: the first target token reads the last source token, the second the one before it, and so on, each target token reading its own copy in the source. The last row predicts the end of the sequence."
 n_tokens = (held_out_source != PAD).sum(dim=1) - 1  # [1000]: tokens before the EOS
 distinct = torch.tensor([len(set(row[:n])) == n for row, n in
                          zip(held_out_source.tolist(), n_tokens.tolist())])

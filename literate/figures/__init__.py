@@ -1,11 +1,16 @@
 """Every figure of the site, by name. The MkDocs hook draws each one in both themes.
 
 A figure is a function `draw(*, language="en", theme="light") -> Figure`. Add one by
-writing the function in the module of its chapter and registering it here.
+writing the function in the module of its chapter and registering it here, with the
+alt text a reader who cannot see it hears: a page shows it as
+`![](../figures/<name>-light.svg#only-light)`, the brackets left empty, and the build
+writes the alt text in (`with_alt_text`), so there is one description per figure, next
+to the code that draws it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -46,8 +51,13 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "attention-masks",
             attention.masks_figure,
-            "Six boolean masks: padding, causal, both, cross-attention with a padded source, "
-            "cached decode with the right query offset, and with the offset forgotten.",
+            "Six masks as grids of 1 (may attend, filled) and 0 (blocked before softmax), "
+            "one row per query, one column per key. Padding: 5 queries, keys 3 and 4 blocked "
+            "in every row. Causal: query i sees keys 0 to i, a lower triangle. Both: that "
+            "triangle with keys 3 and 4 also blocked. Cross-attention: 4 target queries "
+            "against 6 source keys, the padded key 5 blocked. Cached decode: one query at "
+            "position 4 against 5 cached keys sees all five with the right offset, and only "
+            "key 0 with the offset forgotten.",
         ),
         FigureSpec(
             "positions-sinusoid",
@@ -70,8 +80,13 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "heads-kv-memory",
             heads.kv_memory_figure,
-            "KV-cache bytes per token in fp16 for GPT-2 small, Llama-2-7B, Llama-2-70B and "
-            "Falcon-7B, with dashed outlines for what Llama-2-70B and Falcon-7B would need with MHA.",
+            "Horizontal bars on a log scale: KV-cache memory per token in fp16 over all "
+            "layers, each bar labelled with its size, its cache for a 4,096-token sequence "
+            "and its shape. GPT-2 small (MHA) 36 KiB, 144 MiB per sequence; Llama-2-7B (MHA) "
+            "512 KiB, 2 GiB; Llama-2-70B (GQA, 64 query and 8 key/value heads) 320 KiB, 1.25 "
+            "GiB, less than Llama-2-7B; Falcon-7B (MQA, 71 query heads, 1 key/value head) 8 "
+            "KiB, 32 MiB. Dashed outlines show the same models with MHA: 2.5 MiB per token "
+            "for Llama-2-70B and 568 KiB for Falcon-7B.",
         ),
         FigureSpec(
             "sampling-distributions",
@@ -144,13 +159,12 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "modern-swiglu-gate",
             modern.swiglu_gate_figure,
-            "Left: SiLU(a) = a sigmoid(a) beside ReLU and GELU for a from -4 to 4; "
-            "SiLU dips below zero for negative a, with its minimum marked and "
-            "labelled, and approaches ReLU as |a| grows. Right: SwiGLU's gated product "
-            "SiLU(a) b as a heatmap over the gate a and the value b, both from -4 to "
-            "4, blue negative, red positive, pale at zero: near zero over the whole "
-            "left half (the gate shut) and growing like a b on the right (the gate "
-            "open, b passing).",
+            "Left: SiLU(a) = a sigmoid(a) beside ReLU and GELU for a from -4 to 4; SiLU dips "
+            "below zero for negative a, to a marked minimum of -0.278 at a = -1.278, and "
+            "approaches ReLU as |a| grows. Right: SwiGLU's gated product SiLU(a) b as a "
+            "heatmap over the gate a and the value b, both from -4 to 4, blue negative, red "
+            "positive, pale at zero: near zero over the whole left half (the gate shut) and "
+            "growing like a b on the right (the gate open, b passing).",
         ),
         FigureSpec(
             "modern-qk-norm-scores",
@@ -179,19 +193,16 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "moe-tokens-per-expert",
             moe.tokens_per_expert_figure,
-            "A tiny mixture-of-experts language model (8 experts, top-2, one block) "
-            "trained twice for 100 steps on the same data. Left and middle: each "
-            "expert's share of the routed (token, choice) pairs at every step, as "
-            "eight stacked bands, with dashed lines where the bands of an even load "
-            "(1/8 each) would lie. Without the balancing loss (left) two experts take "
-            "most of the pairs within a few steps; others come back as the model "
-            "learns the topics, but the busiest expert ends at about 3 times the mean "
-            "share and an expert gets almost nothing. With the balancing loss (middle, "
-            "coefficient 0.05) the bands jitter around the dashed lines from step to "
-            "step, and over the last 30 steps the busiest expert is within 1.2 times "
-            "the mean. Right: the next-token loss of the two runs, on top of each "
-            "other, falls from about 3.9 nats past the loss of a model that knows only "
-            "the word frequencies, towards that of one that knows the topic.",
+            "A tiny mixture-of-experts language model (8 experts, top-2, one block) trained "
+            "twice for 100 steps on the same data. Left and middle: each expert's share of "
+            "the routed (token, choice) pairs per step as eight stacked bands, dashed lines "
+            "marking an even load of 1/8 each. Without the balancing loss (left) two experts "
+            "take most pairs within a few steps, others returning later; over the last 30 "
+            "steps the busiest gets more than 2.5 times the mean share, one almost nothing. "
+            "With the balancing loss, coefficient 0.05 (middle), the bands jitter around the "
+            "dashed lines, the busiest within 1.2 times the mean. Right: both runs' "
+            "next-token loss, on top of each other, falls below that of a model knowing only "
+            "the word frequencies, towards that of one knowing the topic.",
         ),
         FigureSpec(
             "kv-cache-memory",
@@ -208,38 +219,29 @@ FIGURES: dict[str, FigureSpec] = {
             "eras-params-cache",
             eras.params_cache_figure,
             "The eleven published models on log-log axes: total parameters, from GPT-2 "
-            "small's 124 million to DeepSeek-V3's 671 billion, against KV-cache bytes "
-            "per token in bfloat16 at batch 1 (a context within every window), from "
-            "GPT-2 small's 36 KiB to Llama 2 7B's 512 KiB. Colour marks the cache: "
-            "every key and value of MHA or GQA (GPT-2 small and XL, Llama 2 7B, Llama "
-            "3 8B and 70B, Mixtral 8x7B, Qwen3-30B-A3B), windowed layers (Mistral 7B, "
-            "Gemma 3 27B, gpt-oss-120b) or a latent cache (DeepSeek-V3). Triangles are "
-            "mixtures of experts (Mixtral 8x7B, Qwen3-30B-A3B, gpt-oss-120b, "
-            "DeepSeek-V3), a filled one at the total joined by a thin line to a hollow "
-            "one at the parameters active per token; circles are dense models. Mixtral "
-            "8x7B caches as much per token as Llama 3 8B and Mistral 7B with several "
-            "times their parameters in total; Qwen3-30B-A3B, gpt-oss-120b and "
-            "DeepSeek-V3 cache less per token than Llama 3 8B; Gemma 3 27B, within its "
-            "windows, nearly as much as Llama 2 7B.",
+            "small's 124 million to DeepSeek-V3's 671 billion, against KV-cache bytes per "
+            "token in bfloat16 within every window, from GPT-2 small's 36 KiB to Llama 2 "
+            "7B's 512 KiB. Colour marks the cache: full MHA or GQA, windowed layers (Mistral "
+            "7B, Gemma 3 27B, gpt-oss-120b) or latent (DeepSeek-V3). Mixtures of experts "
+            "(Mixtral 8x7B, Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3) are triangles, filled "
+            "at the total, joined by a line to a hollow one at the active count; dense "
+            "models are circles. Mixtral caches as much per token as Llama 3 8B and Mistral "
+            "7B, the other three mixtures less; Llama 3 70B caches less than Llama 2 7B, "
+            "Gemma 3 27B nearly as much.",
         ),
         FigureSpec(
             "eras-blocks",
             eras.era_blocks_figure,
-            "One block diagram per row of the era table, four to a line, each drawn "
-            "bottom to top from the input x: the residual stream a vertical line, each "
-            "sublayer on a branch that rejoins it at a (+), norms in orange, attention "
-            "in blue, feed-forward in green, each box labelled with its kind (the "
-            "norm; MHA, GQA or MLA with its heads; the FFN or the experts and top-k). "
-            "The 2017 Transformer's decoder layer is post-norm, a LayerNorm on the "
-            "stream after each of its three joins (self-attention, cross-attention "
-            "reading the encoder, ReLU feed-forward). GPT-2, Llama 3, Mistral 7B, "
-            "Qwen3, Mixtral, DeepSeek-V3 and gpt-oss are pre-norm, a norm on each "
-            "branch before its sublayer; OLMo 2 puts it after the sublayer, Gemma 3 "
-            "both before and after (sandwich). GPT-J and GPT-NeoX are parallel: "
-            "attention and feed-forward side by side, joining the stream at one (+), "
-            "after one shared norm (GPT-J) or one each (GPT-NeoX). Under each panel, "
-            "the era's name and its positions (learned, sinusoidal, or RoPE with its "
-            "base), windows and sinks.",
+            "One block diagram per row of the era table, drawn bottom to top from the input "
+            "x: the residual stream a vertical line, each sublayer on a branch rejoining it "
+            "at a (+); norms orange, attention blue, feed-forward green, boxes labelled from "
+            "the table. The 2017 Transformer's decoder layer is post-norm, a LayerNorm on "
+            "the stream after each of its three joins: self-attention, cross-attention "
+            "reading the encoder, ReLU feed-forward. GPT-2, Llama 3, Mistral 7B, Qwen3, "
+            "Mixtral, DeepSeek-V3 and gpt-oss are pre-norm, a norm before each sublayer; "
+            "OLMo 2 puts it after, Gemma 3 both. GPT-J and GPT-NeoX are parallel, attention "
+            "and feed-forward side by side into one (+), after one shared norm or one each. "
+            "Captions give each era's positions, windows and sinks.",
         ),
         FigureSpec(
             "bench-ratios",
@@ -290,4 +292,36 @@ def draw_files(jobs: list[tuple[str, str, Path]], *, language: str = "en") -> No
         tmp.replace(path)
 
 
-__all__ = ["DRAWN_DARK", "FIGURES", "FigureSpec", "LANGUAGES", "THEMES", "draw_files", "render"]
+# A generated figure shown in Markdown, `![alt](<path>figures/<name>-<theme>.svg...)`, or
+# code (a span or a fenced block, from its backticks to the same number again), where it
+# is left alone.
+FIGURE_IMAGE = re.compile(
+    r"(?P<code>`+)[\s\S]*?(?<!`)(?P=code)(?!`)"
+    r"|!\[(?P<alt>[^\]]*)\]\((?P<src>(?:[^()\s]*/)?figures/(?P<name>[\w-]+?)-(?:light|dark)\.svg"
+    r"(?:#[\w-]*)?)\)"
+)
+
+
+def with_alt_text(markdown: str, where: str = "the page") -> str:
+    """`markdown` with each generated figure's alt text written into its empty brackets:
+    `FIGURES[name].alt`. A figure whose brackets hold text already (a second
+    description, which would drift from the first), or whose file names no figure, is
+    refused with a ValueError naming `where`."""
+
+    def fill(match: re.Match[str]) -> str:
+        if match["code"]:
+            return match[0]
+        name = match["name"]
+        if name not in FIGURES:
+            raise ValueError(f"{where}: {match['src']!r} is no figure; the figures are {sorted(FIGURES)}")
+        if match["alt"].strip():
+            raise ValueError(f"{where}: figure {name!r} has alt text in the Markdown "
+                             f"({match['alt']!r}): leave its brackets empty, the build writes "
+                             f"in FIGURES[{name!r}].alt")
+        return f"![{FIGURES[name].alt}]({match['src']})"
+
+    return FIGURE_IMAGE.sub(fill, markdown)
+
+
+__all__ = ["DRAWN_DARK", "FIGURES", "FIGURE_IMAGE", "FigureSpec", "LANGUAGES", "THEMES",
+           "draw_files", "render", "with_alt_text"]

@@ -17,7 +17,8 @@ becomes `downloads/notebooks/<NN>-<page>.ipynb` (nbformat 4.5):
   resolves on the site itself (a viewer opened at the notebook's URL) but not in a file
   opened from disk. Links within the page (`#anchor`) go to the page on the site: the
   notebook's own heading anchors are spelled differently by each Jupyter frontend. Of a
-  figure's light and dark variants (`#only-light`, `#only-dark`) the light one is kept.
+  figure's light and dark variants (`#only-light`, `#only-dark`) the light one is kept,
+  with its alt text (`literate.figures.with_alt_text`, as on the page).
 
 The notebook pages (jupytext percent `.py` files under `docs/notebooks/`) are offered the
 same way, as `downloads/notebooks/<name>.ipynb` and `<name>.py`, their links rewritten
@@ -358,7 +359,9 @@ def chapter_notebook(page: str, *, page_urls: Mapping[str, str], site_url: str |
                      site_name: str = "this site", docs_dir: Path = ROOT / "docs",
                      expander: SnippetExpander | None = None) -> dict[str, Any]:
     """The notebook of one chapter page (docs-relative path), as a JSON-ready dict."""
-    text = (docs_dir / page).read_text(encoding="utf-8")
+    from literate.figures import with_alt_text
+
+    text = with_alt_text((docs_dir / page).read_text(encoding="utf-8"), page)
     meta, _ = front_matter(text)
     linker = Linker(page, page_urls, site_url)
     here = linker.url("")

@@ -5,7 +5,8 @@
   `.cache/figures/` (never into docs/) and served as `figures/<name>-<theme>.svg`.
   A figure's cache key hashes everything it depends on (all of `literate/`, the plotting
   and tensor library versions, its name, theme and language), so an unchanged figure is
-  reused, and any edit to the code that draws or feeds it redraws it.
+  reused, and any edit to the code that draws or feeds it redraws it. Its alt text on
+  the page is the one registered with it (a page leaves the brackets empty).
 * Claims: `!!! claim "id"` admonitions become an anchored `claim` box; a claim without a
   proving block fails the build. The page holding `<!-- claim-ledger -->` gets the table
   of every claim on the site.
@@ -14,7 +15,8 @@
   key. An edit anywhere in `literate/` re-runs every notebook; nothing else does. The
   notebooks to run start in a background thread when the build starts, so the other
   pages render while their kernels work (`execute_notebooks_ahead`), each kernel forked
-  from one process that imported torch once (`warm_kernels`).
+  from one process that imported torch once (`warm_kernels`). A notebook's figure gets
+  its cell's `alt` text (`# %% alt="..."`); one without alt text fails the build.
 * Outputs: every page runs in a worker process, as pytest runs it, and what each Python
   block prints is shown in an "Output" box under it (`literate/site/outputs.py`); a
   block that raises fails the build.
@@ -396,14 +398,56 @@ def stable_notebook_cell_ids() -> None:
         nbconvert2.jupytext = _StableIdJupytext(current)
 
 
-def merged_notebook_streams() -> None:
-    """Make mkdocs-jupyter's notebook pages show a cell's consecutive prints to the same
-    stream as one output, whatever the kernel's flushes were. A kernel sends what a cell
-    prints when its flush timer fires, so one `print` could reach the page as one output
-    in one build and two in the next (two builds differed). nbconvert's
-    CoalesceStreamsPreprocessor merges them; its default place is before execution, so
-    here it is added after it, to every exporter the plugin makes."""
+# The page template of mkdocs-jupyter, with alt text on figures: nbconvert's lab template
+# (which mkdocs-jupyter extends) leaves an image without one, then writes "No description
+# has been provided for this image" into it. The alt text is the cell's `alt` metadata
+# (`# %% alt="..."` in a .py notebook), or the output's, the convention of nbconvert's
+# classic template.
+NOTEBOOK_TEMPLATE_FILE = "literate/notebook.html.j2"
+NOTEBOOK_TEMPLATE = """{%- extends "mkdocs_html/notebook.html.j2" -%}
+{%- macro with_alt(html, alt) -%}
+{{ html | replace('<img src=', '<img alt="' ~ (alt | escape_html) ~ '" src=') }}
+{%- endmacro -%}
+{% block data_png scoped %}
+{{ with_alt(super(), (output | get_metadata('alt', 'image/png')) or (cell | get_metadata('alt'))) }}
+{% endblock data_png %}
+{% block data_jpg scoped %}
+{{ with_alt(super(), (output | get_metadata('alt', 'image/jpeg')) or (cell | get_metadata('alt'))) }}
+{% endblock data_jpg %}
+"""
+_FIGURE_TYPES = ("image/png", "image/jpeg")
+
+
+def require_alt_text(notebook: Any, resources: Any) -> tuple[Any, Any]:
+    """An nbconvert preprocessor (run after execution): fail on a figure a notebook page
+    would show without alt text, naming its cell."""
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            images = [kind for kind in output.get("data", {}) if kind.startswith("image/")]
+            if not images:
+                continue
+            if not set(images) & set(_FIGURE_TYPES):
+                raise PluginError(f"notebook cell {index} shows a {images[0]} image; only "
+                                  f"{' and '.join(_FIGURE_TYPES)} get alt text on the page")
+            if not (cell.metadata.get("alt") or any(
+                    output.get("metadata", {}).get(kind, {}).get("alt") for kind in images)):
+                first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+                raise PluginError(f"notebook cell {index} ({first!r}) shows a figure without "
+                                  "alt text: give the cell one, `# %% alt=\"what it shows\"`")
+    return notebook, resources
+
+
+def notebook_exporter() -> None:
+    """Make mkdocs-jupyter's notebook pages with an exporter that, after execution,
+    * merges a cell's consecutive prints to the same stream into one output, whatever
+      the kernel's flushes were (a kernel sends what a cell printed when its flush timer
+      fires, so one `print` reached one build's page as one output and the next build's
+      as two). nbconvert's CoalesceStreamsPreprocessor does it; its default place is
+      before execution;
+    * fails the build on a figure without alt text (`require_alt_text`), and writes the
+      alt text into the page (`NOTEBOOK_TEMPLATE`)."""
     try:
+        from jinja2 import DictLoader
         from mkdocs_jupyter import nbconvert2
         from nbconvert.preprocessors import CoalesceStreamsPreprocessor
     except ImportError:  # no notebooks without the plugin
@@ -411,18 +455,24 @@ def merged_notebook_streams() -> None:
     current = getattr(nbconvert2, "HTMLExporter", None)
     if current is None:
         raise PluginError("mkdocs-jupyter no longer makes its pages with nbconvert2.HTMLExporter: "
-                          "a print could be split differently at every build; see merged_notebook_streams")
-    if getattr(current, "merges_streams", False):
+                          "a print could be split differently at every build; see notebook_exporter")
+    if getattr(current, "literate", False):
         return
 
-    class MergedStreamsHTMLExporter(current):  # type: ignore[misc, valid-type]
-        merges_streams = True
+    class LiterateHTMLExporter(current):  # type: ignore[misc, valid-type]
+        literate = True
 
         def __init__(self, *args: Any, preprocessors: Any = (), **kwargs: Any) -> None:
-            # user preprocessors run after the defaults, execution among them
-            super().__init__(*args, preprocessors=[*preprocessors, CoalesceStreamsPreprocessor], **kwargs)
+            if kwargs.get("template_file") != "mkdocs_html/notebook.html.j2":
+                raise PluginError(f"mkdocs-jupyter's page template is now {kwargs.get('template_file')!r}: "
+                                  "NOTEBOOK_TEMPLATE extends the one it replaced")
+            kwargs["template_file"] = NOTEBOOK_TEMPLATE_FILE
+            kwargs["extra_loaders"] = [DictLoader({NOTEBOOK_TEMPLATE_FILE: NOTEBOOK_TEMPLATE})]
+            # preprocessors given here run after the defaults, execution among them
+            preprocessors = [*preprocessors, CoalesceStreamsPreprocessor, require_alt_text]
+            super().__init__(*args, preprocessors=preprocessors, **kwargs)
 
-    nbconvert2.HTMLExporter = MergedStreamsHTMLExporter
+    nbconvert2.HTMLExporter = LiterateHTMLExporter
 
 
 # ---------------------------------------------------------------------------------------
@@ -542,7 +592,7 @@ def on_config(config: Any) -> Any:
     date_build_by_last_commit()
     publishing_features(config)
     stable_notebook_cell_ids()
-    merged_notebook_streams()
+    notebook_exporter()
     # The figures are drawn in one thread while the notebooks execute in another, which
     # imports IPython; every matplotlib canvas reads `IPython.version_info` if the module
     # is in sys.modules, and a half-imported one raises. Import it here, before either.
@@ -619,6 +669,17 @@ def on_env(env: Any, config: Any, files: Files) -> Any:
     return env
 
 
+def figures_with_alt_text(markdown: str, page: str) -> str:
+    """The page's generated figures with their alt text (`literate.figures.with_alt_text`);
+    a figure with a second description in its brackets fails the build."""
+    from literate.figures import with_alt_text
+
+    try:
+        return with_alt_text(markdown, page)
+    except ValueError as error:
+        raise PluginError(str(error)) from None
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     future = _outputs.get(page.file.src_uri)
     if future is not None:
@@ -629,6 +690,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         except Exception as error:  # a block that raises fails the build
             raise PluginError(f"running {page.file.src_uri} failed: {error}") from None
         markdown = with_outputs(markdown, outputs)
+    markdown = figures_with_alt_text(markdown, page.file.src_uri)
     markdown = render_claims(markdown)
     if LEDGER_MARKER in markdown:
         markdown = markdown.replace(LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri))
