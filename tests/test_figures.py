@@ -381,3 +381,17 @@ def test_every_figure_a_page_shows_leaves_its_brackets_empty():
         with_alt_text(text, page.name)  # raises on a second description or an unknown figure
         shown |= {m["name"] for m in FIGURE_IMAGE.finditer(text)} - {None}
     assert shown == set(FIGURES)
+
+
+def test_the_sampling_alt_texts_state_what_the_studies_compute():
+    from literate.studies import NUCLEUS_TEMPERATURES, POLICIES, nucleus_example, sampling_scenario
+
+    scenario = sampling_scenario()
+    alt = FIGURES["sampling-distributions"].alt
+    for policy in POLICIES:  # each policy's kept probabilities, in the alt text's order
+        kept = ", ".join(f"{p:.2f}" for p in scenario[policy] if p > 0)
+        assert (kept if policy != "top_k_2" else kept.replace(", ", " and ")) in alt, policy
+    kept = [nucleus_example(t)["kept"] for t in NUCLEUS_TEMPERATURES]
+    assert NUCLEUS_TEMPERATURES == (0.7, 1.5) and kept == [4, 6]
+    assert "holds 4 of the 10" in FIGURES["sampling-nucleus"].alt
+    assert "holds 6" in FIGURES["sampling-nucleus"].alt

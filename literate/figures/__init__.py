@@ -74,8 +74,11 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "heads-grouping",
             heads.grouping_figure,
-            "Eight query heads linked to the key/value head each one reads: eight for MHA, "
-            "two shared by groups of four for GQA, one shared by all for MQA.",
+            "Eight query heads, q0 to q7, each linked to the key/value head it reads, query "
+            "head h reading key/value head h // G. MHA: eight key/value heads, one per query "
+            "head. GQA: two, q0 to q3 sharing kv0 and q4 to q7 sharing kv1. MQA: one, kv0, "
+            "shared by all eight. Under each panel, the key and value heads cached per token "
+            "and layer: 8, 2 and 1.",
         ),
         FigureSpec(
             "heads-kv-memory",
@@ -91,15 +94,20 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "sampling-distributions",
             sampling.distributions_figure,
-            "The logits 3, 2, 1, 0 under four policies, one bar per token: temperature 2 "
-            "flattens the distribution of temperature 1; top-k = 2 keeps the two largest and "
-            "renormalises them; top-p = 0.9 keeps the three largest.",
+            "Grouped bars, each labelled with its value: the probabilities of four tokens "
+            "with logits 3, 2, 1, 0 under four policies. Temperature 1: 0.64, 0.24, 0.09, "
+            "0.03. Temperature 2, flatter: 0.46, 0.28, 0.17, 0.10. Top-k = 2 keeps the two "
+            "largest and renormalises them: 0.73 and 0.27, the other two crossed out. Top-p "
+            "= 0.9 keeps the three largest: 0.67, 0.24, 0.09, the last crossed out.",
         ),
         FigureSpec(
             "sampling-nucleus",
             sampling.nucleus_figure,
-            "Ten sorted probabilities with their cumulative mass and the line p = 0.9, at "
-            "temperatures 0.7 and 1.5: the hotter distribution needs more tokens to reach p.",
+            "The same ten logits at two temperatures, their probabilities sorted as bars, "
+            "the cumulative mass as a line and top-p = 0.9 as a dashed line; kept tokens "
+            "coloured, removed ones grey. At T = 0.7 the nucleus holds 4 of the 10 tokens: "
+            "the mass passes 0.9 at the fourth. At T = 1.5 the distribution is flatter and "
+            "the nucleus holds 6: the mass passes 0.9 only at the sixth.",
         ),
         FigureSpec(
             "gpt2-prenorm-gradients",
@@ -114,8 +122,10 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "gpt2-tiny-lm-loss",
             gpt2.loss_figure,
-            "Training loss of the one-block tiny GPT-2 on a log scale: it starts near ln 6, "
-            "a uniform guess over six tokens, and falls below the target line.",
+            "Training loss per step of the one-block tiny GPT-2 learning a repeating "
+            "sequence of six tokens, on a log scale: it starts near the dotted line ln 6, a "
+            "uniform guess over six tokens, falls below the dashed target of 0.02 nats per "
+            "token and keeps falling, flattening out far below it.",
         ),
         FigureSpec(
             "encdec-architecture",
@@ -138,9 +148,12 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "encdec-label-smoothing",
             encdec.label_smoothing_figure,
-            "Left: a one-hot target over 10 tokens and the smoothed one (0.91 on the right token, 0.01 "
-            "on each other). Right: the one-hot cross-entropy falls to 0 as the right token's "
-            "probability goes to 1; the smoothed one has its minimum at 0.91.",
+            "Left: target probabilities over 10 tokens: one-hot puts 1 on the right token; "
+            "smoothed with epsilon = 0.1 puts 0.91 on it and 0.01 on each other token. "
+            "Right: the loss against the probability the model gives the right token. The "
+            "one-hot cross-entropy falls to 0 as that probability goes to 1; the smoothed "
+            "one crosses it near 0.1 and lies above it from there, has its minimum at 0.91, "
+            "marked by a dashed line, and rises again towards 1.",
         ),
         FigureSpec(
             "modern-residual-topologies",
