@@ -128,13 +128,18 @@ _PHONE = """() => {
         const r = el.getBoundingClientRect();
         return r.width > 0 && r.right > vw + 1 && !clips(el);
     }).slice(0, 5).map(el => el.tagName.toLowerCase() + '.' + Array.from(el.classList).join('.'));
-    const figures = Array.from(document.querySelectorAll('.md-content img.figure'))
+    const column = document.querySelector('.md-content__inner').getBoundingClientRect().width;
+    const cells = Array.from(document.querySelectorAll('.jupyter-wrapper .jp-InputArea-editor'))
+        .map(el => el.getBoundingClientRect().width);
+    const figures = Array.from(document.querySelectorAll(
+            '.md-content img.figure, .jupyter-wrapper .jp-RenderedImage img'))
         .filter(img => img.getClientRects().length && getComputedStyle(img).display !== 'none')
         .map(img => { const r = img.getBoundingClientRect();
             return {src: img.getAttribute('src'), left: r.left, right: r.right, width: r.width,
                     natural: img.naturalWidth,
-                    column: img.closest('.md-content__inner').getBoundingClientRect().width}; });
-    return {viewport: vw, scrollWidth: document.documentElement.scrollWidth, outside, figures};
+                    column}; });
+    return {viewport: vw, scrollWidth: document.documentElement.scrollWidth, outside, figures,
+            cells, column};
 }"""
 
 # Every collapsed block opened (proofs and solutions are checked too), after two frames:
@@ -542,6 +547,18 @@ def test_figures_scale_down_to_a_phone(visits) -> None:
     assert scaled, "no figure is wider than a phone's column: nothing here tests scaling"
     for fig in scaled:
         assert abs(fig["width"] - fig["column"]) <= 1, f"not scaled to the column: {fig}"
+    notebook_figures = [fig for fig in scaled if fig["src"].startswith("data:image/png")]
+    assert len(notebook_figures) == 7, "the notebook pages' figures are checked too"
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if "/notebooks/" in p])
+def test_a_notebook_cell_gets_the_whole_column_on_a_phone(visits, path: str) -> None:
+    """JupyterLab's prompt column ("In [3]:") and the page's floated download buttons
+    took a third of a phone's column from every code cell; they take nothing now."""
+    phone = visits(path).phone
+    assert phone["cells"], f"{path}: no code cell"
+    narrow = [width for width in phone["cells"] if width < phone["column"] - 1]
+    assert narrow == [], f"{path}: code cells {narrow} px in a {phone['column']} px column"
 
 
 @pytest.mark.parametrize("path", list(SCREENSHOTS))
