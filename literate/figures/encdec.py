@@ -244,11 +244,14 @@ def label_smoothing_figure(*, language: str = "en", theme: str = "light") -> Fig
         right.plot(pr, -np.log(pr), color=p.series[1], lw=2.2, label=t["nll"])
         right.plot(pr, smoothed_loss(pr, eps, vocab), color=p.series[0], lw=2.2, label=t["ls"])
         best = 1 - eps + eps / vocab
-        right.plot([best], [smoothed_loss(np.array(best), eps, vocab)], "o", color=p.series[0])
-        right.axvline(best, color=p.muted, ls="--", lw=1)
-        right.annotate(t["best"], (best, smoothed_loss(np.array(best), eps, vocab)), xytext=(0.3, 2.2),
+        lowest = smoothed_loss(np.array(best), eps, vocab)
+        right.plot([best], [lowest], "o", color=p.series[0])
+        right.plot([best, best], [0, lowest], color=p.muted, ls="--", lw=1)  # under the legend
+        right.annotate(t["best"], (best, lowest), xytext=(0.3, 2.2),
                        color=p.ink, fontsize=10, arrowprops={"arrowstyle": "->", "color": p.muted})
-        right.set(xlabel=t["p"], ylabel=t["loss"], title=t["title_loss"], ylim=(0, 3.2), xlim=(0, 1))
+        # no 0 on the x axis: it would run into the y axis's 0
+        right.set(xlabel=t["p"], ylabel=t["loss"], title=t["title_loss"], ylim=(0, 3.2), xlim=(0, 1),
+                  xticks=(0.2, 0.4, 0.6, 0.8, 1.0))
         for ax in (left, right):
             ax.grid(alpha=0.6)
             ax.legend(loc="upper right")

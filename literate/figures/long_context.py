@@ -19,7 +19,7 @@ KV_MEMORY_LABELS = {
         "title": "KV-cache memory of one sequence (bfloat16, batch 1)",
         "x": "context length, tokens (log scale)",
         "y": "cache, GiB (log scale)",
-        "stop": "windowed layers stop growing at {w}",
+        "stop": "hollow: windowed layers stop growing at {w}",
         "kinds": {"GQA": "GQA", "GQA + sliding": "GQA, sliding window",
                   "GQA + local/global": "GQA, local/global", "MLA": "MLA"},
     },
@@ -27,7 +27,7 @@ KV_MEMORY_LABELS = {
         "title": "Память KV-кеша одной последовательности (bfloat16, батч 1)",
         "x": "длина контекста, токены (лог. шкала)",
         "y": "кеш, ГиБ (лог. шкала)",
-        "stop": "слои с окном перестают расти на {w}",
+        "stop": "полый маркер: слои с окном перестают расти на {w}",
         "kinds": {"GQA": "GQA", "GQA + sliding": "GQA, скользящее окно",
                   "GQA + local/global": "GQA, локальные/глобальные", "MLA": "MLA"},
     },
@@ -53,9 +53,9 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
         for i, shape in enumerate(PUBLISHED_CACHES):
             gib = [cache_bytes(shape, n) / GIB for n in CONTEXTS]
             colour = colours[i % len(colours)]
-            ax.plot(CONTEXTS, gib, "-", color=colour, lw=2,
-                    label=f"{shape.name} ({t['kinds'][shape.kind]})")
-            ax.plot(CONTEXTS[-1], gib[-1], MARKERS[i], color=colour, ms=6)
+            # the model's marker at 1M, so that the legend shows it too
+            ax.plot(CONTEXTS, gib, "-", marker=MARKERS[i], markevery=[len(CONTEXTS) - 1],
+                    ms=6, color=colour, lw=2, label=f"{shape.name} ({t['kinds'][shape.kind]})")
             stop = growth_stops(shape)
             if stop is not None:
                 ax.plot(stop, cache_bytes(shape, stop) / GIB, MARKERS[i], color=colour,

@@ -240,7 +240,9 @@ def swiglu_gate_figure(*, language: str = "en", theme: str = "light") -> Figure:
                    color=p.ink, bbox=box)
         right.text(-2.3, 0, t["shut"], ha="center", va="center", fontsize=10,
                    color=p.ink, bbox=box)
-        right.set(xlabel=t["gate_axis"], ylabel=t["up_axis"], title=t["title_gate"])
+        # no -4 on the x axis: it would meet the y axis's -4 in the corner
+        right.set(xlabel=t["gate_axis"], ylabel=t["up_axis"], title=t["title_gate"],
+                  xticks=range(-3, 5, 1), yticks=range(-4, 5, 2))
         bar = fig.colorbar(image, ax=right, shrink=0.9)
         bar.set_label("SiLU$(a) \\cdot b$")
         bar.outline.set_visible(False)
@@ -273,7 +275,9 @@ def qk_norm_figure(*, language: str = "en", theme: str = "light") -> Figure:
                        color=colour, lw=2)
         left.set(yscale="log", ylabel=t["score"], title=t["title_score"])
         right.set(ylabel=t["entropy"], title=t["title_entropy"],
-                  ylim=(0, 1.15 * runs[True][0].uniform_entropy))
+                  # below 0 a little: a row's entropy reaches 0, and its marker is whole
+                  ylim=(-0.04 * runs[True][0].uniform_entropy,
+                        1.15 * runs[True][0].uniform_entropy))
         names = [f"1/{round(1 / s)}" if s < 1 else f"{s:g}" for s in QK_SCALES]
         for ax in (left, right):
             ax.set_xscale("log", base=2)

@@ -109,7 +109,8 @@ def rope_relative_figure(*, language: str = "en", theme: str = "light") -> Figur
             ax.set_xlabel(t["x"])
             ax.set_xlim(0, curves["offsets"][-1])
             ax.grid(alpha=0.6)
-            ax.legend(loc="upper right")
+        axes[0].legend(loc="lower right")  # under the curves, which the table lifts
+        axes[1].legend(loc="upper right")  # over them
         axes[0].set_ylabel(t["y"])
         fig.suptitle(t["suptitle"], fontsize=15, fontweight="bold", color=p.ink)
     return fig
