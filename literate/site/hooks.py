@@ -384,18 +384,25 @@ def stable_cell_ids(notebook: Any) -> Any:
     return notebook
 
 
-def stable_notebook_cell_ids() -> None:
-    """Make mkdocs-jupyter's notebook pages give the same bytes at every build."""
+def _nbconvert2(name: str, without_it: str) -> tuple[Any, Any] | None:
+    """mkdocs-jupyter's page-making module and its attribute `name`, which a hook here
+    replaces; None without the plugin (no notebooks). An attribute gone (a new version
+    of the plugin) fails the build, saying what the pages would lose: `without_it`."""
     try:
         from mkdocs_jupyter import nbconvert2
     except ImportError:  # no notebooks without the plugin
-        return
-    current = getattr(nbconvert2, "jupytext", None)
+        return None
+    current = getattr(nbconvert2, name, None)
     if current is None:
-        raise PluginError("mkdocs-jupyter no longer reads notebooks with nbconvert2.jupytext: "
-                          "its pages' cell ids would be random; see stable_notebook_cell_ids")
-    if not isinstance(current, _StableIdJupytext):
-        nbconvert2.jupytext = _StableIdJupytext(current)
+        raise PluginError(f"mkdocs-jupyter no longer has nbconvert2.{name}: {without_it}")
+    return nbconvert2, current
+
+
+def stable_notebook_cell_ids() -> None:
+    """Make mkdocs-jupyter's notebook pages give the same bytes at every build."""
+    found = _nbconvert2("jupytext", "its pages' cell ids would be random; see stable_notebook_cell_ids")
+    if found is not None and not isinstance(found[1], _StableIdJupytext):
+        found[0].jupytext = _StableIdJupytext(found[1])
 
 
 # The page template of mkdocs-jupyter, with alt text on figures: nbconvert's lab template
@@ -446,18 +453,13 @@ def notebook_exporter() -> None:
       before execution;
     * fails the build on a figure without alt text (`require_alt_text`), and writes the
       alt text into the page (`NOTEBOOK_TEMPLATE`)."""
-    try:
-        from jinja2 import DictLoader
-        from mkdocs_jupyter import nbconvert2
-        from nbconvert.preprocessors import CoalesceStreamsPreprocessor
-    except ImportError:  # no notebooks without the plugin
+    found = _nbconvert2("HTMLExporter", "a print could be split differently at every build, "
+                        "and figures would lose their alt text; see notebook_exporter")
+    if found is None or getattr(found[1], "literate", False):
         return
-    current = getattr(nbconvert2, "HTMLExporter", None)
-    if current is None:
-        raise PluginError("mkdocs-jupyter no longer makes its pages with nbconvert2.HTMLExporter: "
-                          "a print could be split differently at every build; see notebook_exporter")
-    if getattr(current, "literate", False):
-        return
+    nbconvert2, current = found
+    from jinja2 import DictLoader
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     class LiterateHTMLExporter(current):  # type: ignore[misc, valid-type]
         literate = True
