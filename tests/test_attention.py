@@ -1,4 +1,4 @@
-"""Tests for `literate.attention`.
+"""Tests for `literate.parts.attention`.
 
 What is checked, and against what:
 
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from literate.attention import (
+from literate.parts.attention import (
     EMPTY_ROW_POLICIES,
     AttentionResult,
     causal_allowed,
@@ -35,8 +35,8 @@ from literate.attention import (
     padding_allowed,
     scaled_dot_product_attention,
 )
-from literate.golden import reference
-from literate.syncs import HostReads as HostSyncs
+from literate.numbers.golden import reference
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 F32 = torch.float32
@@ -598,10 +598,10 @@ def test_library_never_uses_assert_for_checks():
     import ast
     import inspect
 
-    import literate.attention
-    import literate.checks
+    import literate.parts.attention
+    import literate.parts.checks
 
-    for module in (literate.attention, literate.checks):
+    for module in (literate.parts.attention, literate.parts.checks):
         tree = ast.parse(inspect.getsource(module))
         asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
         assert asserts == [], f"{module.__name__} uses assert at lines {asserts}"
@@ -718,7 +718,7 @@ def test_attention_reads_a_value_only_to_refuse_empty_rows_of_a_given_mask():
 
 
 def test_refuse_empty_rows_names_its_argument_the_count_and_at_most_eight_rows():
-    from literate.attention import refuse_empty_rows
+    from literate.parts.attention import refuse_empty_rows
 
     refuse_empty_rows("allowed", torch.zeros(3, 4, dtype=torch.bool))  # nothing empty: no error
     empty = torch.zeros(2, 6, dtype=torch.bool)

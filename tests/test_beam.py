@@ -1,4 +1,4 @@
-"""Beam search (literate/beam.py) against Hugging Face's and against itself.
+"""Beam search (literate/decoding/beam.py) against Hugging Face's and against itself.
 
 - `beam_generate` == HF `generate(num_beams=k, do_sample=False, length_penalty, early_stopping)`
   for GPT-2 and Llama with copied weights, left-padded batches and an EOS the models produce:
@@ -21,12 +21,12 @@ from functools import lru_cache
 import pytest
 import torch
 
-from literate.beam import beam_generate, beam_search, gnmt_length_penalty, hf_length_penalty
-from literate.cache import DecodeCache
-from literate.decoding import generate
-from literate.models import copy_hf_gpt2, gpt2_from_hf_config
-from literate.llama import llama_from_hf_config, load_hf_llama
-from literate.syncs import host_reads
+from literate.decoding.beam import beam_generate, beam_search, gnmt_length_penalty, hf_length_penalty
+from literate.parts.cache import DecodeCache
+from literate.decoding.generate import generate
+from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
+from literate.models.llama import llama_from_hf_config, load_hf_llama
+from literate.tools.syncs import host_reads
 
 transformers = pytest.importorskip("transformers")
 F32_UNIT = 2.0**-23

@@ -18,8 +18,8 @@ import torch
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_rgba
 
-import literate.bench as bench
-from literate.bench import RESULTS_PATH, ROWS, Row, check_results, load_results
+import literate.tools.bench as bench
+from literate.tools.bench import RESULTS_PATH, ROWS, Row, check_results, load_results
 from literate.figures import FIGURES
 from literate.figures.style import PALETTES
 from literate.site.docblocks import ROOT

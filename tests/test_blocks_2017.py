@@ -5,7 +5,7 @@ tensor values in a forward unless a padding mask may leave a query row empty;
 
 References: `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer` (norm_first=False,
 activation="relu", batch_first=True, dropout=0) and the stacks `nn.TransformerEncoder` /
-`nn.TransformerDecoder`, holding copies of our weights (`literate.seq2seq.torch_*_layer`).
+`nn.TransformerDecoder`, holding copies of our weights (`literate.models.transformer2017.torch_*_layer`).
 
 Tolerance: 1e-12 absolute in float64 everywhere. Both sides compute the same sums in
 slightly different orders (PyTorch packs q, k, v into one matmul and runs its fused
@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from literate.attention import causal_allowed
-from literate.blocks import (
+from literate.parts.attention import causal_allowed
+from literate.parts.blocks import (
     PostNormBlock,
     PostNormDecoderLayer,
     PostNormEncoderLayer,
@@ -34,11 +34,11 @@ from literate.blocks import (
     gpt2_block,
     same_width,
 )
-from literate.ffn import DenseFFN
-from literate.heads import MultiHeadAttention
-from literate.norms import LayerNorm, RMSNorm
-from literate.syncs import HostReads as HostSyncs
-from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
+from literate.parts.ffn import DenseFFN
+from literate.parts.multi_head import MultiHeadAttention
+from literate.parts.norms import LayerNorm, RMSNorm
+from literate.tools.syncs import HostReads as HostSyncs
+from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 TOL = {"atol": 1e-12, "rtol": 0.0}
 D, H, D_FF = 16, 4, 32

@@ -1,4 +1,4 @@
-"""Tests for `literate.cache.KVCache`: preallocated, in-place, validated, resettable.
+"""Tests for `literate.parts.cache.KVCache`: preallocated, in-place, validated, resettable.
 
 The cache's use inside attention (decode equals the full forward, contents equal
 independently rotated keys) is tested in tests/test_heads.py.
@@ -11,8 +11,8 @@ import re
 import pytest
 import torch
 
-from literate.cache import KVCache
-from literate.syncs import HostReads as HostSyncs
+from literate.parts.cache import KVCache
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 
@@ -252,15 +252,15 @@ def test_bind_ties_the_cache_to_one_layer_until_reset():
 
 
 def _tiny_llama():
-    from literate.llama import llama_model
+    from literate.models.llama import llama_model
 
     torch.manual_seed(0)
     return llama_model(40, 16, 16, 2, 1, 2, 32).double().eval()
 
 
 def test_a_decode_cache_refuses_layers_out_of_step_and_reset_starts_again():
-    from literate.cache import DecodeCache
-    from literate.decoding import cached_run, new_decode_cache
+    from literate.parts.cache import DecodeCache
+    from literate.decoding.generate import cached_run, new_decode_cache
 
     model = _tiny_llama()
     ids = torch.randint(0, 40, (1, 5))
@@ -282,7 +282,7 @@ def test_a_decode_cache_refuses_layers_out_of_step_and_reset_starts_again():
 def test_a_call_that_fails_half_way_leaves_nothing_cached():
     """A call that fails after the first layer wrote its keys (here: an error raised as it returns) is
     taken back by cached_run: no layer holds its tokens, and the retry is the first call again."""
-    from literate.decoding import cached_run, new_decode_cache
+    from literate.decoding.generate import cached_run, new_decode_cache
 
     model = _tiny_llama()
     ids = torch.randint(0, 40, (1, 3))
@@ -310,7 +310,7 @@ def test_a_call_that_fails_half_way_leaves_nothing_cached():
 def test_a_call_that_fails_after_every_layer_wrote_leaves_nothing_cached():
     """The output projection fails (as a large vocabulary's might, out of memory): every layer had
     written its keys; cached_run takes them back, so a retry is the first call again."""
-    from literate.decoding import cached_run, new_decode_cache
+    from literate.decoding.generate import cached_run, new_decode_cache
 
     model = _tiny_llama()
     ids = torch.randint(0, 40, (1, 5))

@@ -1,5 +1,5 @@
-"""Chapter 10's cache ledger: `literate.params.cache_bytes` and the published models of
-`literate.long_context`, checked against the caches our models allocate (their
+"""Chapter 10's cache ledger: `literate.numbers.params.cache_bytes` and the published models of
+`literate.numbers.cache_ledger`, checked against the caches our models allocate (their
 `.nbytes`, after a prefill and a decode below and past the window) and against Hugging
 Face: its config classes' defaults, its attention modules on the meta device, and its
 StaticCache layers for the published configurations (allocated on the meta device, so
@@ -28,22 +28,20 @@ from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama.modeling_llama import LlamaAttention
 from transformers.models.mistral.modeling_mistral import MistralAttention
 
-from literate.catalog import PUBLISHED_BLOCKS
-from literate.decoding import cached_run, new_decode_cache
-from literate.gemma3 import gemma3_layer_types, gemma3_model
-from literate.llama import llama_model
-from literate.long_context import (
+from literate.numbers.catalog import PUBLISHED_BLOCKS
+from literate.decoding.generate import cached_run, new_decode_cache
+from literate.models.gemma3 import gemma3_layer_types, gemma3_model
+from literate.models.llama import llama_model
+from literate.numbers.cache_ledger import (
     GIB,
     PUBLISHED_CACHES,
     cache_ledger,
     growth_stops,
     published_cache,
 )
-from literate.mla import (
-    deepseek_v3_from_hf_config,
-    latent_cache_bytes_per_token,
-)
-from literate.params import (
+from literate.parts.mla import latent_cache_bytes_per_token
+from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
+from literate.numbers.params import (
     attention_kind,
     cache_bytes,
     cache_bytes_per_token_per_layer,
@@ -53,7 +51,7 @@ from literate.params import (
     kv_cache_shape,
     latent_cache_shape,
 )
-from literate.window import mistral_model
+from literate.models.mistral import mistral_model
 
 K = 1024
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from transformers.activations import ACT2FN
 
-from literate.blocks import gpt2_block, llama_block, neox_block
-from literate.catalog import (
+from literate.parts.blocks import gpt2_block, llama_block, neox_block
+from literate.numbers.catalog import (
     COLUMNS,
     HF_ACTIVATIONS,
     PUBLISHED_BLOCKS,
@@ -25,8 +25,8 @@ from literate.catalog import (
     published_block,
     render_markdown,
 )
-from literate.ffn import llama_ffn_width
-from literate.norms import LayerNorm
+from literate.parts.ffn import llama_ffn_width
+from literate.parts.norms import LayerNorm
 
 SPECS = {spec.name: spec for spec in PUBLISHED_BLOCKS}
 REFERENCES = Path(__file__).resolve().parents[1] / "docs" / "appendix" / "references.md"

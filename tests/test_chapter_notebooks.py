@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from literate.export import ERAS
+from literate.tools.export import ERAS
 from literate.figures import FIGURES
 from literate.site.chapter_notebooks import (
     NOTEBOOK_DIR,

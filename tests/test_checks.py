@@ -1,4 +1,4 @@
-"""Tests for `literate.checks`: what each validator accepts, returns, and rejects.
+"""Tests for `literate.parts.checks`: what each validator accepts, returns, and rejects.
 
 Every rejection asserts the exception type (TypeError = wrong kind of thing,
 ValueError = right kind, wrong value) and that the message starts with the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from literate.checks import (
+from literate.parts.checks import (
     bool_tensor,
     choice,
     float_tensor,
@@ -23,7 +23,7 @@ from literate.checks import (
     positive_float,
     positive_int,
 )
-from literate.syncs import HostReads as HostSyncs
+from literate.tools.syncs import HostReads as HostSyncs
 
 # --------------------------------------------------------------------------------------
 # positive_int / non_negative_int
@@ -254,7 +254,7 @@ def test_bool_tensor_rejects(value, kind):
 
 
 def test_float_dtype_accepts_the_four_float_dtypes_and_names_the_argument():
-    from literate.checks import FLOAT_DTYPES, float_dtype
+    from literate.parts.checks import FLOAT_DTYPES, float_dtype
 
     assert FLOAT_DTYPES == (torch.float16, torch.bfloat16, torch.float32, torch.float64)
     for dtype in FLOAT_DTYPES:
@@ -266,7 +266,7 @@ def test_float_dtype_accepts_the_four_float_dtypes_and_names_the_argument():
 
 
 def test_probability_accepts_the_half_open_unit_interval():
-    from literate.checks import probability
+    from literate.parts.checks import probability
 
     assert probability("dropout", 0) == 0.0 and isinstance(probability("dropout", 0), float)
     assert probability("dropout", 0.1) == 0.1
@@ -279,7 +279,7 @@ def test_probability_accepts_the_half_open_unit_interval():
 
 
 def test_boolean_and_features():
-    from literate.checks import boolean, features
+    from literate.parts.checks import boolean, features
 
     assert boolean("bias", True) is True and boolean("bias", False) is False
     for bad, kind in ((1, "int"), (0, "int"), ("no", "str"), (None, "NoneType"), (np.bool_(True), "bool_?")):
@@ -299,11 +299,11 @@ def test_boolean_and_features():
     with pytest.raises(ValueError, match=r"^x is on cpu, the layer on meta$"):
         features("x", x, width=4, like=w.to("meta"))
     with pytest.raises(ValueError, match=r"^p must be in \[0, 1\), got 1000"):
-        __import__("literate.checks", fromlist=["probability"]).probability("p", 10**400)
+        __import__("literate.parts.checks", fromlist=["probability"]).probability("p", 10**400)
 
 
 def test_features_reads_no_value():
-    from literate.checks import features
+    from literate.parts.checks import features
 
     x = torch.full((2, 4), math.nan)
     with HostSyncs() as syncs:
@@ -333,7 +333,7 @@ def test_no_module_of_the_package_validates_with_assert():
 
 
 def test_token_ids_checks_kind_shape_and_length_from_metadata_only():
-    from literate.checks import token_ids
+    from literate.parts.checks import token_ids
 
     ids = torch.tensor([[3, 4, 0], [5, 0, 0]])
     assert token_ids("ids", ids) is ids
@@ -361,7 +361,7 @@ def test_token_ids_checks_kind_shape_and_length_from_metadata_only():
 
 
 def test_ids_in_vocabulary_accepts_good_ids_with_one_host_sync_for_all_tensors():
-    from literate.checks import ids_in_vocabulary
+    from literate.parts.checks import ids_in_vocabulary
 
     ids = {"source": torch.tensor([[3, 4, 0], [5, 1, 0]]), "target": torch.tensor([[1, 2]] * 2),
            "more": torch.tensor([[2]])}
@@ -385,21 +385,21 @@ def test_ids_in_vocabulary_accepts_good_ids_with_one_host_sync_for_all_tensors()
     ids=["too_large", "negative", "second_tensor_named", "pad_row", "pad_row_of_second_tensor"],
 )
 def test_ids_in_vocabulary_names_the_tensor_and_the_first_bad_place(ids, pad_id, pattern):
-    from literate.checks import ids_in_vocabulary
+    from literate.parts.checks import ids_in_vocabulary
 
     with pytest.raises(ValueError, match=pattern):
         ids_in_vocabulary(ids, vocab_size=6, pad_id=pad_id)
 
 
 def test_ids_in_vocabulary_without_pad_id_allows_a_row_of_pad():
-    from literate.checks import ids_in_vocabulary
+    from literate.parts.checks import ids_in_vocabulary
 
     assert ids_in_vocabulary({"ids": torch.tensor([[0, 0]])}, vocab_size=6) is None
 
 
 def test_ids_in_vocabulary_is_skipped_while_compiling(monkeypatch):
     """torch.compile cannot raise on a value: while compiling, the check reads nothing."""
-    from literate.checks import ids_in_vocabulary
+    from literate.parts.checks import ids_in_vocabulary
 
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     with HostSyncs() as syncs:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from literate.site.copyable import Problem, check_module_source, check_page, check_pages, nav_pages
+from literate.site.copyable import check_page, check_pages, nav_pages
 from literate.site.docblocks import ROOT, default_expander, iter_blocks
+from literate.tools.standalone import Problem, check_module_source
 
 MAX_LINE = 88
 PAGES = nav_pages()
@@ -66,14 +67,14 @@ def test_an_unshown_helper_is_reported():
 
 
 def test_a_helper_imported_from_literate_but_never_shown_is_reported():
-    text = fence("from literate.checks import positive_int") + fence(
+    text = fence("from literate.parts.checks import positive_int") + fence(
         "def f(n):\n    return positive_int('n', n)")
     assert [p.name for p in _problems(text)] == ["positive_int"]
 
 
 def test_a_name_shown_earlier_needs_a_link_to_its_page():
     earlier = {"positive_int": "part/first.md"}
-    body = fence("from literate.checks import positive_int") + fence(
+    body = fence("from literate.parts.checks import positive_int") + fence(
         "def f(n):\n    return positive_int('n', n)")
     assert [p.name for p in _problems(body, earlier)] == ["positive_int"]
     assert _problems("See [the first page](first.md).\n\n" + body, earlier) == []
@@ -94,5 +95,5 @@ def test_module_source_wants_definitions_above_their_use_and_no_other_imports():
     assert check_module_source(good) == []
     later = "def b():\n    return a()\n\ndef a():\n    return 1\n"
     assert [p.why for p in check_module_source(later)] == ["defined below its first use"]
-    foreign = "from literate.checks import positive_int\n"
-    assert [p.name for p in check_module_source(foreign)] == ["literate.checks"]
+    foreign = "from literate.parts.checks import positive_int\n"
+    assert [p.name for p in check_module_source(foreign)] == ["literate.parts.checks"]

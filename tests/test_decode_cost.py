@@ -1,5 +1,5 @@
-"""The deterministic half of `literate.decode_cost` (the timings are printed by
-`python -m literate.decode_cost`, never asserted): the KV-cache bytes per token by
+"""The deterministic half of `literate.numbers.decode_cost` (the timings are printed by
+`python -m literate.numbers.decode_cost`, never asserted): the KV-cache bytes per token by
 formula against live caches, the per-step traffic counted while the real decoding code
 runs, the counter itself, the torch.cat baseline, and the figure that draws the counts.
 
@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from literate import decode_cost
-from literate.cache import DecodeCache, KVCache
-from literate.decode_cost import (
+from literate.numbers import decode_cost
+from literate.parts.cache import DecodeCache, KVCache
+from literate.numbers.decode_cost import (
     STRATEGIES,
     TRAFFIC_POSITIONS,
     ConcatCache,
@@ -24,10 +24,10 @@ from literate.decode_cost import (
     step_traffic,
     tiny_llama,
 )
-from literate.decoding import cached_run, new_decode_cache
+from literate.decoding.generate import cached_run, new_decode_cache
 from literate.figures import FIGURES
 from literate.figures import decoding as decoding_figures
-from literate.params import kv_cache_bytes_per_token
+from literate.numbers.params import kv_cache_bytes_per_token
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Cached decoding (`literate.decoding.generate`, `literate.cache.DecodeCache`) against
+"""Cached decoding (`literate.decoding.generate.generate`, `literate.parts.cache.DecodeCache`) against
 Hugging Face `generate`, for GPT-2 (learned absolute positions) and Llama (RoPE, GQA),
 weights copied, float64.
 
@@ -43,13 +43,14 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
 
-from literate.cache import DecodeCache
-from literate.decoding import cached_run, check_prompt, generate, new_decode_cache
-from literate.heads import MultiHeadAttention
-from literate.llama import llama_from_hf_config, load_hf_llama
-from literate.models import copy_hf_gpt2, gpt2_from_hf_config, greedy
-from literate.positions import apply_rope, rope_cache
-from literate.syncs import HostReads
+from literate.parts.cache import DecodeCache
+from literate.decoding.generate import cached_run, check_prompt, generate, new_decode_cache
+from literate.parts.multi_head import MultiHeadAttention
+from literate.models.llama import llama_from_hf_config, load_hf_llama
+from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
+from literate.decoding.sampling import greedy
+from literate.parts.positions import apply_rope, rope_cache
+from literate.tools.syncs import HostReads
 
 F64 = torch.float64
 REL = 1e-10  # ours vs HF, times the largest |logit|

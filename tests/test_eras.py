@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from torch import nn
 
-from literate.eras import ERA_COLUMNS, ERA_ROWS, describe_model, era_table
-from literate.moe import qwen3_moe_router
+from literate.numbers.eras import ERA_COLUMNS, ERA_ROWS, describe_model, era_table
+from literate.parts.moe import qwen3_moe_router
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -191,7 +191,7 @@ def test_a_cell_changes_with_the_model():
 
 
 def test_runs_of_layers_are_counted_in_order():
-    from literate.eras import runs
+    from literate.numbers.eras import runs
 
     assert runs(["a", "a"]) == "a"
     assert runs(["a", "b", "b", "a"]) == ("a in 1 layers, then b in 2 layers, then a "
@@ -205,7 +205,7 @@ def test_what_is_not_a_language_model_of_ours_is_refused():
 
 
 def test_the_diff_view_is_generated_from_the_builders_sections():
-    from literate.eras import BUILDERS, DIFF_PAIRS, block_diff, block_expression
+    from literate.numbers.eras import BUILDERS, DIFF_PAIRS, block_diff, block_expression
 
     gpt2_to_llama = block_diff("GPT-2", "Llama 3")
     removed = [line[2:].strip() for line in gpt2_to_llama if line.startswith("- ")]

@@ -11,12 +11,12 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.patches import Circle
 
-import literate.eras
+import literate.numbers.eras
 from literate.figures import FIGURES
 from literate.figures import eras as figures
-from literate.long_context import ledger_row
-from literate.params import cache_bytes
-from literate.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
+from literate.numbers.cache_ledger import ledger_row
+from literate.numbers.params import cache_bytes
+from literate.numbers.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
 
 KIB = 1024
 
@@ -118,11 +118,11 @@ def test_the_blocks_figure_has_one_panel_per_era_row_drawn_as_its_block_cell(
     built = []
 
     def recorded():  # the figure builds the table itself: keep what it drew
-        built.append(table(literate.eras.ERA_ROWS))
+        built.append(table(literate.numbers.eras.ERA_ROWS))
         return built[-1]
 
-    table = literate.eras.era_table
-    monkeypatch.setattr(literate.eras, "era_table", recorded)
+    table = literate.numbers.eras.era_table
+    monkeypatch.setattr(literate.numbers.eras, "era_table", recorded)
     fig = figures.era_blocks_figure()
     (rows,) = built
     assert len(fig.axes) == len(rows) >= 12

@@ -1,4 +1,4 @@
-"""One verified file per era (`python -m literate.export`).
+"""One verified file per era (`python -m literate.tools.export`).
 
 Each exported file is run in an interpreter of its own that has imported nothing but
 torch (`fresh_interpreters.py`), from an empty directory (its self-check must pass and it
@@ -25,7 +25,7 @@ import pytest
 import torch
 from torch import nn
 
-from literate.export import ERAS, assemble, main, section_source
+from literate.tools.export import ERAS, assemble, main, section_source
 from literate.site.docblocks import ROOT
 
 F64 = torch.float64
@@ -331,7 +331,7 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
     float32 operations, summed in another order)."""
     import transformers
 
-    if "literate.moe" in sys.modules:
+    if "literate.parts.moe" in sys.modules:
         raise AssertionError("the interpreter must hold the file's grouped_mm ops only")
     era = load(Path(path))
     settings = dict(
@@ -446,7 +446,7 @@ def long_context_against_hf(path: str) -> dict[str, float]:
     import transformers
     from transformers.models.gpt_oss import modeling_gpt_oss
 
-    if "literate.moe" in sys.modules:
+    if "literate.parts.moe" in sys.modules:
         raise AssertionError("the interpreter must hold the file's grouped_mm ops only")
     era = load(Path(path))
     measured = {}

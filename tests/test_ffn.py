@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.ffn import DenseFFN, GatedFFN, gelu_tanh
+from literate.parts.ffn import DenseFFN, GatedFFN, gelu_tanh
 
 
 def rand(*shape, seed=0):
@@ -88,7 +88,7 @@ def test_bad_input_is_refused(cls):
 
 
 def test_check_activation_returns_what_it_is_given():
-    from literate.ffn import check_activation
+    from literate.parts.ffn import check_activation
 
     assert check_activation(F.silu) is F.silu and check_activation(gelu_tanh) is gelu_tanh
     module = torch.nn.GELU()

@@ -222,16 +222,16 @@ def test_planning_draws_nothing_and_a_failed_background_drawing_fails_the_build(
 
 
 # ---------------------------------------------------------------------------------------
-# What the figures draw is measured in literate.studies, reproducibly
+# What the figures draw is measured in literate.numbers.studies, reproducibly
 
 
 def test_figures_draw_what_literate_studies_measures():
-    """The plotting modules import their measurements from literate.studies (which the
+    """The plotting modules import their measurements from literate.numbers.studies (which the
     chapters' claims call too) and define none of their own."""
     import literate.figures.attention as attention_figures
     import literate.figures.gpt2 as gpt2_figures
     import literate.figures.sampling as sampling_figures
-    from literate import studies
+    from literate.numbers import studies
 
     assert attention_figures.score_statistics is studies.score_statistics
     assert gpt2_figures.gradient_study is studies.gradient_study
@@ -245,7 +245,7 @@ def test_figures_draw_what_literate_studies_measures():
 def test_studies_are_reproducible():
     import torch
 
-    from literate import studies
+    from literate.numbers import studies
 
     assert studies.score_statistics(64, 4_000) == studies.score_statistics(64, 4_000)
     assert studies.score_statistics(64, 4_000) != studies.score_statistics(64, 4_000, seed=19)
@@ -269,7 +269,7 @@ def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one()
     """input_std scales what the blocks read: a pre-norm stream starts (and, under GPT-2's
     init at width 64, stays) at that scale, the final norm dividing it out; a post-norm
     stack normalises it away in its first layer."""
-    from literate import studies
+    from literate.numbers import studies
 
     std = studies.GPT2_INPUT_STD
     assert std == 0.02 * math.sqrt(2)
@@ -284,7 +284,7 @@ def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one()
 
 def test_the_gradient_figure_draws_gpt2_at_its_embedding_scale():
     import literate.figures.gpt2 as gpt2_figures
-    from literate import studies
+    from literate.numbers import studies
 
     assert gpt2_figures.GRADIENT_ROWS == (("xavier", "xavier", 1.0), ("gpt2", "gpt2", studies.GPT2_INPUT_STD))
     assert gpt2_figures.CONTROL == ("gpt2", 1.0)
@@ -297,8 +297,8 @@ def test_the_gradient_figure_draws_gpt2_at_its_embedding_scale():
 def test_sampling_studies_are_next_token_distribution():
     import torch
 
-    from literate import studies
-    from literate.sampling import next_token_distribution
+    from literate.numbers import studies
+    from literate.decoding.sampling import next_token_distribution
 
     scenario = studies.sampling_scenario()
     logits = torch.tensor(studies.SCENARIO_LOGITS, dtype=torch.float64)
@@ -316,7 +316,7 @@ def test_sampling_studies_are_next_token_distribution():
 
 
 def test_studies_refuse_unknown_settings():
-    from literate import studies
+    from literate.numbers import studies
 
     with pytest.raises(ValueError, match=r"^norm_position must be one of \['pre', 'post'\], got 'middle'$"):
         studies.init_study("middle", 2)
@@ -384,7 +384,7 @@ def test_every_figure_a_page_shows_leaves_its_brackets_empty():
 
 
 def test_the_sampling_alt_texts_state_what_the_studies_compute():
-    from literate.studies import NUCLEUS_TEMPERATURES, POLICIES, nucleus_example, sampling_scenario
+    from literate.numbers.studies import NUCLEUS_TEMPERATURES, POLICIES, nucleus_example, sampling_scenario
 
     scenario = sampling_scenario()
     alt = FIGURES["sampling-distributions"].alt

@@ -25,10 +25,10 @@ import re
 import pytest
 import torch
 
-import literate.heads as heads_module
-from literate.attention import causal_allowed, padding_allowed
-from literate.heads import MultiHeadAttention, fused_attention, grouped_attention
-from literate.syncs import HostReads as HostSyncs
+import literate.parts.multi_head as heads_module
+from literate.parts.attention import causal_allowed, padding_allowed
+from literate.parts.multi_head import MultiHeadAttention, fused_attention, grouped_attention
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)

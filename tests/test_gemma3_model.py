@@ -57,22 +57,16 @@ from safetensors.torch import load_file
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from transformers.models.gemma3 import modeling_gemma3 as gemma3
 
-from literate.decoding import generate, new_decode_cache
-from literate.gemma3 import (
-    HF_GEMMA3_NAMES,
-    Gemma3LanguageModel,
-    LinearScaledRotaryEmbedding,
-    check_gemma3_config,
-    gemma3_from_hf_config,
-    gemma3_layer_types,
-    gemma3_model,
-    gemma3_rope_settings,
-    layer_windows,
-    load_hf_gemma3,
+from literate.decoding.generate import generate, new_decode_cache
+from literate.models.gemma3 import (
+    HF_GEMMA3_NAMES, Gemma3LanguageModel, check_gemma3_config,
+    gemma3_from_hf_config, gemma3_layer_types, gemma3_model, gemma3_rope_settings,
+    layer_windows, load_hf_gemma3,
 )
-from literate.params import kv_cache_bytes
-from literate.positions import RotaryEmbedding
-from literate.syncs import host_reads
+from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
+from literate.numbers.params import kv_cache_bytes
+from literate.parts.positions import RotaryEmbedding
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 norms each

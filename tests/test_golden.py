@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from literate import golden
+from literate.numbers import golden
 
 
 def test_reference_loads_and_has_every_section():

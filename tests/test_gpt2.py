@@ -1,7 +1,7 @@
 """Chapter 5: the GPT-2 block and model against Hugging Face's GPT2Block / GPT2LMHeadModel
 (forward and backward, float64), the parameter count, the seed checks D02, D03, D08 and D14,
 generation's stops, cropping and `choose=` (greedy by default, chapter 6's sampler), the
-host syncs of a forward and of generation, and every error path of literate/models.py.
+host syncs of a forward and of generation, and every error path of literate/models/gpt2.py.
 Loading Hugging Face weights by state dict and the configuration checks:
 tests/test_gpt2_loading.py.
 
@@ -23,28 +23,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.attention import causal_allowed
-from literate.blocks import PreNormBlock, gpt2_block
-from literate.ffn import gelu_tanh
-from literate.heads import MultiHeadAttention
-from literate.models import (
-    GPTLanguageModel,
-    copy_hf_gpt2,
-    copy_hf_gpt2_block,
-    gpt2_from_hf_config,
-    gpt2_init_,
-    gpt2_model,
-    greedy,
-    hf_activation,
-    next_token_loss,
-    period_windows,
+from literate.parts.attention import causal_allowed
+from literate.parts.blocks import PreNormBlock, gpt2_block
+from literate.parts.ffn import gelu_tanh
+from literate.parts.multi_head import MultiHeadAttention
+from literate.models.gpt2 import (
+    GPTLanguageModel, copy_hf_gpt2, copy_hf_gpt2_block, gpt2_from_hf_config,
+    gpt2_init_, gpt2_model, hf_activation, next_token_loss, period_windows,
     train_period_lm,
 )
-from literate.norms import LayerNorm
-from literate.params import gpt2_params
-from literate.positions import LearnedPositions
-from literate.sampling import sampler
-from literate.syncs import HostReads as HostSyncs
+from literate.decoding.sampling import greedy
+from literate.parts.norms import LayerNorm
+from literate.numbers.params import gpt2_params
+from literate.parts.positions import LearnedPositions
+from literate.decoding.sampling import sampler
+from literate.tools.syncs import HostReads as HostSyncs
 
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
@@ -293,7 +286,7 @@ def test_gpt2_init():
 def test_the_stream_starts_at_the_scale_the_gradient_study_uses():
     """Chapter 5's study feeds GPT-2's blocks Gaussian vectors of std GPT2_INPUT_STD;
     a GPT-2 at init hands its first block token + position rows of that RMS."""
-    from literate.studies import GPT2_INPUT_STD
+    from literate.numbers.studies import GPT2_INPUT_STD
 
     assert GPT2_INPUT_STD == 0.02 * math.sqrt(2)
     torch.manual_seed(3)

@@ -21,8 +21,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.blocks import gpt2_block
-from literate.models import (
+from literate.parts.blocks import gpt2_block
+from literate.models.gpt2 import (
     GPT2_DEFAULTS,
     GPTLanguageModel,
     check_gpt2_config,

@@ -30,18 +30,18 @@ import torch
 from transformers import GptOssConfig, GptOssForCausalLM
 from transformers.models.gpt_oss import modeling_gpt_oss
 
-from literate.decoding import generate
-from literate.gpt_oss import (
+from literate.decoding.generate import generate
+from literate.models.gpt_oss import (
     HF_GPT_OSS_NAMES,
     check_gpt_oss_config,
     gpt_oss_aux_loss,
     gpt_oss_from_hf_config,
     load_hf_gpt_oss,
 )
-from literate.mla import YarnRotaryEmbedding
-from literate.moe import GptOssExperts
-from literate.sinks import SinkAttention, SlidingWindowSinkAttention
-from literate.syncs import host_reads
+from literate.parts.rope_scaling import YarnRotaryEmbedding
+from literate.parts.moe import GptOssExperts
+from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F32_OUTPUTS = 16 * 2.0**-23  # logits, router logits, losses

@@ -1,4 +1,4 @@
-"""Tests for `literate.heads` (and the attention half of `literate.params`).
+"""Tests for `literate.parts.multi_head` (and the attention half of `literate.numbers.params`).
 
 What is checked, and against what, in float64 with atol 1e-12 and rtol 0 unless stated;
 the layer's two paths (the fused kernel, and the transparent attention run when weights
@@ -40,10 +40,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import literate.heads as heads_module
-from literate.attention import causal_allowed, padding_allowed
-from literate.cache import KVCache
-from literate.heads import (
+import literate.parts.multi_head as heads_module
+from literate.parts.attention import causal_allowed, padding_allowed
+from literate.parts.cache import KVCache
+from literate.parts.multi_head import (
     MultiHeadAttention,
     attention_allowed,
     check_call,
@@ -53,12 +53,12 @@ from literate.heads import (
     pack_qkv,
     split_heads,
 )
-from literate.params import (
+from literate.numbers.params import (
     PUBLISHED_ATTENTION,
     attention_params,
     kv_cache_bytes_per_token,
 )
-from literate.syncs import HostReads as HostSyncs
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)
@@ -92,7 +92,7 @@ def grads(out: torch.Tensor, probe: torch.Tensor, wrt: list[torch.Tensor]) -> tu
 
 
 # --------------------------------------------------------------------------------------
-# Independent references (no code shared with literate.heads)
+# Independent references (no code shared with literate.parts.multi_head)
 # --------------------------------------------------------------------------------------
 
 
@@ -305,7 +305,7 @@ def test_matches_repeat_interleave_reference_with_rope(h_kv, return_weights):
 
 
 def apply_rope_for(m: MultiHeadAttention, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-    from literate.positions import apply_rope, rope_cache
+    from literate.parts.positions import apply_rope, rope_cache
 
     cos, sin = rope_cache(start + x.shape[-2], m.d_head)
     return apply_rope(x, cos, sin, offset=start)
@@ -762,8 +762,8 @@ def test_d15_rope_tables_follow_the_layer_dtype():
 
 def count_rope_cache_calls(monkeypatch) -> list[int]:
     """Record the length of every table a layer's RotaryEmbedding computes."""
-    import literate.positions as positions_module
-    from literate.positions import rope_cache
+    import literate.parts.positions as positions_module
+    from literate.parts.positions import rope_cache
 
     lengths = []
 
@@ -776,7 +776,7 @@ def count_rope_cache_calls(monkeypatch) -> list[int]:
 
 
 def test_rope_tables_are_computed_once_and_the_same_buffers_serve_shorter_calls(monkeypatch):
-    from literate.positions import rope_cache
+    from literate.parts.positions import rope_cache
 
     lengths = count_rope_cache_calls(monkeypatch)
     m = layer(190, 32, 4, 2, rope=True)  # float64, d_head 8
@@ -800,7 +800,7 @@ def test_rope_tables_are_computed_once_and_the_same_buffers_serve_shorter_calls(
 
 
 def test_rope_tables_grow_for_a_longer_input_equal_to_rope_cache_bit_for_bit(monkeypatch):
-    from literate.positions import rope_cache
+    from literate.parts.positions import rope_cache
 
     lengths = count_rope_cache_calls(monkeypatch)
     m = layer(192, 32, 4, 2, rope=True, rope_base=500_000.0)
@@ -834,7 +834,7 @@ def test_rope_tables_stay_float32_and_are_remade_after_a_dtype_change():
     """The tables hold float32 angles (as Hugging Face computes them) whatever the layer's
     dtype; apply_rope casts them at use. `.double()` or `.to(bfloat16)` converts the
     buffers; the next call then remakes them in float32, once."""
-    from literate.positions import rope_cache
+    from literate.parts.positions import rope_cache
 
     torch.manual_seed(195)
     m = MultiHeadAttention(32, 4, 2, rope=True)  # float32
@@ -856,7 +856,7 @@ def test_rope_tables_made_in_low_precision_are_recomputed_after_double():
     (the buffers are widened, their precision is not restored), and rope_tables never
     recomputes a table that is long enough: the float64 layer's output is then off by
     ~1.6e-4 from the same layer built in float64 (a sin/cos error of ~2e-3)."""
-    from literate.positions import rope_cache
+    from literate.parts.positions import rope_cache
 
     m = layer(196, 32, 4, 2, rope=True).to(torch.bfloat16)
     with torch.no_grad():

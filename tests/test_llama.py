@@ -38,8 +38,8 @@ from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
 
-from literate.blocks import llama_block
-from literate.llama import (
+from literate.parts.blocks import llama_block
+from literate.models.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
     LLAMA_DEFAULTS,
@@ -48,8 +48,8 @@ from literate.llama import (
     llama_from_hf_config,
     load_hf_llama,
 )
-from literate.norms import RMSNorm
-from literate.syncs import host_reads
+from literate.parts.norms import RMSNorm
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared

@@ -29,8 +29,8 @@ import torch
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
 
-from literate.attention import causal_allowed, padding_allowed
-from literate.heads import MultiHeadAttention
+from literate.parts.attention import causal_allowed, padding_allowed
+from literate.parts.multi_head import MultiHeadAttention
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)

@@ -40,18 +40,15 @@ from transformers import LlamaConfig, MistralConfig, MistralForCausalLM
 from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_function
 from transformers.models.mistral import modeling_mistral as mistral
 
-from literate.beam import beam_generate
-from literate.decoding import cached_run, generate, new_decode_cache
-from literate.heads import MultiHeadAttention
-from literate.llama import llama_from_hf_config, load_hf_llama
-from literate.params import kv_cache_bytes
-from literate.syncs import host_reads
-from literate.window import (
-    SlidingWindowAttention,
-    check_mistral_config,
-    load_hf_mistral,
-    mistral_block,
-    mistral_from_hf_config,
+from literate.decoding.beam import beam_generate
+from literate.decoding.generate import cached_run, generate, new_decode_cache
+from literate.parts.multi_head import MultiHeadAttention
+from literate.models.llama import llama_from_hf_config, load_hf_llama
+from literate.numbers.params import kv_cache_bytes
+from literate.tools.syncs import host_reads
+from literate.parts.window import SlidingWindowAttention
+from literate.models.mistral import (
+    check_mistral_config, load_hf_mistral, mistral_block, mistral_from_hf_config,
 )
 
 F64 = torch.float64

@@ -31,8 +31,8 @@ from transformers import (
 )
 from transformers.models.mixtral import modeling_mixtral
 
-from literate.llama import LlamaLanguageModel
-from literate.mixtral import (
+from literate.models.llama import LlamaLanguageModel
+from literate.models.mixtral import (
     HF_MIXTRAL_NAMES,
     check_mixtral_config,
     load_hf_mixtral,
@@ -42,8 +42,8 @@ from literate.mixtral import (
     moe_params,
     router_aux_loss,
 )
-from literate.moe import MoEFFN
-from literate.syncs import host_reads
+from literate.parts.moe import MoEFFN
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared

@@ -1,4 +1,4 @@
-"""Multi-head latent attention (literate/mla.py) against Hugging Face's DeepSeek-V3 and
+"""Multi-head latent attention (literate/parts/mla.py) against Hugging Face's DeepSeek-V3 and
 against itself.
 
 - `MultiHeadLatentAttention` == `DeepseekV3Attention` (float64; sdpa, so its softmax is
@@ -38,29 +38,25 @@ import torch
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM, DynamicCache
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds
 
-from literate.beam import beam_generate
-from literate.cache import DecodeCache, KVCache
-from literate.decoding import generate, new_decode_cache
-from literate.mixtral import mla_params
-from literate.mla import (
-    HF_DEEPSEEK_V3_NAMES,
-    LatentCache,
-    MultiHeadLatentAttention,
-    YarnRotaryEmbedding,
-    check_deepseek_v3_config,
-    deepseek_rope,
-    deepseek_v3_from_hf_config,
-    expanded_cache_bytes_per_token,
+from literate.decoding.beam import beam_generate
+from literate.parts.cache import DecodeCache, KVCache
+from literate.decoding.generate import generate, new_decode_cache
+from literate.models.mixtral import mla_params
+from literate.parts.mla import (
+    LatentCache, MultiHeadLatentAttention, expanded_cache_bytes_per_token,
     latent_cache_bytes_per_token,
-    load_hf_deepseek_v3,
-    mla_from_hf_config,
-    time_decode_steps,
-    yarn_inverse_frequencies,
 )
-from literate.moe import MoEFFN
-from literate.params import kv_cache_bytes_per_token
-from literate.positions import interleaved_to_half_permutation
-from literate.syncs import host_reads
+from literate.tools.timing import time_decode_steps
+from literate.models.deepseek_v3 import (
+    HF_DEEPSEEK_V3_NAMES, check_deepseek_v3_config, load_hf_deepseek_v3,
+)
+from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
+from literate.models.deepseek_v3 import deepseek_rope, mla_from_hf_config
+from literate.parts.rope_scaling import YarnRotaryEmbedding, yarn_inverse_frequencies
+from literate.parts.moe import MoEFFN
+from literate.numbers.params import kv_cache_bytes_per_token
+from literate.parts.positions import interleaved_to_half_permutation
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
@@ -312,7 +308,7 @@ def test_cached_decoding_equals_the_full_forward(absorb):
 
 
 def test_decode_mode_up_projects_the_prefill_and_absorbs_each_step(monkeypatch):
-    from literate import mla
+    from literate.parts import mla
 
     calls = []
     monkeypatch.setattr(mla, "absorb_query", lambda *a: calls.append(1) or
@@ -532,7 +528,7 @@ def test_hf_caches_the_latent_too_and_ours_holds_the_same_numbers(pair):
         hf_cache = DynamicCache(config=theirs.config)
         theirs(input_ids=ids, cache=hf_cache, use_cache=True)
         cache = new_decode_cache(ours, B, 5)
-        from literate.decoding import cached_run
+        from literate.decoding.generate import cached_run
         cached_run(ours, ids, cache)
     perm = interleaved_to_half_permutation(D_ROPE)
     for layer, mine in zip(hf_cache.layers, cache.layers, strict=True):

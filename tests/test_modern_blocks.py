@@ -47,10 +47,10 @@ from transformers.models.gemma3 import modeling_gemma3 as gemma3
 from transformers.models.olmo2 import modeling_olmo2 as olmo2
 from transformers.models.qwen3 import modeling_qwen3 as qwen3
 
-from literate.blocks import gemma3_block, llama_block, olmo2_block, qwen3_block
-from literate.ffn import DenseFFN, GatedFFN, llama_ffn_width
-from literate.norms import RMSNorm, ZeroCentredRMSNorm
-from literate.syncs import host_reads
+from literate.parts.blocks import gemma3_block, llama_block, olmo2_block, qwen3_block
+from literate.parts.ffn import DenseFFN, GatedFFN, llama_ffn_width
+from literate.parts.norms import RMSNorm, ZeroCentredRMSNorm
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared

@@ -1,4 +1,4 @@
-"""Mixture of experts against the layers people run: `literate.moe` against Hugging Face's
+"""Mixture of experts against the layers people run: `literate.parts.moe` against Hugging Face's
 `MixtralSparseMoeBlock`, `Qwen3MoeSparseMoeBlock` (norm_topk_prob True and False),
 `DeepseekV3MoE` (group-limited routing, a balancing bias that changes the choice, a
 shared expert) and `GptOssMLP` (router bias, interleaved gate/up, clamped SwiGLU), and
@@ -35,9 +35,9 @@ from transformers.models.gpt_oss import modeling_gpt_oss
 from transformers.models.mixtral import modeling_mixtral
 from transformers.models.qwen3_moe import modeling_qwen3_moe
 
-import literate.moe as moe_module
-from literate.ffn import GatedFFN
-from literate.moe import (
+import literate.parts.moe as moe_module
+from literate.parts.ffn import GatedFFN
+from literate.parts.moe import (
     DeepSeekV3Router,
     Experts,
     GptOssExperts,
@@ -53,7 +53,7 @@ from literate.moe import (
     switch_router,
     update_balancing_bias,
 )
-from literate.syncs import host_reads
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F64_TOL = 1e-12
@@ -570,7 +570,7 @@ def test_the_ops_survive_a_copy_of_their_section_run_and_dropped():
     copy replaced the library's ops, and its garbage collection unregistered them.)"""
     import gc
 
-    from literate.export import section_source
+    from literate.tools.export import section_source
 
     namespace = {"__builtins__": __builtins__}
     exec("import torch\nimport torch.nn.functional as F\nfrom torch import Tensor\n"

@@ -22,10 +22,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate import moe_training
+from literate.numbers import moe_training
 from literate.figures import FIGURES, LANGUAGES, THEMES, moe, render
-from literate.mixtral import mixtral_model
-from literate.moe_training import (
+from literate.models.mixtral import mixtral_model
+from literate.numbers.moe_training import (
     BALANCE_COEF,
     LAST,
     STEPS,

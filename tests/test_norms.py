@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.golden import reference
-from literate.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
-from literate.syncs import HostReads as HostSyncs
+from literate.numbers.golden import reference
+from literate.parts.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 TINY_EPS = 1e-300  # eps must be > 0; var + 1e-300 == var in float64 for any var >= 1e-284
@@ -97,7 +97,7 @@ def test_the_formulas_equal_torch_kernels_and_the_modules_forward_and_backward(e
 
 def test_the_modules_call_the_fused_kernels(monkeypatch):
     """What the module docstrings promise: F.layer_norm / F.rms_norm, not the formula."""
-    import literate.norms as norms
+    import literate.parts.norms as norms
 
     calls = []
     monkeypatch.setattr(norms.F, "layer_norm", lambda *a, **k: calls.append("layer_norm") or a[0])

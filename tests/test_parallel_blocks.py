@@ -3,7 +3,7 @@ Hugging Face layers, partial rotary against HF's RoPE helpers, and where each FF
 
 - `gptj_block` == `GPTJBlock`, `neox_block` == `GPTNeoXLayer` (use_parallel_residual
   True; with False, a `PreNormBlock` of the same parts), `cohere_block` ==
-  `CohereDecoderLayer`: float64, weights copied by `literate.hf_parallel`'s loaders
+  `CohereDecoderLayer`: float64, weights copied by `literate.models.parallel`'s loaders
   (every parameter random, gains and biases included, so that a weight sent to the
   wrong place shows), the output and the gradients of the input and of every
   parameter, at 1e-12. HF's attention is "sdpa" with attention_mask=None (causal when
@@ -35,9 +35,9 @@ from transformers.models.cohere import modeling_cohere as hf_cohere
 from transformers.models.gpt_neox import modeling_gpt_neox as hf_neox
 from transformers.models.gptj import modeling_gptj as hf_gptj
 
-from literate.blocks import ParallelBlock, PreNormBlock, gptj_block, neox_block
-from literate.heads import load_packed_qkv
-from literate.hf_parallel import (
+from literate.parts.blocks import ParallelBlock, PreNormBlock, gptj_block, neox_block
+from literate.parts.multi_head import load_packed_qkv
+from literate.models.parallel import (
     check_block_config,
     cohere_block_from_hf_config,
     gptj_block_from_hf_config,
@@ -48,8 +48,8 @@ from literate.hf_parallel import (
     neox_pack_qkv,
     neox_unpack_qkv,
 )
-from literate.positions import RotaryEmbedding, rope_cache
-from literate.syncs import host_reads
+from literate.parts.positions import RotaryEmbedding, rope_cache
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)

@@ -1,4 +1,4 @@
-"""Tests for `literate.positions`.
+"""Tests for `literate.parts.positions`.
 
 What is checked, and against what:
 
@@ -38,10 +38,10 @@ from transformers.models.llama.modeling_llama import (
 from transformers.models.llama.modeling_llama import rotate_half as hf_rotate_half
 
 import literate.figures.positions as figures_positions
-import literate.positions as positions
-from literate.attention import causal_allowed, scaled_dot_product_attention
-from literate.golden import reference
-from literate.positions import (
+import literate.parts.positions as positions
+from literate.parts.attention import causal_allowed, scaled_dot_product_attention
+from literate.numbers.golden import reference
+from literate.parts.positions import (
     LearnedPositions,
     apply_rope,
     apply_rope_interleaved,
@@ -51,7 +51,7 @@ from literate.positions import (
     sinusoidal_shift,
     sinusoidal_table,
 )
-from literate.syncs import HostReads as HostSyncs
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 F32 = torch.float32
@@ -589,7 +589,7 @@ def test_the_layers_rope_pass_is_apply_rope_bit_for_bit(dtype, layout, rotary_di
     """`RotaryEmbedding.pair` turns q and k with `x * cos + roll(x) * [-sin, sin]` (one op fewer than
     rotate_half): the same products, so the same bits as chapter 2's apply_rope / apply_rope_interleaved,
     at an offset and with per-row positions, for a full and a partial rotary width."""
-    from literate.positions import RotaryEmbedding, apply_rope_interleaved
+    from literate.parts.positions import RotaryEmbedding, apply_rope_interleaved
 
     g = torch.Generator().manual_seed(5)
     rope = RotaryEmbedding(16, rotary_dim=rotary_dim, layout=layout)

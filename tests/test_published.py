@@ -14,7 +14,7 @@ import pytest
 import torch
 import transformers
 
-from literate.published import (
+from literate.numbers.published import (
     PUBLISHED_CONFIGS,
     attention_equals_matmuls_at,
     built_published_model,
@@ -120,10 +120,10 @@ def test_a_decoding_step_costs_the_formulas_flops(family, keys):
     explicit `grouped_attention` for one layer's query over the keys."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from literate.decoding import cached_run, new_decode_cache
-    from literate.heads import grouped_attention
-    from literate.llama import llama_model
-    from literate.models import gpt2_model
+    from literate.decoding.generate import cached_run, new_decode_cache
+    from literate.parts.multi_head import grouped_attention
+    from literate.models.llama import llama_model
+    from literate.models.gpt2 import gpt2_model
 
     torch.manual_seed(0)
     if family == "llama":
@@ -194,8 +194,8 @@ def explicit_attention(q, k, v, allowed=None, *, is_causal=False, scale=None,
                        rows_can_be_empty=True):
     """`fused_attention`'s output from chapter 3's `grouped_attention` (its matmuls
     are counted; the CPU kernel's are not), `is_causal` as the square causal mask."""
-    from literate.attention import causal_allowed
-    from literate.heads import grouped_attention
+    from literate.parts.attention import causal_allowed
+    from literate.parts.multi_head import grouped_attention
 
     if is_causal:
         allowed = causal_allowed(q.shape[2], k.shape[2], device=q.device)
@@ -211,10 +211,10 @@ def counted_step(model, keys: int, monkeypatch) -> tuple[int, int]:
     are told apart from the rest by the counter's running total around each call."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    import literate.heads
-    import literate.mla
-    import literate.sinks
-    from literate.decoding import cached_run, new_decode_cache
+    import literate.parts.multi_head
+    import literate.parts.mla
+    import literate.parts.sinks
+    from literate.decoding.generate import cached_run, new_decode_cache
 
     model.eval()
     torch.manual_seed(1)
@@ -236,12 +236,12 @@ def counted_step(model, keys: int, monkeypatch) -> tuple[int, int]:
     with torch.no_grad():
         if keys > 1:
             cached_run(model, ids[:, :-1], cache)
-        monkeypatch.setattr(literate.heads, "fused_attention",
+        monkeypatch.setattr(literate.parts.multi_head, "fused_attention",
                             measured(explicit_attention))
-        monkeypatch.setattr(literate.mla, "fused_attention",
+        monkeypatch.setattr(literate.parts.mla, "fused_attention",
                             measured(explicit_attention))
-        monkeypatch.setattr(literate.sinks, "sink_attention",
-                            measured(literate.sinks.sink_attention))
+        monkeypatch.setattr(literate.parts.sinks, "sink_attention",
+                            measured(literate.parts.sinks.sink_attention))
         with counter:
             cached_run(model, ids[:, -1:], cache, last=True)
     return counter.get_total_flops() - attention, attention
@@ -251,13 +251,13 @@ def tiny_model(family: str) -> torch.nn.Module:
     """A small model of each family, built by the site's own builders (from a small
     Hugging Face config where the family has a loader); windows of 4, shorter than
     the keys of the test. Float32: the experts take their grouped path."""
-    from literate.gemma3 import gemma3_from_hf_config
-    from literate.gpt_oss import gpt_oss_from_hf_config
-    from literate.llama import llama_model
-    from literate.mixtral import mixtral_from_hf_config
-    from literate.mla import deepseek_v3_from_hf_config
-    from literate.models import gpt2_model
-    from literate.window import mistral_model
+    from literate.models.gemma3 import gemma3_from_hf_config
+    from literate.models.gpt_oss import gpt_oss_from_hf_config
+    from literate.models.llama import llama_model
+    from literate.models.mixtral import mixtral_from_hf_config
+    from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
+    from literate.models.gpt2 import gpt2_model
+    from literate.models.mistral import mistral_model
 
     torch.manual_seed(0)
     small = {"vocab_size": 61, "hidden_size": 32, "num_attention_heads": 4,
@@ -313,7 +313,7 @@ def test_step_flops_is_what_flop_counter_mode_counts(family, keys, monkeypatch):
     re-project the latents). Every family's experts (`Experts`, gpt-oss's
     `GptOssExperts`) take the grouped path in float32, each chosen pair once, so the
     count has no padding to add."""
-    from literate.moe import Experts, GptOssExperts, MoEFFN
+    from literate.parts.moe import Experts, GptOssExperts, MoEFFN
 
     model = tiny_model(family)
     matmuls, attention = counted_step(model, keys, monkeypatch)
@@ -335,8 +335,8 @@ def not_multiplied(model: torch.nn.Module) -> dict[str, int]:
     model: the embedding table and GPT-2's position table (lookups), every norm's
     gains (and LayerNorm's biases), the biases of the linear maps and routers, the
     biases of the k experts it is routed to (gpt-oss's), and gpt-oss's sinks."""
-    from literate.moe import GptOssExperts, MoEFFN, Router
-    from literate.sinks import SinkAttention
+    from literate.parts.moe import GptOssExperts, MoEFFN, Router
+    from literate.parts.sinks import SinkAttention
 
     parts = dict.fromkeys(["embedding", "positions", "norms", "biases",
                            "expert biases", "sinks"], 0)
@@ -461,7 +461,7 @@ def test_attention_reaches_the_matmuls_where_the_windows_allow():
 def test_step_flops_refuses_what_its_formula_does_not_describe():
     """A model whose layers' attention differs, or whose dense layer follows an MoE
     one, is refused rather than miscounted; so is a model that is not ours."""
-    from literate.ffn import GatedFFN
+    from literate.parts.ffn import GatedFFN
 
     model = tiny_model("llama")
     model.blocks[1].attn.n_heads = 8
@@ -479,7 +479,7 @@ def test_step_flops_refuses_what_its_formula_does_not_describe():
 
 
 def test_a_count_rounds_to_a_figure_within_half_its_last_digit():
-    from literate.published import PUBLISHED_FIGURES, rounds_to
+    from literate.numbers.published import PUBLISHED_FIGURES, rounds_to
 
     assert rounds_to(116_849_999_999, "116.8B") and not rounds_to(116_850_000_001, "116.8B")
     assert rounds_to(124_499_999, "124M") and not rounds_to(124_500_001, "124M")
@@ -493,7 +493,7 @@ def test_a_count_rounds_to_a_figure_within_half_its_last_digit():
 def test_attention_passes_the_matmuls_one_key_after_the_context_it_gives(name):
     """`attention_equals_matmuls_at` of a shape (Qwen3-30B-A3B's, from its config) or
     of a model: the most keys whose attention is within the matmuls."""
-    from literate.published import published_shape
+    from literate.numbers.published import published_shape
 
     shape = published_shape(name)
     at = attention_equals_matmuls_at(shape)

@@ -1,4 +1,4 @@
-"""Tests for `literate.sampling`.
+"""Tests for `literate.decoding.sampling`.
 
 What is checked, and against what:
 
@@ -41,7 +41,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from literate.sampling import (
+from literate.decoding.sampling import (
     as_step_function,
     check_logits,
     decode_trace,
@@ -54,7 +54,7 @@ from literate.sampling import (
     top_k_filter,
     top_p_filter,
 )
-from literate.syncs import HostReads as HostSyncs
+from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
 F32 = torch.float32

@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import literate.seq2seq as seq2seq
-from literate.golden import reference
-from literate.params import encoder_decoder_params, transformer_parameter_floor
-from literate.positions import sinusoidal_table
-from literate.seq2seq import (
+import literate.models.transformer2017 as seq2seq
+from literate.numbers.golden import reference
+from literate.numbers.params import encoder_decoder_params, transformer_parameter_floor
+from literate.parts.positions import sinusoidal_table
+from literate.models.transformer2017 import (
     EncoderDecoder,
     cross_attention_weights,
     label_smoothed_nll,
@@ -36,8 +36,8 @@ from literate.seq2seq import (
     smoothed_nll,
     transformer_lr,
 )
-from literate.syncs import HostReads as HostSyncs
-from literate.torch_twins import torch_decoder_layer, torch_encoder_layer
+from literate.tools.syncs import HostReads as HostSyncs
+from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = {"atol": 1e-12, "rtol": 0.0}
@@ -46,7 +46,7 @@ PAD, BOS, EOS = 0, 1, 2
 
 @pytest.fixture(scope="module", autouse=True)
 def smoke_process(request):
-    """`python -m literate.seq2seq --smoke`, started as soon as this module's tests start, so
+    """`python -m literate.models.transformer2017 --smoke`, started as soon as this module's tests start, so
     that its interpreter and torch start-up (~2 s) overlap with the tests before it.
 
     smoke() sets one intra-op thread itself (float64 sums reduced in one order), so the
@@ -56,7 +56,7 @@ def smoke_process(request):
     process = None
     if wanted:
         env = dict(os.environ)  # smoke() runs on one thread whatever the machine has
-        process = subprocess.Popen([sys.executable, "-m", "literate.seq2seq", "--smoke"], cwd=ROOT, env=env,
+        process = subprocess.Popen([sys.executable, "-m", "literate.models.transformer2017", "--smoke"], cwd=ROOT, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield process
     if process is not None and process.poll() is None:

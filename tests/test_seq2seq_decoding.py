@@ -1,4 +1,4 @@
-"""Cached greedy decoding of the 2017 encoder-decoder (`literate.seq2seq_decoding`).
+"""Cached greedy decoding of the 2017 encoder-decoder (`literate.models.transformer2017_decoding`).
 
 What is proven, all in float64:
 
@@ -30,15 +30,15 @@ import math
 import pytest
 import torch
 
-from literate.seq2seq import EncoderDecoder, shift_right
-from literate.seq2seq_decoding import (
+from literate.models.transformer2017 import EncoderDecoder, shift_right
+from literate.models.transformer2017_decoding import (
     beam_translate,
     Seq2SeqCache,
     cached_decode_step,
     cached_greedy_decode,
     new_seq2seq_cache,
 )
-from literate.syncs import HostReads
+from literate.tools.syncs import HostReads
 
 TOL = 1e-12  # float64; see the module docstring
 PAD, BOS, EOS = 0, 1, 2

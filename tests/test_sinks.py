@@ -1,4 +1,4 @@
-"""Attention sinks (literate/sinks.py) against Hugging Face's `GptOssAttention`.
+"""Attention sinks (literate/parts/sinks.py) against Hugging Face's `GptOssAttention`.
 
 Float64. HF's gpt-oss attention computes its softmax in the input dtype (the sink
 concatenated as one more logit, the row's max subtracted, the sink column dropped),
@@ -15,17 +15,17 @@ import torch
 from transformers import GptOssConfig
 from transformers.models.gpt_oss import modeling_gpt_oss
 
-from literate.gpt_oss import gpt_oss_rope
-from literate.heads import grouped_attention
-from literate.sinks import (
+from literate.models.gpt_oss import gpt_oss_rope
+from literate.parts.multi_head import grouped_attention
+from literate.parts.sinks import (
     SinkAttention,
     SlidingWindowSinkAttention,
     sink_attention,
     sink_attention_sdpa,
     sink_share,
 )
-from literate.syncs import host_reads
-from literate.window import RingKVCache, window_allowed
+from literate.tools.syncs import host_reads
+from literate.parts.window import RingKVCache, window_allowed
 
 F64 = torch.float64
 TOL = 1e-12

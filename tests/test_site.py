@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from literate.export import ERAS
+from literate.tools.export import ERAS
 from literate.site.copyable import nav_pages
 
 pytestmark = pytest.mark.site
@@ -66,7 +66,7 @@ OTHER_PAGES = [
     if f"/notebooks/{nb.stem}/" != NOTEBOOK
 ]
 PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK, *OTHER_PAGES]
-# The era files the build writes (literate.export), linked from the home page and chapters.
+# The era files the build writes (literate.tools.export), linked from the home page and chapters.
 DOWNLOADS = [f"/downloads/{name}.py" for name in ERAS]
 
 LOCAL_HOST = "127.0.0.1"

@@ -4,7 +4,7 @@ A Python branch on a tensor's value (`if mask.any():`, `.item()`, `int(t)`) make
 wait for the device (a sync per call on a GPU) and stops `torch.compile(fullgraph=True)`
 from capturing the graph. The layers read no values; the value checks run once where data
 enters (ids at a model's forward, one per generated token for the EOS test). Counted with
-`literate.syncs.host_reads` (a `TorchFunctionMode` that sees every `__bool__`, `item`,
+`literate.tools.syncs.host_reads` (a `TorchFunctionMode` that sees every `__bool__`, `item`,
 `tolist`, `__int__`, `__float__` and `__index__` on a tensor).
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from literate.blocks import decoder_layer_2017, encoder_layer_2017, gpt2_block
-from literate.heads import MultiHeadAttention
-from literate.models import gpt2_model
-from literate.sampling import filter_logits, sampler
-from literate.seq2seq import EncoderDecoder
-from literate.syncs import host_reads
+from literate.parts.blocks import decoder_layer_2017, encoder_layer_2017, gpt2_block
+from literate.parts.multi_head import MultiHeadAttention
+from literate.models.gpt2 import gpt2_model
+from literate.decoding.sampling import filter_logits, sampler
+from literate.models.transformer2017 import EncoderDecoder
+from literate.tools.syncs import host_reads
 
 def syncs(fn, *args, **kwargs) -> int:
     return host_reads(fn, *args, **kwargs)
@@ -132,9 +132,9 @@ def test_a_fresh_rope_layer_compiles_on_its_first_call(base):
     than 10,000 (torch 2.13 keeps such floats symbolic); the checks compare instead.
     Chapter 10's LinearScaledRotaryEmbedding (Gemma 3's global layers) grows its tables
     with its float factor alike."""
-    from literate.blocks import qwen3_block
-    from literate.gemma3 import LinearScaledRotaryEmbedding
-    from literate.positions import RotaryEmbedding
+    from literate.parts.blocks import qwen3_block
+    from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
+    from literate.parts.positions import RotaryEmbedding
 
     x = torch.randn(1, 5, 8)
     for make in (lambda: RotaryEmbedding(8, base=base),

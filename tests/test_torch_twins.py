@@ -14,17 +14,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from literate.blocks import (
+from literate.parts.blocks import (
     PostNormDecoderLayer,
     PostNormEncoderLayer,
     decoder_layer_2017,
     encoder_layer_2017,
 )
-from literate.ffn import DenseFFN, GatedFFN
-from literate.heads import MultiHeadAttention
-from literate.norms import LayerNorm, RMSNorm
-from literate.seq2seq import EncoderDecoder
-from literate.torch_twins import torch_decoder_layer, torch_encoder_layer, twin_eps
+from literate.parts.ffn import DenseFFN, GatedFFN
+from literate.parts.multi_head import MultiHeadAttention
+from literate.parts.norms import LayerNorm, RMSNorm
+from literate.models.transformer2017 import EncoderDecoder
+from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer, twin_eps
 
 D, H, D_FF = 16, 4, 32
 
@@ -178,7 +178,7 @@ def test_the_model_checks_its_sizes_before_allocating_any_weight(kwargs, error, 
 def test_the_2017_self_check_compares_both_layers_with_their_twins(twin_name, monkeypatch):
     """check_transformer2017 (run by transformer2017.py) passes as it is, and fails when
     either twin computes something else: a LayerNorm bias off by 1e-9 is enough."""
-    import literate.selfcheck as selfcheck
+    import literate.tools.selfcheck as selfcheck
 
     selfcheck.check_transformer2017()
     make_twin = getattr(selfcheck, twin_name)

@@ -1,6 +1,6 @@
 """Sliding-window attention (chapter 10): the mask, the ring cache, the windowed layer.
 
-- The mask (`literate.window.window_allowed`): key k is visible to query q iff
+- The mask (`literate.parts.window.window_allowed`): key k is visible to query q iff
   q - W < k <= q, W positions including the query itself, the meaning of Mistral's and
   Gemma 3's `sliding_window`: equal, entry for entry, to Hugging Face's
   `sliding_window_causal_mask_function` (masking_utils, transformers 5.24) through its own
@@ -38,10 +38,10 @@ from transformers.masking_utils import (
     sliding_window_overlay,
 )
 
-from literate.cache import KVCache
-from literate.heads import MultiHeadAttention
-from literate.syncs import host_reads
-from literate.window import (
+from literate.parts.cache import KVCache
+from literate.parts.multi_head import MultiHeadAttention
+from literate.tools.syncs import host_reads
+from literate.parts.window import (
     RingKVCache,
     SlidingWindowAttention,
     window_allowed,

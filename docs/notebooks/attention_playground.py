@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from literate.attention import (causal_allowed, padding_allowed,
+from literate.parts.attention import (causal_allowed, padding_allowed,
                                 scaled_dot_product_attention)
 
 torch.manual_seed(0)

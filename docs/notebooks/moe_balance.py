@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import torch
 
 try:  # the site's package, installed
-    from literate.moe_training import (BALANCE_COEF, LAST, STEPS, TINY_MOE, imbalance,
+    from literate.numbers.moe_training import (BALANCE_COEF, LAST, STEPS, TINY_MOE, imbalance,
                                        moe_training_loop, topic_batch,
                                        topic_distributions, topic_loss,
                                        train_tiny_moe, unigram_loss)

@@ -44,7 +44,7 @@ import matplotlib.pyplot as plt
 import torch
 
 try:  # the site's package, installed
-    from literate.seq2seq import EncoderDecoder, cross_attention_weights, transformer_lr
+    from literate.models.transformer2017 import EncoderDecoder, cross_attention_weights, transformer_lr
 except ImportError:  # or chapter 4's one file, next to this notebook
     try:
         from transformer2017 import (EncoderDecoder, cross_attention_weights,

@@ -9,9 +9,9 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from literate.attention import causal_allowed, padding_allowed
+from literate.parts.attention import causal_allowed, padding_allowed
 from literate.figures.style import BOX_INK, style, text
-from literate.studies import score_statistics
+from literate.numbers.studies import score_statistics
 
 SCALING_LABELS = {
     "en": {

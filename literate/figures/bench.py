@@ -1,6 +1,6 @@
 """Figure of the benchmarks page: the ratio of each row of the committed results.
 
-Plotting only: the numbers come from `literate.bench.load_results`, the committed
+Plotting only: the numbers come from `literate.tools.bench.load_results`, the committed
 `literate/data/bench.json` (never a live run), which `tests/test_bench_results.py` checks
 against `RESULTS_SCHEMA` and reads back from the figure.
 """
@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from literate.bench import load_results
+from literate.tools.bench import load_results
 from literate.figures.style import style, text
 
 RATIOS_LABELS = {

@@ -1,7 +1,7 @@
 """Figures of chapter 8: what one decoding step costs with a preallocated KV cache, with
 a cache grown by `torch.cat`, and with no cache.
 
-Plotting only: the counts come from `literate.decode_cost.step_traffic`, which runs the
+Plotting only: the counts come from `literate.numbers.decode_cost.step_traffic`, which runs the
 real decoding code under a counting dispatch mode; the tests and the chapter's claims
 call it too. Counts, not timings: two builds of the site draw the same figure.
 """
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from literate.decode_cost import STRATEGIES, TINY_LLAMA, step_traffic
+from literate.numbers.decode_cost import STRATEGIES, TINY_LLAMA, step_traffic
 from literate.figures.style import style, text
 
 STEP_COST_LABELS = {

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from literate.figures.style import BOX_INK, style, text
-from literate.seq2seq import transformer_lr
+from literate.models.transformer2017 import transformer_lr
 
 ARCHITECTURE_LABELS = {
     "en": {

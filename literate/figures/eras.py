@@ -1,10 +1,10 @@
 """Figures of chapter 11: the published models by parameters and KV cache, and the
 blocks of the eras side by side.
 
-Plotting only: the parameters come from `literate.published.parameter_counts`, the
-caches from `literate.published.cache_shape` read by chapter 10's
-`literate.long_context.ledger_row`, and the blocks from the cells of
-`literate.eras.era_table`, which tests/test_published.py and tests/test_eras.py check
+Plotting only: the parameters come from `literate.numbers.published.parameter_counts`, the
+caches from `literate.numbers.published.cache_shape` read by chapter 10's
+`literate.numbers.cache_ledger.ledger_row`, and the blocks from the cells of
+`literate.numbers.eras.era_table`, which tests/test_published.py and tests/test_eras.py check
 against the models our loaders build. This module only reads those cells into
 drawings: an unknown block topology is refused, never drawn as a known one.
 """
@@ -23,8 +23,8 @@ from matplotlib.textpath import text_to_path
 
 from literate.figures.modern import _arrow
 from literate.figures.style import BOX_INK, style, text
-from literate.long_context import growth_stops, ledger_row
-from literate.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
+from literate.numbers.cache_ledger import growth_stops, ledger_row
+from literate.numbers.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
 
 # --------------------------------------------------------------------------------------
 # Parameters against the KV cache per token
@@ -573,7 +573,7 @@ def era_blocks_figure(*, language: str = "en", theme: str = "light",
     under it the era's name and its positions, windows and sinks."""
     t = text(BLOCK_LABELS, language)
     if rows is None:
-        from literate.eras import era_table
+        from literate.numbers.eras import era_table
 
         rows = era_table()  # built once per drawing: the eras may change between two
     panels = [panel(row, language) for row in rows]  # refuses unknown topologies first

@@ -3,8 +3,8 @@ initialisation, Xiong et al. 2020, sec. 3: under Xavier's initialisation with
 unit-variance inputs, their setting, and under GPT-2's own initialisation at the scale
 of GPT-2's embeddings), and the tiny language model's loss curve.
 
-Plotting only: the measurements come from `literate.studies.gradient_study` and
-`literate.models.train_period_lm`, which the chapter's claims call too.
+Plotting only: the measurements come from `literate.numbers.studies.gradient_study` and
+`literate.models.gpt2.train_period_lm`, which the chapter's claims call too.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import torch
 from matplotlib.figure import Figure
 
 from literate.figures.style import style, text
-from literate.golden import reference
-from literate.models import train_period_lm
-from literate.studies import (GPT2_INPUT_STD, NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS,
+from literate.numbers.golden import reference
+from literate.models.gpt2 import train_period_lm
+from literate.numbers.studies import (GPT2_INPUT_STD, NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS,
                               gradient_study)
 
 # The rows of the gradient figure: (label key, init, input_std), and the control drawn

@@ -1,7 +1,7 @@
 """Figures of chapter 10: the KV-cache memory of published models against the context.
 
-Plotting only: the bytes come from `literate.long_context` (`PUBLISHED_CACHES`,
-`growth_stops`) and `literate.params.cache_bytes`, which the tests check against the
+Plotting only: the bytes come from `literate.numbers.cache_ledger` (`PUBLISHED_CACHES`,
+`growth_stops`) and `literate.numbers.params.cache_bytes`, which the tests check against the
 caches our models allocate and against Hugging Face's cache layers.
 """
 
@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from literate.figures.style import style, text
-from literate.long_context import GIB, PUBLISHED_CACHES, growth_stops
-from literate.params import cache_bytes
+from literate.numbers.cache_ledger import GIB, PUBLISHED_CACHES, growth_stops
+from literate.numbers.params import cache_bytes
 
 KV_MEMORY_LABELS = {
     "en": {

@@ -2,7 +2,7 @@
 topologies), what SwiGLU's gate does, and what QK-norm does to the scores as the query
 and key weights grow.
 
-Plotting only: the QK-norm measurement comes from `literate.studies.qk_norm_study`,
+Plotting only: the QK-norm measurement comes from `literate.numbers.studies.qk_norm_study`,
 which the chapter's claims call too.
 """
 
@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from literate.figures.style import BOX_INK, style, text
-from literate.studies import QK_HEADS, QK_KV_HEADS, QK_SCALES, qk_norm_study
+from literate.numbers.studies import QK_HEADS, QK_KV_HEADS, QK_SCALES, qk_norm_study
 
 TOPOLOGY_LABELS = {
     "en": {

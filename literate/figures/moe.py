@@ -1,7 +1,7 @@
 """Figures of chapter 9: the tiny mixture of experts trained without and with the
 balancing loss, each expert's share of the routed pairs over training.
 
-Plotting only: the runs come from `literate.moe_training.train_tiny_moe` (cached, so
+Plotting only: the runs come from `literate.numbers.moe_training.train_tiny_moe` (cached, so
 the figure's variants train once), which the tests and the notebook call too. Every
 number written on the figure is read from those runs.
 """
@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from literate.figures.style import style, text
-from literate.moe_training import (
+from literate.numbers.moe_training import (
     BALANCE_COEF,
     LAST,
     TINY_MOE,

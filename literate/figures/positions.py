@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from literate.positions import apply_rope, rope_cache, sinusoidal_table
+from literate.parts.positions import apply_rope, rope_cache, sinusoidal_table
 from literate.figures.style import style, text
 
 SINUSOID_LABELS = {

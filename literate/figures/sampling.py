@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from literate.figures.style import style, text
-from literate.studies import (
+from literate.numbers.studies import (
     NUCLEUS_LOGITS,
     NUCLEUS_TEMPERATURES,
     NUCLEUS_TOP_P,

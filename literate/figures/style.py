@@ -22,7 +22,7 @@ matplotlib.use("Agg")  # figures are files, never windows
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from literate.checks import choice  # noqa: E402
+from literate.parts.checks import choice  # noqa: E402
 
 LANGUAGES = ("en", "ru")
 THEMES = ("light", "dark")

@@ -44,7 +44,13 @@ from urllib.parse import urljoin
 
 import yaml
 
-from literate.site.docblocks import ROOT, SnippetExpander, default_expander, iter_blocks
+from literate.site.docblocks import (
+    ROOT,
+    SnippetExpander,
+    default_expander,
+    iter_blocks,
+    nav_order,
+)
 from literate.site.outputs import python_blocks
 
 __all__ = ["NOTEBOOK_DIR", "NOTEBOOK_CACHE", "Download", "Linker", "front_matter", "chapter_pages",
@@ -501,7 +507,6 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from literate.site.docblocks import mkdocs_config
-    from literate.site.hooks import nav_order
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("out_dir", type=Path)

@@ -45,7 +45,7 @@ PROOF_FOLD = re.compile(r'^\s*\?\?\?\+? proof(?: "[^"\n]*")?[ \t]*\n\s*$')
 class Block:
     """One fenced code block of a page."""
 
-    info: str  # the whole info string, e.g. 'python title="literate/attention.py"'
+    info: str  # the whole info string, e.g. 'python title="literate/parts/attention.py"'
     source: str  # the body, dedented by the fence's indentation
     start: int  # character offset of the opening fence
     end: int  # character offset just after the closing fence
@@ -255,3 +255,14 @@ def python_block_parser(expander: SnippetExpander | None = None):
                 yield Region(block.start, block.end, parsed=block, evaluator=evaluator)
 
     return parse
+
+
+def nav_order(nav: object) -> list[str]:
+    """The page paths of mkdocs.yml's `nav`, in reading order."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [p for value in nav.values() for p in nav_order(value)]
+    if isinstance(nav, list):
+        return [p for item in nav for p in nav_order(item)]
+    return []

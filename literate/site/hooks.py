@@ -45,7 +45,7 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-from literate.site.docblocks import CLAIM, ROOT, Claim, claim_problems, iter_claims
+from literate.site.docblocks import CLAIM, ROOT, Claim, claim_problems, iter_claims, nav_order
 from literate.site.warm_kernels import WarmKernels, third_party_imports
 
 log = logging.getLogger("mkdocs.hooks.literate")
@@ -133,17 +133,6 @@ class PageClaim:
 _site_claims: list[PageClaim] = []
 
 
-def nav_order(nav: object) -> list[str]:
-    """The page paths of mkdocs.yml's `nav`, in reading order."""
-    if isinstance(nav, str):
-        return [nav]
-    if isinstance(nav, dict):
-        return [p for value in nav.values() for p in nav_order(value)]
-    if isinstance(nav, list):
-        return [p for item in nav for p in nav_order(item)]
-    return []
-
-
 def _collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
     """Every claim of every page, pages in reading order (then any page not in the nav)."""
     found: list[PageClaim] = []
@@ -217,9 +206,9 @@ def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
 
 
 def write_downloads(out_dir: Path = DOWNLOADS) -> dict[str, Path]:
-    """Every era of `literate.export` as one file: served uri -> file. Rewritten only when
+    """Every era of `literate.tools.export` as one file: served uri -> file. Rewritten only when
     its text changed, so an unchanged build leaves the files (and their times) alone."""
-    from literate.export import ERAS, assemble
+    from literate.tools.export import ERAS, assemble
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}

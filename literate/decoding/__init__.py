@@ -1,0 +1,1 @@
+"""Choosing tokens and generating them: sampling, cached generation, beam search."""

@@ -1,0 +1,1 @@
+"""One module per model family, built from the parts, with its Hugging Face config and checkpoint loading."""

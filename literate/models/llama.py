@@ -1,0 +1,337 @@
+"""A Llama-style language model around the modern block (chapter 7).
+
+GPT-2's model (chapter 5) with three changes: no position embedding (RoPE sits inside
+every attention layer), a final RMSNorm, and an output projection of its own (untied:
+Llama 2 and 3 at 7-8B and up; `lm_head=None` ties it to the embedding, as Llama 3.2's
+small models and GPT-2 do). Checking the ids and generating are GPT-2's, unchanged:
+they need only `check`, `run`, `vocab_size` and `context`.
+
+Weights load from Hugging Face's `LlamaForCausalLM` by name, after the configuration
+is checked: `llama_from_hf_config`, `check_llama_config`, `load_hf_llama`.
+
+Shapes: B batch, T tokens, V vocabulary, d model width.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from literate.parts.blocks import llama_block, same_width
+from literate.parts.checks import boolean, positive_float, positive_int
+from literate.parts.multi_head import MultiHeadAttention
+from literate.models.gpt2 import GPTLanguageModel
+from literate.parts.norms import RMSNorm
+
+__all__ = [
+    "LlamaLanguageModel",
+    "llama_model",
+    "llama_init_",
+    "LLAMA_DEFAULTS",
+    "config_field",
+    "llama_field",
+    "llama_rope_base",
+    "LLAMA_UNSUPPORTED",
+    "check_llama_supported",
+    "llama_from_hf_config",
+    "check_llama_config",
+    "refuse_mismatches",
+    "HF_LLAMA_NAMES",
+    "load_renamed",
+    "tied_head_state",
+    "load_hf_llama",
+]
+
+
+# --8<-- [start:llama_language_model]
+class LlamaLanguageModel(nn.Module):
+    """ids [B, T] -> token embedding -> blocks (RoPE inside) -> final norm -> logits
+    [B, T, V]. `lm_head` None: the output projection is the embedding (tied)."""
+
+    def __init__(self, token_embedding: nn.Embedding, blocks: Sequence[nn.Module],
+                 final_norm: nn.Module, lm_head: nn.Linear | None, *,
+                 context: int) -> None:
+        super().__init__()
+        if not isinstance(token_embedding, nn.Embedding):
+            raise TypeError(f"token_embedding must be an nn.Embedding, "
+                            f"got {type(token_embedding).__name__}")
+        blocks = list(blocks)
+        if not blocks:
+            raise ValueError("blocks must hold at least one block")
+        self.d_model = same_width(final_norm=final_norm,
+                                  **{f"blocks[{i}]": b for i, b in enumerate(blocks)})
+        head_shape = (token_embedding.num_embeddings, self.d_model)
+        if token_embedding.embedding_dim != self.d_model or (
+                lm_head is not None and (not isinstance(lm_head, nn.Linear)
+                                         or tuple(lm_head.weight.shape) != head_shape)):
+            raise ValueError(f"token_embedding and lm_head must map between "
+                             f"{head_shape[0]} tokens and width {self.d_model}")
+        self.token_embedding = token_embedding  # [V, d], HF's embed_tokens
+        self.blocks = nn.ModuleList(blocks)
+        self.final_norm = final_norm  # HF's model.norm
+        self.lm_head = lm_head if lm_head is not None else nn.Linear(
+            self.d_model, head_shape[0], bias=False)
+        if lm_head is None:
+            self.lm_head.weight = self.token_embedding.weight  # tied: one tensor
+        self.max_positions = positive_int("context", context)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.token_embedding.num_embeddings
+
+    @property
+    def context(self) -> int:
+        """The longest input `generate` feeds back (the configured maximum)."""
+        return self.max_positions
+
+    check = GPTLanguageModel.check  # ids from outside: metadata, then one host sync
+    generate = GPTLanguageModel.generate  # chapter 5's, with chapter 6's `choose`
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.run(self.check(ids, max_length=self.context))
+
+    def embed(self, ids: Tensor, *, offset: int = 0,
+              positions: Tensor | None = None) -> Tensor:
+        """ids [B, T] -> [B, T, d]: no position is added, RoPE turns q and k inside
+        each attention (the arguments are GPT-2's `embed`'s, for chapter 8)."""
+        return self.token_embedding(ids)
+
+    def run(self, ids: Tensor) -> Tensor:
+        """ids [B, T] -> logits [B, T, V], unchecked."""
+        x = self.embed(ids)  # [B, T, d]
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.final_norm(x))  # [B, T, V]
+# --8<-- [end:llama_language_model]
+
+
+# --8<-- [start:llama_model]
+def llama_init_(model: LlamaLanguageModel, *, std: float = 0.02) -> LlamaLanguageModel:
+    """Hugging Face's Llama initialisation, in place: every linear map and the
+    embedding ~ N(0, std^2) (initializer_range), norms' gains 1."""
+    std = positive_float("std", std)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight.normal_(0.0, std)
+    return model
+
+
+def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
+                n_kv_heads: int, n_layers: int, d_ff: int, *,
+                d_head: int | None = None, rope_base: float = 10_000.0,
+                eps: float = 1e-5, tied: bool = False, std: float = 0.02,
+                attention: Callable[..., MultiHeadAttention] = MultiHeadAttention,
+                ) -> LlamaLanguageModel:
+    """A Llama of any size, initialised as Hugging Face does (weights ~ N(0, std^2)).
+    `tied`: the output projection is the token embedding (Llama 3.2 1B and 3B).
+    `attention`: every block's attention class (`llama_block`; chapter 10's window)."""
+    vocab_size = positive_int("vocab_size", vocab_size)
+    d_model = positive_int("d_model", d_model)
+    n_layers = positive_int("n_layers", n_layers)
+    model = LlamaLanguageModel(
+        nn.Embedding(vocab_size, d_model),
+        [llama_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
+                     rope_base=rope_base, eps=eps, attention=attention)
+         for _ in range(n_layers)],
+        RMSNorm(d_model, eps=eps),
+        None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
+        context=context,
+    )
+    return llama_init_(model, std=std)
+# --8<-- [end:llama_model]
+
+
+# --8<-- [start:llama_from_hf_config]
+# transformers' LlamaConfig defaults, for what a config.json leaves out
+LLAMA_DEFAULTS = {
+    "num_key_value_heads": None, "hidden_act": "silu", "max_position_embeddings": 2048,
+    "initializer_range": 0.02, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+    "attention_bias": False, "mlp_bias": False, "head_dim": None,
+    "rope_theta": 10_000.0, "rope_scaling": None, "rope_parameters": None,
+    "pretraining_tp": 1, "attention_dropout": 0.0,
+    "sliding_window": None,  # Mistral's, refused: windows are chapter 10's
+}
+
+
+def config_field(config: object, name: str, defaults: Mapping[str, object]) -> object:
+    """`config.name` of a transformers configuration, or `config[name]` of its
+    config.json (a dict), with `defaults[name]` where it has none; a field that is
+    neither there nor in `defaults` is a ValueError naming it."""
+    if isinstance(config, Mapping) and name in config:
+        return config[name]
+    if not isinstance(config, Mapping) and hasattr(config, name):
+        return getattr(config, name)
+    if name not in defaults:
+        raise ValueError(f"config has no {name!r} (and no default for it)")
+    return defaults[name]
+
+
+def llama_field(config: object, name: str) -> object:
+    """`config.name` of a LlamaConfig, or `config[name]` of its config.json."""
+    return config_field(config, name, LLAMA_DEFAULTS)
+
+
+def llama_rope_base(config: object) -> float:
+    """The RoPE base of a Llama config, refusing a RoPE scaling we do not implement:
+    transformers 5 keeps both in `rope_parameters` ({"rope_type", "rope_theta", ...});
+    older config.json files have `rope_theta` and `rope_scaling` (whose kind was
+    "type" before it was "rope_type")."""
+    parameters = llama_field(config, "rope_parameters") or {}
+    scaling = llama_field(config, "rope_scaling") or {}
+    for kind in (parameters.get("rope_type", "default"),
+                 scaling.get("rope_type", scaling.get("type", "default"))):
+        if kind != "default":
+            raise ValueError(f"RoPE scaling {kind!r} is not implemented (chapter 7 "
+                             "turns the plain frequencies)")
+    return float(parameters.get("rope_theta", llama_field(config, "rope_theta")))
+
+
+LLAMA_UNSUPPORTED = {  # a field, and the one value our Llama has for it
+    "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+    "pretraining_tp": 1, "attention_dropout": 0.0, "sliding_window": None,
+}
+
+
+def check_llama_supported(config: object) -> None:
+    """Refuse, rather than change, what our Llama does not do: biases, another
+    activation, tensor-parallel slicing, attention dropout, a sliding window (Mistral
+    7B's `sliding_window`: chapter 10) (RoPE scaling: `llama_rope_base`)."""
+    for name, needed in LLAMA_UNSUPPORTED.items():
+        if llama_field(config, name) != needed:
+            raise ValueError(f"config {name}={llama_field(config, name)!r} is not "
+                             f"supported (ours: {needed!r})")
+
+
+def llama_from_hf_config(
+        config: object, *,
+        attention: Callable[..., MultiHeadAttention] = MultiHeadAttention,
+) -> LlamaLanguageModel:
+    """Our model in the shape of a Hugging Face Llama configuration (a LlamaConfig or
+    its config.json dict). Refused rather than changed: `check_llama_supported`.
+    `attention`: `llama_model`'s (chapter 10's sliding window)."""
+    check_llama_supported(config)
+    d = llama_field(config, "hidden_size")
+    heads = llama_field(config, "num_attention_heads")
+    kv = llama_field(config, "num_key_value_heads") or heads
+    return llama_model(llama_field(config, "vocab_size"),
+                       llama_field(config, "max_position_embeddings"), d, heads, kv,
+                       llama_field(config, "num_hidden_layers"),
+                       llama_field(config, "intermediate_size"),
+                       d_head=llama_field(config, "head_dim"),
+                       rope_base=llama_rope_base(config),
+                       eps=llama_field(config, "rms_norm_eps"),
+                       tied=bool(llama_field(config, "tie_word_embeddings")),
+                       std=llama_field(config, "initializer_range"),
+                       attention=attention)
+# --8<-- [end:llama_from_hf_config]
+
+
+# --8<-- [start:check_llama_config]
+def refuse_mismatches(pairs: Sequence[tuple[str, object, str, object]]) -> None:
+    """A ValueError naming both sides for the first (our name, ours, their field,
+    theirs) whose two values differ (floats: beyond rounding)."""
+    for name, mine, field, theirs in pairs:
+        close = isinstance(mine, float) and math.isclose(mine, theirs)
+        if mine != theirs and not close:
+            raise ValueError(f"ours has {name}={mine!r}, theirs {field}={theirs!r}")
+
+
+def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
+    """Refuse to copy weights between models of different shape or function, naming
+    both sides."""
+    if not isinstance(ours, LlamaLanguageModel):
+        raise TypeError(f"ours must be a LlamaLanguageModel, got {type(ours).__name__}")
+    check_llama_supported(config)
+    block = ours.blocks[0]
+    d = llama_field(config, "hidden_size")
+    heads = llama_field(config, "num_attention_heads")
+    pairs = [
+        ("vocab_size", ours.vocab_size, "vocab_size",
+         llama_field(config, "vocab_size")),
+        ("d_model", ours.d_model, "hidden_size", d),
+        ("n_layers", len(ours.blocks), "num_hidden_layers",
+         llama_field(config, "num_hidden_layers")),
+        ("n_heads", block.attn.n_heads, "num_attention_heads", heads),
+        ("n_kv_heads", block.attn.n_kv_heads, "num_key_value_heads",
+         llama_field(config, "num_key_value_heads") or heads),
+        ("d_head", block.attn.d_head, "head_dim",
+         llama_field(config, "head_dim") or d // heads),
+        ("d_ff", block.ffn.d_ff, "intermediate_size",
+         llama_field(config, "intermediate_size")),
+        ("eps", block.norm1.eps, "rms_norm_eps", llama_field(config, "rms_norm_eps")),
+        ("rope_base", block.attn.rope.base, "rope_theta", llama_rope_base(config)),
+        ("tied", ours.lm_head.weight is ours.token_embedding.weight,
+         "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
+    ]
+    refuse_mismatches(pairs)
+
+
+HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
+    (r"^model\.embed_tokens\.", "token_embedding."),
+    (r"^model\.norm\.", "final_norm."),
+    (r"^model\.layers\.(\d+)\.self_attn\.", r"blocks.\1.attn."),
+    (r"^model\.layers\.(\d+)\.mlp\.", r"blocks.\1.ffn."),
+    (r"^model\.layers\.(\d+)\.input_layernorm\.", r"blocks.\1.norm1."),
+    (r"^model\.layers\.(\d+)\.post_attention_layernorm\.", r"blocks.\1.norm2."),
+]
+# --8<-- [end:check_llama_config]
+
+
+# --8<-- [start:load_renamed]
+@torch.no_grad()
+def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
+                 names: Sequence[tuple[str, str]]) -> nn.Module:
+    """Load `state_dict` into `ours` after renaming its keys (each (pattern,
+    replacement) applied in turn, `re.sub`), all or nothing: a weight missing, left
+    over or of another shape is refused before anything is copied."""
+    renamed = {}
+    for key, value in state_dict.items():
+        for pattern, replacement in names:
+            key = re.sub(pattern, replacement, key)
+        renamed[key] = value
+    mine = ours.state_dict()
+    missing, unused = sorted(set(mine) - set(renamed)), sorted(set(renamed) - set(mine))
+    if missing or unused:
+        raise ValueError(f"state_dict lacks {missing[:6]} and has no place in ours for "
+                         f"{unused[:6]}")
+    for key, value in renamed.items():
+        if mine[key].shape != value.shape:
+            raise ValueError(f"{key} is {tuple(value.shape)}, "
+                             f"ours {tuple(mine[key].shape)}")
+    ours.load_state_dict(renamed)
+    return ours
+# --8<-- [end:load_renamed]
+
+
+# --8<-- [start:load_hf_llama]
+
+
+def tied_head_state(ours: LlamaLanguageModel,
+                    state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """A Hugging Face state dict for `ours`: if our output projection is the embedding
+    (tied), HF's `lm_head.weight` must equal `embed_tokens` (or be absent) and is then
+    the embedding under both names."""
+    state = dict(state_dict)
+    if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
+        head = state.pop("lm_head.weight", None)
+        embedding = state.get("model.embed_tokens.weight")
+        if head is not None and embedding is not None \
+                and not torch.equal(head, embedding):
+            raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
+        if embedding is not None:
+            state["lm_head.weight"] = embedding
+    return state
+
+
+def load_hf_llama(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor],
+                  config: object) -> LlamaLanguageModel:
+    """Load a `LlamaForCausalLM` state dict (or a checkpoint's safetensors) by name,
+    after `check_llama_config`."""
+    check_llama_config(ours, config)
+    return load_renamed(ours, tied_head_state(ours, state_dict), HF_LLAMA_NAMES)
+# --8<-- [end:load_hf_llama]

@@ -1,0 +1,1 @@
+"""Tools around the code: benchmarks, the standalone exports and their self-checks, host-sync counting."""
