@@ -106,9 +106,10 @@ def test_the_file_runs_alone_and_imports_nothing_from_literate(name, runs):
 def test_every_section_of_an_era_is_shown_on_a_page(name):
     shown = set()
     for page in (ROOT / "docs").rglob("*.md"):
-        shown |= {(m["module"], m["section"]) for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))}
+        shown |= {(m["module"].replace("/", "."), m["section"])
+                  for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))}
     # the self-check's own helpers are the file's test, not code a page teaches
-    missing = [s for s in ERAS[name].sections if s not in shown and s[0] != "selfcheck"]
+    missing = [s for s in ERAS[name].sections if s not in shown and s[0] != "tools.selfcheck"]
     assert not missing, f"{name} exports sections no page shows: {missing}"
 
 
@@ -153,7 +154,9 @@ def test_cli_lists_writes_and_refuses_an_unknown_era(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["gpt3"])
     with pytest.raises(KeyError, match="no section 'nope'"):
-        section_source("attention", "nope")
+        section_source("parts.attention", "nope")
+    with pytest.raises(KeyError, match="no module literate.attention"):
+        section_source("attention", "causal_allowed")
 
 
 def test_attention_file_equals_pytorch(files):

@@ -204,7 +204,7 @@ def test_fingerprint_covers_every_module_of_literate(tmp_path, monkeypatch):
         target.write_bytes(path.read_bytes())
     monkeypatch.setattr(hooks, "ROOT", fake_root)
     assert hooks._code_fingerprint() == before
-    (fake_root / "literate" / "attention.py").write_text("# edited\n", encoding="utf-8")
+    (fake_root / "literate" / "parts" / "attention.py").write_text("# edited\n", encoding="utf-8")
     assert hooks._code_fingerprint() != before
 
 

@@ -574,8 +574,8 @@ def test_the_ops_survive_a_copy_of_their_section_run_and_dropped():
 
     namespace = {"__builtins__": __builtins__}
     exec("import torch\nimport torch.nn.functional as F\nfrom torch import Tensor\n"
-         + section_source("moe", "grouped_mm"), namespace)
-    assert namespace["OPS"] == "builtins" != moe_module.OPS == "literate_moe"
+         + section_source("parts.moe", "grouped_mm"), namespace)
+    assert namespace["OPS"] == "builtins" != moe_module.OPS == "literate_parts_moe"
     del namespace
     gc.collect()
     test_grouped_path_equals_padded_path_with_idle_experts_values_and_gradients()

@@ -224,9 +224,10 @@ class DeepSeekV3Router(nn.Module):
 
 
 # --8<-- [start:grouped_mm]
-# The ops' namespace is the defining module's name ("literate_moe" here): this code run
-# again in the same process (a page that shows it, the standalone file) then makes ops
-# of its own, instead of replacing these and leaving them broken once its copy is gone.
+# The ops' namespace is the defining module's name ("literate_parts_moe" here): this
+# code run again in the same process (a page that shows it, the standalone file) then
+# makes ops of its own, instead of replacing these and leaving them broken once its copy
+# is gone.
 OPS = __name__.replace(".", "_")
 
 

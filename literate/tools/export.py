@@ -185,6 +185,8 @@ def module_path(module: str) -> Path:
 def section_source(module: str, name: str) -> str:
     """The lines of one snippet section of a `literate` module (dotted, e.g.
     "parts.attention"), markers excluded."""
+    if not module_path(module).is_file():
+        raise KeyError(f"no module literate.{module}")
     lines = module_path(module).read_text(encoding="utf-8").splitlines()
     try:
         start = lines.index(MARKER.format(kind="start", name=name))
