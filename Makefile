@@ -32,7 +32,8 @@ build: setup  ## build the static site into site/
 
 # Two workers, one file each at a time (`--dist loadfile`): a page's blocks share one
 # namespace and run in order, so a file never splits across workers.
-test: setup  ## build the site, then run every test and every block on every page
+test: setup  ## lint, build the site, then run every test and every block on every page
+	$(BIN)/ruff check literate tests conftest.py docs/notebooks
 	$(BIN)/mkdocs build --strict
 	$(BIN)/pytest -n 2 --dist loadfile -m "not readers"
 

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from literate.numbers.golden import reference
 from literate.parts.attention import (
     EMPTY_ROW_POLICIES,
     AttentionResult,
@@ -35,7 +36,6 @@ from literate.parts.attention import (
     padding_allowed,
     scaled_dot_product_attention,
 )
-from literate.numbers.golden import reference
 from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64

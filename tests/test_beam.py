@@ -13,19 +13,22 @@
 
 from __future__ import annotations
 
-import itertools
 import warnings
-
 from functools import lru_cache
 
 import pytest
 import torch
 
-from literate.decoding.beam import beam_generate, beam_search, gnmt_length_penalty, hf_length_penalty
-from literate.parts.cache import DecodeCache
+from literate.decoding.beam import (
+    beam_generate,
+    beam_search,
+    gnmt_length_penalty,
+    hf_length_penalty,
+)
 from literate.decoding.generate import generate
 from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
 from literate.models.llama import llama_from_hf_config, load_hf_llama
+from literate.parts.cache import DecodeCache
 from literate.tools.syncs import host_reads
 
 transformers = pytest.importorskip("transformers")

@@ -19,11 +19,12 @@ from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_rgba
 
 import literate.tools.bench as bench
-from literate.tools.bench import RESULTS_PATH, ROWS, Row, check_results, load_results
 from literate.figures import FIGURES
 from literate.figures.style import PALETTES
 from literate.site.docblocks import ROOT
 from literate.site.outputs import run_page, with_outputs
+from literate.tools import timing
+from literate.tools.bench import RESULTS_PATH, ROWS, Row, check_results, load_results
 
 PAGE = "appendix/benchmarks.md"
 
@@ -202,7 +203,7 @@ def test_json_writes_a_file_that_fits_the_schema(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench, "ROWS", [Row("tiny", "A", "ref A", build_a),
                                         Row("tiny", "B", "ref B", build_b, rounds=41),
                                         Row("other", "C", "ref C", build_a)])
-    monkeypatch.setattr(bench, "_time", lambda fn, n: next(times[fn]))
+    monkeypatch.setattr(timing, "time_calls", lambda fn, n: next(times[fn]))
     threads = torch.get_num_threads()
     target = tmp_path / "out" / "bench.json"
     try:

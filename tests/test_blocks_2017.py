@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 from literate.parts.attention import causal_allowed
 from literate.parts.blocks import (
     PostNormBlock,
@@ -38,7 +39,6 @@ from literate.parts.ffn import DenseFFN
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import LayerNorm, RMSNorm
 from literate.tools.syncs import HostReads as HostSyncs
-from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 TOL = {"atol": 1e-12, "rtol": 0.0}
 D, H, D_FF = 16, 4, 32

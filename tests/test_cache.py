@@ -259,8 +259,8 @@ def _tiny_llama():
 
 
 def test_a_decode_cache_refuses_layers_out_of_step_and_reset_starts_again():
-    from literate.parts.cache import DecodeCache
     from literate.decoding.generate import cached_run, new_decode_cache
+    from literate.parts.cache import DecodeCache
 
     model = _tiny_llama()
     ids = torch.randint(0, 40, (1, 5))

@@ -28,10 +28,11 @@ from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama.modeling_llama import LlamaAttention
 from transformers.models.mistral.modeling_mistral import MistralAttention
 
-from literate.numbers.catalog import PUBLISHED_BLOCKS
 from literate.decoding.generate import cached_run, new_decode_cache
+from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
 from literate.models.gemma3 import gemma3_layer_types, gemma3_model
 from literate.models.llama import llama_model
+from literate.models.mistral import mistral_model
 from literate.numbers.cache_ledger import (
     GIB,
     PUBLISHED_CACHES,
@@ -39,8 +40,7 @@ from literate.numbers.cache_ledger import (
     growth_stops,
     published_cache,
 )
-from literate.parts.mla import latent_cache_bytes_per_token
-from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
+from literate.numbers.catalog import PUBLISHED_BLOCKS
 from literate.numbers.params import (
     attention_kind,
     cache_bytes,
@@ -51,7 +51,7 @@ from literate.numbers.params import (
     kv_cache_shape,
     latent_cache_shape,
 )
-from literate.models.mistral import mistral_model
+from literate.parts.mla import latent_cache_bytes_per_token
 
 K = 1024
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 from transformers.activations import ACT2FN
 
-from literate.parts.blocks import gpt2_block, llama_block, neox_block
 from literate.numbers.catalog import (
     COLUMNS,
     HF_ACTIVATIONS,
@@ -25,6 +24,7 @@ from literate.numbers.catalog import (
     published_block,
     render_markdown,
 )
+from literate.parts.blocks import gpt2_block, llama_block, neox_block
 from literate.parts.ffn import llama_ffn_width
 from literate.parts.norms import LayerNorm
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from literate.tools.export import ERAS
 from literate.figures import FIGURES
 from literate.site.chapter_notebooks import (
     NOTEBOOK_DIR,
@@ -40,6 +39,7 @@ from literate.site.chapter_notebooks import (
 )
 from literate.site.docblocks import ROOT, SnippetExpander, iter_claims, mkdocs_config
 from literate.site.hooks import nav_order
+from literate.tools.export import ERAS
 
 NAV = nav_order(mkdocs_config()["nav"])
 CHAPTERS = chapter_pages(NAV)

@@ -12,8 +12,10 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from literate.decoding.generate import cached_run, new_decode_cache
+from literate.figures import FIGURES
+from literate.figures import decoding as decoding_figures
 from literate.numbers import decode_cost
-from literate.parts.cache import DecodeCache, KVCache
 from literate.numbers.decode_cost import (
     STRATEGIES,
     TRAFFIC_POSITIONS,
@@ -24,10 +26,8 @@ from literate.numbers.decode_cost import (
     step_traffic,
     tiny_llama,
 )
-from literate.decoding.generate import cached_run, new_decode_cache
-from literate.figures import FIGURES
-from literate.figures import decoding as decoding_figures
 from literate.numbers.params import kv_cache_bytes_per_token
+from literate.parts.cache import DecodeCache, KVCache
 
 
 @pytest.fixture(scope="module")

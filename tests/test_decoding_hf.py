@@ -40,22 +40,27 @@ import contextlib
 
 import pytest
 import torch
+from harness import F32_BOUND
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
 
-from literate.parts.cache import DecodeCache
-from literate.decoding.generate import cached_run, check_prompt, generate, new_decode_cache
-from literate.parts.multi_head import MultiHeadAttention
-from literate.models.llama import llama_from_hf_config, load_hf_llama
-from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
+from literate.decoding.generate import (
+    cached_run,
+    check_prompt,
+    generate,
+    new_decode_cache,
+)
 from literate.decoding.sampling import greedy
+from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
+from literate.models.llama import llama_from_hf_config, load_hf_llama
+from literate.parts.cache import DecodeCache
+from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.positions import apply_rope, rope_cache
 from literate.tools.syncs import HostReads
 
 F64 = torch.float64
 REL = 1e-10  # ours vs HF, times the largest |logit|
 SAME = 1e-12  # ours vs ours, absolute
-F32_BOUND = 16 * 2.0**-23  # HF's float32 RMSNorm: times the largest |logit|
 VOCAB, CONTEXT, PAD = 29, 24, 0
 B, T0, N = 3, 6, 10  # batch, prompt length, new tokens
 

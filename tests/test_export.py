@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from harness import F32_BOUND
 from torch import nn
 
-from literate.tools.export import ERAS, assemble, main, section_source
 from literate.site.docblocks import ROOT
+from literate.tools.export import ERAS, assemble, main, section_source
 
 F64 = torch.float64
 # One intra-op thread in the interpreters started here, as conftest.py sets it for the
@@ -283,9 +284,6 @@ def test_llama_file_equals_hugging_face(files):
                                max_new_tokens=6, do_sample=False)
     assert torch.equal(ours.generate(ids[:, :3], 6), expected)
     cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_llama)
-
-
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 
 
 def worst(labels, ours, theirs) -> dict[str, tuple[float, float]]:

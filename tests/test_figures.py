@@ -11,8 +11,21 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from literate.figures import DRAWN_DARK, FIGURE_IMAGE, FIGURES, LANGUAGES, render, with_alt_text
-from literate.figures.style import DARK_OF_LIGHT, PALETTES, recolour_dark, roles, svg_bytes
+from literate.figures import (
+    DRAWN_DARK,
+    FIGURE_IMAGE,
+    FIGURES,
+    LANGUAGES,
+    render,
+    with_alt_text,
+)
+from literate.figures.style import (
+    DARK_OF_LIGHT,
+    PALETTES,
+    recolour_dark,
+    roles,
+    svg_bytes,
+)
 from literate.site import hooks
 
 CYRILLIC = re.compile("[\u0400-\u04ff]")
@@ -297,8 +310,8 @@ def test_the_gradient_figure_draws_gpt2_at_its_embedding_scale():
 def test_sampling_studies_are_next_token_distribution():
     import torch
 
-    from literate.numbers import studies
     from literate.decoding.sampling import next_token_distribution
+    from literate.numbers import studies
 
     scenario = studies.sampling_scenario()
     logits = torch.tensor(studies.SCENARIO_LOGITS, dtype=torch.float64)
@@ -384,7 +397,12 @@ def test_every_figure_a_page_shows_leaves_its_brackets_empty():
 
 
 def test_the_sampling_alt_texts_state_what_the_studies_compute():
-    from literate.numbers.studies import NUCLEUS_TEMPERATURES, POLICIES, nucleus_example, sampling_scenario
+    from literate.numbers.studies import (
+        NUCLEUS_TEMPERATURES,
+        POLICIES,
+        nucleus_example,
+        sampling_scenario,
+    )
 
     scenario = sampling_scenario()
     alt = FIGURES["sampling-distributions"].alt

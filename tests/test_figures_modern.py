@@ -12,12 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.numbers import studies
-from literate.parts.attention import causal_allowed
 from literate.figures import FIGURES, modern
+from literate.numbers import studies
+from literate.numbers.studies import QK_SCALES, qk_attention, qk_norm_study, qk_scores
+from literate.parts.attention import causal_allowed
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import RMSNorm
-from literate.numbers.studies import QK_SCALES, qk_attention, qk_norm_study, qk_scores
 
 
 def sweep(qk_norm: bool) -> list[studies.QKNormStudy]:

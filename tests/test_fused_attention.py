@@ -27,7 +27,11 @@ import torch
 
 import literate.parts.multi_head as heads_module
 from literate.parts.attention import causal_allowed, padding_allowed
-from literate.parts.multi_head import MultiHeadAttention, fused_attention, grouped_attention
+from literate.parts.multi_head import (
+    MultiHeadAttention,
+    fused_attention,
+    grouped_attention,
+)
 from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64

@@ -53,19 +53,26 @@ import re
 
 import pytest
 import torch
+from harness import assert_float32_limited
 from safetensors.torch import load_file
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from transformers.models.gemma3 import modeling_gemma3 as gemma3
 
 from literate.decoding.generate import generate, new_decode_cache
 from literate.models.gemma3 import (
-    HF_GEMMA3_NAMES, Gemma3LanguageModel, check_gemma3_config,
-    gemma3_from_hf_config, gemma3_layer_types, gemma3_model, gemma3_rope_settings,
-    layer_windows, load_hf_gemma3,
+    HF_GEMMA3_NAMES,
+    Gemma3LanguageModel,
+    check_gemma3_config,
+    gemma3_from_hf_config,
+    gemma3_layer_types,
+    gemma3_model,
+    gemma3_rope_settings,
+    layer_windows,
+    load_hf_gemma3,
 )
-from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
 from literate.numbers.params import kv_cache_bytes
 from literate.parts.positions import RotaryEmbedding
+from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
 from literate.tools.syncs import host_reads
 
 F64 = torch.float64
@@ -188,7 +195,7 @@ def test_the_model_is_what_we_think_it_is(pair):
 def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(which, request):
     ours, theirs = request.getfixturevalue(which)
     labels, got, want = model_grads(ours, theirs)
-    assert_float32_limited(labels, got, want)
+    assert_float32_limited(labels, got, want, bound=F32_BOUND)  # 64 ulps: 6 layers
     lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[0]
     assert not lookup[0].any() and lookup[ids()[0, 0]].any()  # the pad row: no gradient
     with hf_exact(theirs):
@@ -496,14 +503,6 @@ def test_no_host_sync_in_run(which, request):
 
 
 # --- tolerance helpers ------------------------------------------------------------------
-def assert_float32_limited(labels, ours, theirs) -> float:
-    diffs = {}
-    for n, a, b in zip(labels, ours, theirs, strict=True):
-        diffs[n] = diff = (a - b).abs().max().item()
-        bound = F32_BOUND * b.abs().max().item()
-        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
-    assert max(diffs.values()) > 1e-12
-    return max(diffs.values())
 
 
 def assert_float64_equal(labels, ours, theirs) -> float:

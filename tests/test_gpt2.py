@@ -22,21 +22,27 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import hf_causal_mask
 
-from literate.parts.attention import causal_allowed
+from literate.decoding.sampling import greedy, sampler
+from literate.models.gpt2 import (
+    GPTLanguageModel,
+    copy_hf_gpt2,
+    copy_hf_gpt2_block,
+    gpt2_from_hf_config,
+    gpt2_init_,
+    gpt2_model,
+    hf_activation,
+    next_token_loss,
+    period_windows,
+    train_period_lm,
+)
+from literate.numbers.params import gpt2_params
 from literate.parts.blocks import PreNormBlock, gpt2_block
 from literate.parts.ffn import gelu_tanh
 from literate.parts.multi_head import MultiHeadAttention
-from literate.models.gpt2 import (
-    GPTLanguageModel, copy_hf_gpt2, copy_hf_gpt2_block, gpt2_from_hf_config,
-    gpt2_init_, gpt2_model, hf_activation, next_token_loss, period_windows,
-    train_period_lm,
-)
-from literate.decoding.sampling import greedy
 from literate.parts.norms import LayerNorm
-from literate.numbers.params import gpt2_params
 from literate.parts.positions import LearnedPositions
-from literate.decoding.sampling import sampler
 from literate.tools.syncs import HostReads as HostSyncs
 
 TOL = dict(atol=1e-12, rtol=0)
@@ -64,12 +70,6 @@ def hf():
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_new",
                         bos_token_id=None, eos_token_id=None, attn_implementation="eager")
     return {"config": config, "Config": GPT2Config, "Block": GPT2Block, "LM": GPT2LMHeadModel}
-
-
-def hf_causal_mask(t: int) -> torch.Tensor:
-    """Eager GPT2Block with attention_mask=None attends everywhere: pass the causal mask,
-    in Hugging Face's additive form (0 = may attend, -inf = blocked), [1, 1, T, T]."""
-    return torch.zeros(t, t, dtype=torch.float64).masked_fill(~causal_allowed(t, t), -math.inf)[None, None]
 
 
 def hf_block(hf, seed=0):

@@ -21,7 +21,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.parts.blocks import gpt2_block
 from literate.models.gpt2 import (
     GPT2_DEFAULTS,
     GPTLanguageModel,
@@ -33,6 +32,7 @@ from literate.models.gpt2 import (
     hf_field,
     load_hf_gpt2,
 )
+from literate.parts.blocks import gpt2_block
 
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11

@@ -38,8 +38,8 @@ from literate.models.gpt_oss import (
     gpt_oss_from_hf_config,
     load_hf_gpt_oss,
 )
-from literate.parts.rope_scaling import YarnRotaryEmbedding
 from literate.parts.moe import GptOssExperts
+from literate.parts.rope_scaling import YarnRotaryEmbedding
 from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
 from literate.tools.syncs import host_reads
 

@@ -41,6 +41,11 @@ import torch.nn.functional as F
 from torch import nn
 
 import literate.parts.multi_head as heads_module
+from literate.numbers.params import (
+    PUBLISHED_ATTENTION,
+    attention_params,
+    kv_cache_bytes_per_token,
+)
 from literate.parts.attention import causal_allowed, padding_allowed
 from literate.parts.cache import KVCache
 from literate.parts.multi_head import (
@@ -52,11 +57,6 @@ from literate.parts.multi_head import (
     merge_heads,
     pack_qkv,
     split_heads,
-)
-from literate.numbers.params import (
-    PUBLISHED_ATTENTION,
-    attention_params,
-    kv_cache_bytes_per_token,
 )
 from literate.tools.syncs import HostReads as HostSyncs
 

@@ -28,77 +28,35 @@ computing in the input dtype, a test-harness patch: max |diff| <= 1e-10.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 
 import pytest
 import torch
+from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
 from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
 
-from literate.parts.blocks import llama_block
 from literate.models.llama import (
     HF_LLAMA_NAMES,
-    LlamaLanguageModel,
     LLAMA_DEFAULTS,
+    LlamaLanguageModel,
     check_llama_config,
     config_field,
     llama_from_hf_config,
     load_hf_llama,
 )
+from literate.parts.blocks import llama_block
 from literate.parts.norms import RMSNorm
 from literate.tools.syncs import host_reads
 
 F64 = torch.float64
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 F64_TOL = 1e-10
 D, H, H_KV, D_FF, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 7, 2, 61, 2
 
 
 # --- the harness ------------------------------------------------------------------------
-@contextlib.contextmanager
-def hf_in_input_dtype(module: torch.nn.Module):
-    """Test-harness patch: every LlamaRMSNorm in `module` computes its own formula in the
-    input dtype (HF: float32), and the eager attention takes its softmax in the input dtype
-    (HF: float32)."""
-    norms = [m for m in module.modules() if isinstance(m, modeling_llama.LlamaRMSNorm)]
-    for m in norms:
-        def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
-        m.forward = forward
-    eager = modeling_llama.eager_attention_forward
-
-    def eager_in_input_dtype(module, query, key, value, attention_mask, scaling,
-                             dropout=0.0, **kwargs):
-        key = modeling_llama.repeat_kv(key, module.num_key_value_groups)
-        value = modeling_llama.repeat_kv(value, module.num_key_value_groups)
-        scores = query @ key.transpose(2, 3) * scaling
-        if attention_mask is not None:
-            scores = scores + attention_mask
-        weights = scores.softmax(dim=-1)  # HF: softmax(..., dtype=torch.float32)
-        return (weights @ value).transpose(1, 2).contiguous(), weights
-
-    modeling_llama.eager_attention_forward = eager_in_input_dtype
-    try:
-        yield
-    finally:
-        modeling_llama.eager_attention_forward = eager
-        for m in norms:
-            del m.forward
-
-
-def assert_float32_limited(labels, ours, theirs) -> float:
-    assert len(labels) == len(ours) == len(theirs)
-    diffs = {}
-    for n, a, b in zip(labels, ours, theirs):
-        diffs[n] = diff = (a - b).abs().max().item()
-        bound = F32_BOUND * b.abs().max().item()
-        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
-    assert max(diffs.values()) > 1e-12  # HF's float32 steps are really in the path
-    return max(diffs.values())
 
 
 def assert_float64_equal(labels, ours, theirs) -> float:
@@ -257,7 +215,7 @@ def test_llama_block_equals_hf_llama_decoder_layer(implementation, d_head):
     assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 9
     mask = causal_additive_mask(T) if implementation == "eager" else None
     assert_float32_limited(*block_grads(ours, theirs, rope, mask))
-    with hf_in_input_dtype(theirs):
+    with hf_in_input_dtype(theirs, modeling_llama):
         assert_float64_equal(*block_grads(ours, theirs, rope, mask))
 
 
@@ -362,7 +320,7 @@ def test_the_model_is_what_we_think_it_is(pair):
 def test_logits_and_every_gradient_equal_llama_for_causal_lm(pair):
     ours, theirs = pair
     assert_float32_limited(*model_grads(ours, theirs))
-    with hf_in_input_dtype(theirs):
+    with hf_in_input_dtype(theirs, modeling_llama):
         assert_float64_equal(*model_grads(ours, theirs))
 
 

@@ -27,7 +27,10 @@ import inspect
 import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+from transformers.models.llama.modeling_llama import (
+    LlamaAttention,
+    LlamaRotaryEmbedding,
+)
 
 from literate.parts.attention import causal_allowed, padding_allowed
 from literate.parts.multi_head import MultiHeadAttention

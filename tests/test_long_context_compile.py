@@ -15,9 +15,9 @@ import pytest
 import torch
 from transformers import DeepseekV3Config
 
+from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
 from literate.models.gemma3 import gemma3_model
 from literate.models.gpt_oss import gpt_oss_model
-from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
 from literate.models.mistral import mistral_model
 
 VOCAB, T = 61, 12

@@ -32,27 +32,28 @@ entry, and further than 1e-12 (the float32 steps are really there); (2) HF with 
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
+from harness import assert_float32_limited, hf_in_input_dtype
 from transformers import LlamaConfig, MistralConfig, MistralForCausalLM
 from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_function
 from transformers.models.mistral import modeling_mistral as mistral
 
 from literate.decoding.beam import beam_generate
 from literate.decoding.generate import cached_run, generate, new_decode_cache
-from literate.parts.multi_head import MultiHeadAttention
 from literate.models.llama import llama_from_hf_config, load_hf_llama
-from literate.numbers.params import kv_cache_bytes
-from literate.tools.syncs import host_reads
-from literate.parts.window import SlidingWindowAttention
 from literate.models.mistral import (
-    check_mistral_config, load_hf_mistral, mistral_block, mistral_from_hf_config,
+    check_mistral_config,
+    load_hf_mistral,
+    mistral_block,
+    mistral_from_hf_config,
 )
+from literate.numbers.params import kv_cache_bytes
+from literate.parts.multi_head import MultiHeadAttention
+from literate.parts.window import SlidingWindowAttention
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 4, 12, 2, 61, 2
@@ -61,50 +62,11 @@ NAMES = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
 
 
 # --- the harness ------------------------------------------------------------------------
-@contextlib.contextmanager
-def hf_in_input_dtype(module: torch.nn.Module):
-    """Test-harness patch: every MistralRMSNorm in `module` computes its own formula in the
-    input dtype (HF: float32), and the eager attention its softmax (HF: float32)."""
-    norms = [m for m in module.modules() if isinstance(m, mistral.MistralRMSNorm)]
-    assert norms
-    for m in norms:
-        def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
-        m.forward = forward
-    eager = mistral.eager_attention_forward
-
-    def eager_in_input_dtype(module, query, key, value, attention_mask, scaling,
-                             dropout=0.0, **kwargs):
-        key = mistral.repeat_kv(key, module.num_key_value_groups)
-        value = mistral.repeat_kv(value, module.num_key_value_groups)
-        scores = query @ key.transpose(2, 3) * scaling
-        if attention_mask is not None:
-            scores = scores + attention_mask
-        weights = scores.softmax(dim=-1)
-        return (weights @ value).transpose(1, 2).contiguous(), weights
-
-    mistral.eager_attention_forward = eager_in_input_dtype
-    try:
-        yield
-    finally:
-        mistral.eager_attention_forward = eager
-        for m in norms:
-            del m.forward
 
 
 def max_diffs(labels, ours, theirs):
     assert len(labels) == len(ours) == len(theirs)
     return {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
-
-
-def assert_float32_limited(labels, ours, theirs) -> float:
-    for n, a, b in zip(labels, ours, theirs):
-        diff, bound = (a - b).abs().max().item(), F32_BOUND * b.abs().max().item()
-        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
-    worst = max(max_diffs(labels, ours, theirs).values())
-    assert worst > 1e-12  # HF's float32 norms are really in the path
-    return worst
 
 
 def assert_float64_equal(labels, ours, theirs) -> float:
@@ -173,7 +135,7 @@ def test_mistral_block_equals_mistral_decoder_layer(implementation):
     assert theirs.self_attn.config.sliding_window == W == ours.attn.window
     mask = hf_window_mask(W, implementation)
     assert_float32_limited(*block_grads(ours, theirs, rope, mask))
-    with hf_in_input_dtype(theirs):
+    with hf_in_input_dtype(theirs, mistral):
         assert_float64_equal(*block_grads(ours, theirs, rope, mask))
 
 
@@ -241,7 +203,7 @@ def test_the_model_is_what_we_think_it_is(pair):
 def test_logits_and_every_gradient_equal_mistral_for_causal_lm(pair):
     ours, theirs = pair
     assert_float32_limited(*model_grads(ours, theirs))
-    with hf_in_input_dtype(theirs):
+    with hf_in_input_dtype(theirs, mistral):
         assert_float64_equal(*model_grads(ours, theirs))
 
 
@@ -300,7 +262,7 @@ def test_hf_keeps_w_minus_1_keys_between_calls_ours_w_slots(pair):
     new tensor). The same positions are read: outputs equal (the tests above)."""
     ours, theirs = pair
     tokens = ids()
-    with torch.no_grad(), hf_in_input_dtype(theirs):
+    with torch.no_grad(), hf_in_input_dtype(theirs, mistral):
         out = theirs(input_ids=tokens, use_cache=True)
     layer = out.cache.layers[0]
     assert type(layer).__name__ == "DynamicSlidingWindowLayer" and layer.sliding_window == W

@@ -14,13 +14,13 @@ softmax in float32, op for op alike, so the same float32 gates enter both sides.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
 from transformers import (
     DeepseekV3Config,
     DeepseekV3ForCausalLM,
@@ -46,52 +46,11 @@ from literate.parts.moe import MoEFFN
 from literate.tools.syncs import host_reads
 
 F64 = torch.float64
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 F64_TOL = 1e-12
 D, H, H_KV, D_FF, E, K, T, B, VOCAB, LAYERS = 32, 4, 2, 24, 4, 2, 7, 2, 61, 2
 
 
 # --- the harness ------------------------------------------------------------------------
-@contextlib.contextmanager
-def hf_in_input_dtype(module: torch.nn.Module):
-    """Test-harness patch: every MixtralRMSNorm in `module` computes its formula in the
-    input dtype (HF: float32), and the eager attention its softmax (HF: float32)."""
-    norms = [m for m in module.modules() if isinstance(m, modeling_mixtral.MixtralRMSNorm)]
-    for m in norms:
-        def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
-        m.forward = forward
-    eager = modeling_mixtral.eager_attention_forward
-
-    def eager_in_input_dtype(module, query, key, value, attention_mask, scaling,
-                             dropout=0.0, **kwargs):
-        key = modeling_mixtral.repeat_kv(key, module.num_key_value_groups)
-        value = modeling_mixtral.repeat_kv(value, module.num_key_value_groups)
-        scores = query @ key.transpose(2, 3) * scaling
-        if attention_mask is not None:
-            scores = scores + attention_mask
-        weights = scores.softmax(dim=-1)  # HF: softmax(..., dtype=torch.float32)
-        return (weights @ value).transpose(1, 2).contiguous(), weights
-
-    modeling_mixtral.eager_attention_forward = eager_in_input_dtype
-    try:
-        yield
-    finally:
-        modeling_mixtral.eager_attention_forward = eager
-        for m in norms:
-            del m.forward
-
-
-def assert_float32_limited(labels, ours, theirs) -> float:
-    assert len(labels) == len(ours) == len(theirs)
-    diffs = {}
-    for n, a, b in zip(labels, ours, theirs):
-        diffs[n] = diff = (a - b).abs().max().item()
-        bound = F32_BOUND * b.abs().max().item()
-        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
-    assert max(diffs.values()) > 1e-12  # HF's float32 steps are really in the path
-    return max(diffs.values())
 
 
 def assert_float64_equal(labels, ours, theirs) -> float:
@@ -170,7 +129,7 @@ def test_mixtral_block_equals_hf_mixtral_decoder_layer(block_pair):
     assert isinstance(ours.ffn, MoEFFN)
     assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 9
     assert_float32_limited(*block_grads(ours, theirs, rope))
-    with hf_in_input_dtype(theirs):
+    with hf_in_input_dtype(theirs, modeling_mixtral):
         assert_float64_equal(*block_grads(ours, theirs, rope))
     assert ours.ffn.router_logits.shape == (B * T, E)
 
@@ -233,7 +192,7 @@ def test_logits_and_every_gradient_equal_mixtral_for_causal_lm(pair):
     ours, theirs = pair
     labels, got, want, _ = model_grads(ours, theirs)
     assert_float32_limited(labels, got, want)
-    with hf_in_input_dtype(theirs):
+    with hf_in_input_dtype(theirs, modeling_mixtral):
         labels, got, want, _ = model_grads(ours, theirs)
         assert_float64_equal(labels, got, want)
 

@@ -35,31 +35,36 @@ import warnings
 
 import pytest
 import torch
+from harness import assert_float32_limited
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM, DynamicCache
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds
 
 from literate.decoding.beam import beam_generate
-from literate.parts.cache import DecodeCache, KVCache
 from literate.decoding.generate import generate, new_decode_cache
+from literate.models.deepseek_v3 import (
+    HF_DEEPSEEK_V3_NAMES,
+    check_deepseek_v3_config,
+    deepseek_rope,
+    deepseek_v3_from_hf_config,
+    load_hf_deepseek_v3,
+    mla_from_hf_config,
+)
 from literate.models.mixtral import mla_params
+from literate.numbers.params import kv_cache_bytes_per_token
+from literate.parts.cache import DecodeCache, KVCache
 from literate.parts.mla import (
-    LatentCache, MultiHeadLatentAttention, expanded_cache_bytes_per_token,
+    LatentCache,
+    MultiHeadLatentAttention,
+    expanded_cache_bytes_per_token,
     latent_cache_bytes_per_token,
 )
-from literate.tools.timing import time_decode_steps
-from literate.models.deepseek_v3 import (
-    HF_DEEPSEEK_V3_NAMES, check_deepseek_v3_config, load_hf_deepseek_v3,
-)
-from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
-from literate.models.deepseek_v3 import deepseek_rope, mla_from_hf_config
-from literate.parts.rope_scaling import YarnRotaryEmbedding, yarn_inverse_frequencies
 from literate.parts.moe import MoEFFN
-from literate.numbers.params import kv_cache_bytes_per_token
 from literate.parts.positions import interleaved_to_half_permutation
+from literate.parts.rope_scaling import YarnRotaryEmbedding, yarn_inverse_frequencies
 from literate.tools.syncs import host_reads
+from literate.tools.timing import time_decode_steps
 
 F64 = torch.float64
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 F64_TOL = 1e-12
 D, H, R_Q, R_KV, D_NOPE, D_ROPE, D_V = 32, 4, 24, 16, 10, 6, 12
 B, T, VOCAB, LAYERS = 2, 7, 61, 2
@@ -98,17 +103,6 @@ def hf_norms_in_input_dtype(module: torch.nn.Module):
     finally:
         for m in norms:
             del m.forward
-
-
-def assert_float32_limited(labels, ours, theirs) -> float:
-    assert len(labels) == len(ours) == len(theirs)
-    diffs = {}
-    for n, a, b in zip(labels, ours, theirs):
-        diffs[n] = diff = (a - b).abs().max().item()
-        bound = F32_BOUND * b.abs().max().item()
-        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
-    assert max(diffs.values()) > 1e-12  # HF's float32 steps are really in the path
-    return max(diffs.values())
 
 
 def assert_float64_equal(labels, ours, theirs, tol=F64_TOL) -> float:

@@ -42,6 +42,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import assert_float32_limited
 from transformers import Gemma3TextConfig, Olmo2Config, Qwen3Config
 from transformers.models.gemma3 import modeling_gemma3 as gemma3
 from transformers.models.olmo2 import modeling_olmo2 as olmo2
@@ -53,7 +54,6 @@ from literate.parts.norms import RMSNorm, ZeroCentredRMSNorm
 from literate.tools.syncs import host_reads
 
 F64 = torch.float64
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 F64_TOL = 1e-10
 D, H, H_KV, D_FF, T, B = 32, 4, 2, 48, 7, 2
 
@@ -117,15 +117,6 @@ def run_both(ours, theirs, table, call_theirs, seed):
 def max_diffs(labels, ours, theirs) -> dict[str, float]:
     assert len(ours) == len(theirs) == len(labels)
     return {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
-
-
-def assert_float32_limited(labels, ours, theirs) -> float:
-    for n, a, b in zip(labels, ours, theirs):
-        diff, bound = (a - b).abs().max().item(), F32_BOUND * b.abs().max().item()
-        assert diff <= bound, f"{n}: max |diff| {diff:.3g} > {bound:.3g}"
-    diffs = max_diffs(labels, ours, theirs)
-    assert max(diffs.values()) > 1e-12  # HF's float32 norms are really in the path
-    return max(diffs.values())
 
 
 def assert_float64_equal(labels, ours, theirs) -> float:

@@ -29,6 +29,7 @@ from functools import partial
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import F32_BOUND
 from transformers import DeepseekV3Config, GptOssConfig, MixtralConfig, Qwen3MoeConfig
 from transformers.models.deepseek_v3 import modeling_deepseek_v3
 from transformers.models.gpt_oss import modeling_gpt_oss
@@ -57,7 +58,6 @@ from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 F64_TOL = 1e-12
-F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 D, I, E, K, B, T = 16, 12, 8, 2, 2, 9
 
 
@@ -559,7 +559,6 @@ def test_the_ops_take_a_transposed_weight_and_say_the_strides_they_return():
         torch.testing.assert_close(d_weight[e], (rows[start:end].T @ grad[start:end]).T,
                                    atol=1e-5, rtol=0)  # float32 sums of <= 4 products
     torch.testing.assert_close(d_rows[3:7], grad[3:7] @ weight[4].T, atol=1e-5, rtol=0)
-
 
 
 @pytest.mark.skipif(not HAS_GROUPED_MM, reason=NO_GROUPED_MM)

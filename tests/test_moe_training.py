@@ -22,9 +22,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from literate.numbers import moe_training
 from literate.figures import FIGURES, LANGUAGES, THEMES, moe, render
 from literate.models.mixtral import mixtral_model
+from literate.numbers import moe_training
 from literate.numbers.moe_training import (
     BALANCE_COEF,
     LAST,

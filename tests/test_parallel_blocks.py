@@ -35,8 +35,6 @@ from transformers.models.cohere import modeling_cohere as hf_cohere
 from transformers.models.gpt_neox import modeling_gpt_neox as hf_neox
 from transformers.models.gptj import modeling_gptj as hf_gptj
 
-from literate.parts.blocks import ParallelBlock, PreNormBlock, gptj_block, neox_block
-from literate.parts.multi_head import load_packed_qkv
 from literate.models.parallel import (
     check_block_config,
     cohere_block_from_hf_config,
@@ -48,6 +46,8 @@ from literate.models.parallel import (
     neox_pack_qkv,
     neox_unpack_qkv,
 )
+from literate.parts.blocks import ParallelBlock, PreNormBlock, gptj_block, neox_block
+from literate.parts.multi_head import load_packed_qkv
 from literate.parts.positions import RotaryEmbedding, rope_cache
 from literate.tools.syncs import host_reads
 

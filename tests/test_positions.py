@@ -39,8 +39,8 @@ from transformers.models.llama.modeling_llama import rotate_half as hf_rotate_ha
 
 import literate.figures.positions as figures_positions
 import literate.parts.positions as positions
-from literate.parts.attention import causal_allowed, scaled_dot_product_attention
 from literate.numbers.golden import reference
+from literate.parts.attention import causal_allowed, scaled_dot_product_attention
 from literate.parts.positions import (
     LearnedPositions,
     apply_rope,

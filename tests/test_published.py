@@ -121,9 +121,9 @@ def test_a_decoding_step_costs_the_formulas_flops(family, keys):
     from torch.utils.flop_counter import FlopCounterMode
 
     from literate.decoding.generate import cached_run, new_decode_cache
-    from literate.parts.multi_head import grouped_attention
-    from literate.models.llama import llama_model
     from literate.models.gpt2 import gpt2_model
+    from literate.models.llama import llama_model
+    from literate.parts.multi_head import grouped_attention
 
     torch.manual_seed(0)
     if family == "llama":
@@ -211,8 +211,8 @@ def counted_step(model, keys: int, monkeypatch) -> tuple[int, int]:
     are told apart from the rest by the counter's running total around each call."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    import literate.parts.multi_head
     import literate.parts.mla
+    import literate.parts.multi_head
     import literate.parts.sinks
     from literate.decoding.generate import cached_run, new_decode_cache
 
@@ -251,13 +251,13 @@ def tiny_model(family: str) -> torch.nn.Module:
     """A small model of each family, built by the site's own builders (from a small
     Hugging Face config where the family has a loader); windows of 4, shorter than
     the keys of the test. Float32: the experts take their grouped path."""
+    from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
     from literate.models.gemma3 import gemma3_from_hf_config
+    from literate.models.gpt2 import gpt2_model
     from literate.models.gpt_oss import gpt_oss_from_hf_config
     from literate.models.llama import llama_model
-    from literate.models.mixtral import mixtral_from_hf_config
-    from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
-    from literate.models.gpt2 import gpt2_model
     from literate.models.mistral import mistral_model
+    from literate.models.mixtral import mixtral_from_hf_config
 
     torch.manual_seed(0)
     small = {"vocab_size": 61, "hidden_size": 32, "num_attention_heads": 4,

@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from mkdocs.utils import yaml_load
-from test_site import BUILT_SITE, CHROMIUM, CHROMIUM_ARGS, _QuietHandler, _QuietServer, site_is_fresh
+from test_site import (
+    BUILT_SITE,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    _QuietHandler,
+    _QuietServer,
+    site_is_fresh,
+)
 
 from literate.site import hooks
 from literate.site.copyable import nav_pages

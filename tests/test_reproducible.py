@@ -19,7 +19,11 @@ import pytest
 from literate.figures.style import svg_bytes
 from literate.site import hooks
 from literate.site.docblocks import ROOT
-from literate.site.reproducible import compare_trees, first_difference, source_date_epoch
+from literate.site.reproducible import (
+    compare_trees,
+    first_difference,
+    source_date_epoch,
+)
 
 
 def _tree(root, files: dict[str, bytes]):

@@ -24,9 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import literate.models.transformer2017 as seq2seq
-from literate.numbers.golden import reference
-from literate.numbers.params import encoder_decoder_params, transformer_parameter_floor
-from literate.parts.positions import sinusoidal_table
+from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 from literate.models.transformer2017 import (
     EncoderDecoder,
     cross_attention_weights,
@@ -36,8 +34,10 @@ from literate.models.transformer2017 import (
     smoothed_nll,
     transformer_lr,
 )
+from literate.numbers.golden import reference
+from literate.numbers.params import encoder_decoder_params, transformer_parameter_floor
+from literate.parts.positions import sinusoidal_table
 from literate.tools.syncs import HostReads as HostSyncs
-from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = {"atol": 1e-12, "rtol": 0.0}

@@ -32,8 +32,8 @@ import torch
 
 from literate.models.transformer2017 import EncoderDecoder, shift_right
 from literate.models.transformer2017_decoding import (
-    beam_translate,
     Seq2SeqCache,
+    beam_translate,
     cached_decode_step,
     cached_greedy_decode,
     new_seq2seq_cache,

@@ -24,8 +24,8 @@ from literate.parts.sinks import (
     sink_attention_sdpa,
     sink_share,
 )
-from literate.tools.syncs import host_reads
 from literate.parts.window import RingKVCache, window_allowed
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 TOL = 1e-12

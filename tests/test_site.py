@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from literate.tools.export import ERAS
 from literate.site.copyable import nav_pages
+from literate.tools.export import ERAS
 
 pytestmark = pytest.mark.site
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import http.server
 import io
 import struct
 import time
@@ -29,13 +28,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-
 from test_site import (  # noqa: F401  (browser and site_dir are fixtures used here)
+    _EXTERNAL_URL,
     CHAPTER_1,
     PAGES,
     PALETTE_TOGGLE,
     ROOT,
-    _EXTERNAL_URL,
     _QuietHandler,
     browser,
     serving,

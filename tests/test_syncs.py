@@ -13,12 +13,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from literate.decoding.sampling import filter_logits, sampler
+from literate.models.gpt2 import gpt2_model
+from literate.models.transformer2017 import EncoderDecoder
 from literate.parts.blocks import decoder_layer_2017, encoder_layer_2017, gpt2_block
 from literate.parts.multi_head import MultiHeadAttention
-from literate.models.gpt2 import gpt2_model
-from literate.decoding.sampling import filter_logits, sampler
-from literate.models.transformer2017 import EncoderDecoder
 from literate.tools.syncs import host_reads
+
 
 def syncs(fn, *args, **kwargs) -> int:
     return host_reads(fn, *args, **kwargs)
@@ -133,8 +134,8 @@ def test_a_fresh_rope_layer_compiles_on_its_first_call(base):
     Chapter 10's LinearScaledRotaryEmbedding (Gemma 3's global layers) grows its tables
     with its float factor alike."""
     from literate.parts.blocks import qwen3_block
-    from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
     from literate.parts.positions import RotaryEmbedding
+    from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
 
     x = torch.randn(1, 5, 8)
     for make in (lambda: RotaryEmbedding(8, base=base),

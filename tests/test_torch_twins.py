@@ -14,6 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from literate.models.torch_twins import (
+    torch_decoder_layer,
+    torch_encoder_layer,
+    twin_eps,
+)
+from literate.models.transformer2017 import EncoderDecoder
 from literate.parts.blocks import (
     PostNormDecoderLayer,
     PostNormEncoderLayer,
@@ -23,8 +29,6 @@ from literate.parts.blocks import (
 from literate.parts.ffn import DenseFFN, GatedFFN
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import LayerNorm, RMSNorm
-from literate.models.transformer2017 import EncoderDecoder
-from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer, twin_eps
 
 D, H, D_FF = 16, 4, 32
 

@@ -40,13 +40,13 @@ from transformers.masking_utils import (
 
 from literate.parts.cache import KVCache
 from literate.parts.multi_head import MultiHeadAttention
-from literate.tools.syncs import host_reads
 from literate.parts.window import (
     RingKVCache,
     SlidingWindowAttention,
     window_allowed,
     window_attention_allowed,
 )
+from literate.tools.syncs import host_reads
 
 F64 = torch.float64
 SAME = 1e-12

@@ -29,8 +29,11 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from literate.parts.attention import (causal_allowed, padding_allowed,
-                                scaled_dot_product_attention)
+from literate.parts.attention import (
+    causal_allowed,
+    padding_allowed,
+    scaled_dot_product_attention,
+)
 
 torch.manual_seed(0)
 T, d_k = 8, 16

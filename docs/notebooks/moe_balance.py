@@ -43,15 +43,34 @@ import matplotlib.pyplot as plt
 import torch
 
 try:  # the site's package, installed
-    from literate.numbers.moe_training import (BALANCE_COEF, LAST, STEPS, TINY_MOE, imbalance,
-                                       moe_training_loop, topic_batch,
-                                       topic_distributions, topic_loss,
-                                       train_tiny_moe, unigram_loss)
+    from literate.numbers.moe_training import (
+        BALANCE_COEF,
+        LAST,
+        STEPS,
+        TINY_MOE,
+        imbalance,
+        moe_training_loop,
+        topic_batch,
+        topic_distributions,
+        topic_loss,
+        train_tiny_moe,
+        unigram_loss,
+    )
 except ImportError:  # or chapter 9's one file, next to this notebook
     try:
-        from mixtral import (BALANCE_COEF, LAST, STEPS, TINY_MOE, imbalance,
-                             moe_training_loop, topic_batch, topic_distributions,
-                             topic_loss, train_tiny_moe, unigram_loss)
+        from mixtral import (
+            BALANCE_COEF,
+            LAST,
+            STEPS,
+            TINY_MOE,
+            imbalance,
+            moe_training_loop,
+            topic_batch,
+            topic_distributions,
+            topic_loss,
+            train_tiny_moe,
+            unigram_loss,
+        )
     except ImportError as error:
         raise ImportError(
             "this notebook needs the code of chapter 9: install the site's literate "

@@ -44,11 +44,18 @@ import matplotlib.pyplot as plt
 import torch
 
 try:  # the site's package, installed
-    from literate.models.transformer2017 import EncoderDecoder, cross_attention_weights, transformer_lr
+    from literate.models.transformer2017 import (
+        EncoderDecoder,
+        cross_attention_weights,
+        transformer_lr,
+    )
 except ImportError:  # or chapter 4's one file, next to this notebook
     try:
-        from transformer2017 import (EncoderDecoder, cross_attention_weights,
-                                     transformer_lr)
+        from transformer2017 import (
+            EncoderDecoder,
+            cross_attention_weights,
+            transformer_lr,
+        )
     except ImportError as error:
         raise ImportError(
             "this notebook needs the model of chapter 4: install the site's literate "

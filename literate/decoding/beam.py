@@ -37,8 +37,13 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from literate.decoding.generate import (
+    cached_run,
+    check_prompt,
+    check_request,
+    new_decode_cache,
+)
 from literate.parts.checks import non_negative_int, positive_int
-from literate.decoding.generate import cached_run, check_prompt, check_request, new_decode_cache
 
 __all__ = ["BeamResult", "hf_length_penalty", "gnmt_length_penalty", "beam_search",
            "beam_generate"]

@@ -25,9 +25,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from literate.decoding.sampling import greedy
 from literate.parts.cache import DecodeCache
 from literate.parts.checks import bool_tensor, non_negative_int, positive_int, token_ids
-from literate.decoding.sampling import greedy
 
 __all__ = ["new_decode_cache", "cached_run", "check_prompt", "check_request", "generate"]
 

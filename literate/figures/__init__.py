@@ -17,18 +17,20 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
-from literate.figures import attention
-from literate.figures import positions
-from literate.figures import heads
-from literate.figures import sampling
-from literate.figures import gpt2
-from literate.figures import encdec
-from literate.figures import modern
-from literate.figures import decoding
-from literate.figures import moe
-from literate.figures import long_context
-from literate.figures import eras
-from literate.figures import bench
+from literate.figures import (
+    attention,
+    bench,
+    decoding,
+    encdec,
+    eras,
+    gpt2,
+    heads,
+    long_context,
+    modern,
+    moe,
+    positions,
+    sampling,
+)
 from literate.figures.style import LANGUAGES, THEMES, recolour_dark, svg_bytes
 
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from literate.parts.attention import causal_allowed, padding_allowed
 from literate.figures.style import BOX_INK, style, text
 from literate.numbers.studies import score_statistics
+from literate.parts.attention import causal_allowed, padding_allowed
 
 SCALING_LABELS = {
     "en": {

@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from literate.tools.bench import load_results
 from literate.figures.style import style, text
+from literate.tools.bench import load_results
 
 RATIOS_LABELS = {
     "en": {

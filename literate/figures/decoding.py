@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from literate.numbers.decode_cost import STRATEGIES, TINY_LLAMA, step_traffic
 from literate.figures.style import style, text
+from literate.numbers.decode_cost import STRATEGIES, TINY_LLAMA, step_traffic
 
 STEP_COST_LABELS = {
     "en": {

@@ -17,10 +17,15 @@ import torch
 from matplotlib.figure import Figure
 
 from literate.figures.style import style, text
-from literate.numbers.golden import reference
 from literate.models.gpt2 import train_period_lm
-from literate.numbers.studies import (GPT2_INPUT_STD, NORM_POSITIONS, STUDY_DEPTHS, STUDY_LAYERS,
-                              gradient_study)
+from literate.numbers.golden import reference
+from literate.numbers.studies import (
+    GPT2_INPUT_STD,
+    NORM_POSITIONS,
+    STUDY_DEPTHS,
+    STUDY_LAYERS,
+    gradient_study,
+)
 
 # The rows of the gradient figure: (label key, init, input_std), and the control drawn
 # in the GPT-2 row: pre-norm under GPT-2's init with unit-variance inputs.

@@ -9,8 +9,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from literate.figures.style import BOX_INK, style, text
-from literate.parts.multi_head import grouped_attention
 from literate.numbers.params import PUBLISHED_ATTENTION, kv_cache_bytes_per_token
+from literate.parts.multi_head import grouped_attention
 
 GROUPING_LABELS = {
     "en": {

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from literate.parts.positions import apply_rope, rope_cache, sinusoidal_table
 from literate.figures.style import style, text
+from literate.parts.positions import apply_rope, rope_cache, sinusoidal_table
 
 SINUSOID_LABELS = {
     "en": {

@@ -13,8 +13,8 @@ is refused, naming the field, never silently changed.
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Mapping
+from functools import partial
 
 import torch
 import torch.nn.functional as F

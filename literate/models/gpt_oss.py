@@ -28,9 +28,6 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from literate.parts.blocks import PreNormBlock
-from literate.parts.checks import boolean, non_negative_int, positive_float, positive_int
-from literate.parts.multi_head import head_counts
 from literate.models.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
@@ -40,8 +37,12 @@ from literate.models.llama import (
     tied_head_state,
 )
 from literate.models.mixtral import model_balancing_loss
-from literate.parts.rope_scaling import (
-    YarnRotaryEmbedding, rope_settings, yarn_settings,
+from literate.parts.blocks import PreNormBlock
+from literate.parts.checks import (
+    boolean,
+    non_negative_int,
+    positive_float,
+    positive_int,
 )
 from literate.parts.moe import (
     GptOssExperts,
@@ -49,8 +50,14 @@ from literate.parts.moe import (
     Router,
     gpt_oss_router,
 )
+from literate.parts.multi_head import head_counts
 from literate.parts.norms import RMSNorm
 from literate.parts.positions import RotaryEmbedding
+from literate.parts.rope_scaling import (
+    YarnRotaryEmbedding,
+    rope_settings,
+    yarn_settings,
+)
 from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
 from literate.parts.window import LAYER_TYPES
 

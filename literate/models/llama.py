@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
+from literate.models.gpt2 import GPTLanguageModel
 from literate.parts.blocks import llama_block, same_width
 from literate.parts.checks import boolean, positive_float, positive_int
 from literate.parts.multi_head import MultiHeadAttention
-from literate.models.gpt2 import GPTLanguageModel
 from literate.parts.norms import RMSNorm
 
 __all__ = [

@@ -10,8 +10,8 @@ The window itself (its mask, its ring cache, `SlidingWindowAttention`) is a part
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Mapping
+from functools import partial
 
 from torch import Tensor
 

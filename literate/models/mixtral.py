@@ -24,9 +24,6 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from literate.parts.blocks import PreNormBlock
-from literate.parts.checks import boolean, non_negative_int, positive_float, positive_int
-from literate.parts.multi_head import MultiHeadAttention, head_counts
 from literate.models.llama import (
     HF_LLAMA_NAMES,
     LLAMA_DEFAULTS,
@@ -38,7 +35,21 @@ from literate.models.llama import (
     refuse_mismatches,
     tied_head_state,
 )
-from literate.parts.moe import Experts, MoEFFN, Router, load_balancing_loss, mixtral_router
+from literate.parts.blocks import PreNormBlock
+from literate.parts.checks import (
+    boolean,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from literate.parts.moe import (
+    Experts,
+    MoEFFN,
+    Router,
+    load_balancing_loss,
+    mixtral_router,
+)
+from literate.parts.multi_head import MultiHeadAttention, head_counts
 from literate.parts.norms import RMSNorm
 from literate.parts.positions import RotaryEmbedding
 

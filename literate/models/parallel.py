@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from literate.models.llama import load_renamed
 from literate.parts.blocks import (
     ParallelBlock,
     PreNormBlock,
@@ -40,7 +41,6 @@ from literate.parts.blocks import (
 )
 from literate.parts.checks import float_tensor, positive_int
 from literate.parts.ffn import gelu_tanh
-from literate.models.llama import load_renamed
 
 __all__ = [
     "hf_config_field",

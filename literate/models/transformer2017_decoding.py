@@ -32,11 +32,16 @@ import math
 import torch
 from torch import Tensor
 
-from literate.decoding.beam import (BeamResult, EarlyStopping, beam_search, gnmt_length_penalty,
-                           stopping_rule)
+from literate.decoding.beam import (
+    BeamResult,
+    EarlyStopping,
+    beam_search,
+    gnmt_length_penalty,
+    stopping_rule,
+)
+from literate.models.transformer2017 import EncoderDecoder
 from literate.parts.cache import KVCache, MemoryKV
 from literate.parts.checks import bool_tensor, features, positive_int, token_ids
-from literate.models.transformer2017 import EncoderDecoder
 
 __all__ = ["Seq2SeqCache", "new_seq2seq_cache", "cached_decode_step",
            "cached_greedy_decode", "beam_translate"]

@@ -31,15 +31,11 @@ from functools import partial
 import torch
 from torch import nn
 
-from literate.parts.blocks import (
-    ParallelBlock,
-    PostNormDecoderLayer,
-    gemma3_block,
-    gpt2_block,
-    llama_block,
-    olmo2_block,
-    qwen3_block,
-)
+from literate.models.gpt2 import GPTLanguageModel
+from literate.models.gpt_oss import gpt_oss_block
+from literate.models.llama import LlamaLanguageModel
+from literate.models.mixtral import mixtral_block
+from literate.models.transformer2017 import EncoderDecoder
 from literate.numbers.catalog import (
     PUBLISHED_BLOCKS,
     QK_NORM,
@@ -49,19 +45,22 @@ from literate.numbers.catalog import (
     number,
     published_block,
 )
-from literate.parts.ffn import DenseFFN, GatedFFN
-from literate.parts.multi_head import MultiHeadAttention
-from literate.models.llama import LlamaLanguageModel
-from literate.parts.mla import MultiHeadLatentAttention
-from literate.parts.rope_scaling import YarnRotaryEmbedding
-from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
-from literate.models.gpt_oss import gpt_oss_block
-from literate.models.mixtral import mixtral_block
-from literate.models.gpt2 import GPTLanguageModel
-from literate.parts.moe import DeepSeekV3Router, GptOssExperts, MoEFFN
-from literate.parts.norms import RMSNorm
 from literate.numbers.published import published_model
-from literate.models.transformer2017 import EncoderDecoder
+from literate.parts.blocks import (
+    ParallelBlock,
+    PostNormDecoderLayer,
+    gemma3_block,
+    gpt2_block,
+    llama_block,
+    olmo2_block,
+    qwen3_block,
+)
+from literate.parts.ffn import DenseFFN, GatedFFN
+from literate.parts.mla import MultiHeadLatentAttention
+from literate.parts.moe import DeepSeekV3Router, GptOssExperts, MoEFFN
+from literate.parts.multi_head import MultiHeadAttention
+from literate.parts.norms import RMSNorm
+from literate.parts.rope_scaling import LinearScaledRotaryEmbedding, YarnRotaryEmbedding
 from literate.parts.sinks import SinkAttention
 
 __all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",

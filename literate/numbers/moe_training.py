@@ -47,13 +47,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from literate.models.mixtral import mixtral_model, router_aux_loss
 from literate.parts.checks import (
     non_negative_int,
     positive_float,
     positive_int,
     probability,
 )
-from literate.models.mixtral import mixtral_model, router_aux_loss
 
 __all__ = [
     "TinyMoE",

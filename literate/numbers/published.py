@@ -49,14 +49,20 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from literate.models.mixtral import mla_params, moe_params
+from literate.numbers.cache_ledger import PUBLISHED_CACHES
+from literate.numbers.params import CacheShape, gpt2_params, kv_cache_shape
 from literate.parts.checks import boolean, choice, non_negative_int, positive_int
 from literate.parts.ffn import DenseFFN, GatedFFN
-from literate.parts.multi_head import MultiHeadAttention, head_counts
-from literate.numbers.cache_ledger import PUBLISHED_CACHES
-from literate.models.mixtral import mla_params, moe_params
 from literate.parts.mla import MultiHeadLatentAttention
-from literate.parts.moe import DeepSeekV3Router, Experts, GptOssExperts, MoEFFN, switch_router
-from literate.numbers.params import CacheShape, gpt2_params, kv_cache_shape
+from literate.parts.moe import (
+    DeepSeekV3Router,
+    Experts,
+    GptOssExperts,
+    MoEFFN,
+    switch_router,
+)
+from literate.parts.multi_head import MultiHeadAttention, head_counts
 
 __all__ = ["PUBLISHED_CONFIGS", "PUBLISHED_FIGURES", "rounds_to", "parameter_counts",
            "cache_shape", "LatentShape", "decoding_flops", "published_config",
@@ -372,13 +378,13 @@ def published_model(name: str) -> nn.Module:
     """Our model of a published configuration (`published_config`), built by this
     site's loaders on the meta device: shapes only, so DeepSeek-V3 costs no memory.
     A new model at each call. Qwen3-30B-A3B has no loader here."""
+    from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
     from literate.models.gemma3 import gemma3_from_hf_config
+    from literate.models.gpt2 import gpt2_from_hf_config
     from literate.models.gpt_oss import gpt_oss_from_hf_config
     from literate.models.llama import llama_from_hf_config
-    from literate.models.mixtral import mixtral_from_hf_config
-    from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
-    from literate.models.gpt2 import gpt2_from_hf_config
     from literate.models.mistral import mistral_from_hf_config
+    from literate.models.mixtral import mixtral_from_hf_config
 
     builders = {"GPT2Config": partial(gpt2_from_hf_config, inference=True),
                 "LlamaConfig": llama_from_hf_config,

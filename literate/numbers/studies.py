@@ -23,12 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from literate.decoding.sampling import next_token_distribution
 from literate.parts.attention import causal_allowed
 from literate.parts.blocks import PostNormBlock, gpt2_block
 from literate.parts.checks import boolean, choice, positive_float, positive_int
 from literate.parts.multi_head import MultiHeadAttention, split_heads
 from literate.parts.norms import LayerNorm, RMSNorm
-from literate.decoding.sampling import next_token_distribution
 
 __all__ = [
     "score_statistics",

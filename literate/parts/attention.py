@@ -18,8 +18,14 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from literate.parts.checks import (bool_tensor, choice, float_tensor, non_negative_int,
-                             positive_float, positive_int)
+from literate.parts.checks import (
+    bool_tensor,
+    choice,
+    float_tensor,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 __all__ = [
     "AttentionResult",

@@ -27,8 +27,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from literate.parts.checks import (bool_tensor, float_dtype, float_tensor, non_negative_int,
-                             positive_int)
+from literate.parts.checks import (
+    bool_tensor,
+    float_dtype,
+    float_tensor,
+    non_negative_int,
+    positive_int,
+)
 
 __all__ = ["KVCache", "MemoryKV", "DecodeCache"]
 

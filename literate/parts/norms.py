@@ -18,8 +18,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.parts.checks import (boolean, features, float_tensor, positive_float,
-                             positive_int)
+from literate.parts.checks import (
+    boolean,
+    features,
+    float_tensor,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["LayerNorm", "RMSNorm", "ZeroCentredRMSNorm", "layer_norm", "rms_norm"]
 

@@ -123,10 +123,10 @@ class SinkAttention(MultiHeadAttention):
     `sinks` [H] (zeros at first, as a "softmax + 1"; Hugging Face's name), and one
     method changed, `attend`, which runs `sink_attention` (weights or not: the fused
     kernel has no room for the extra logit; `sink_attention_sdpa` makes it one by
-    copying K and V to append the zero key, at every call: `python -m literate.tools.bench
-    --only long` times the two). Everything else, masks, caches, RoPE, padding, is
-    chapter 3's. `options`: MultiHeadAttention's (bias, d_head, rope, ...; gpt-oss:
-    bias=True)."""
+    copying K and V to append the zero key, at every call:
+    `python -m literate.tools.bench --only long` times the two). Everything else, masks,
+    caches, RoPE, padding, is chapter 3's. `options`: MultiHeadAttention's (bias,
+    d_head, rope, ...; gpt-oss: bias=True)."""
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None,
                  **options: object) -> None:

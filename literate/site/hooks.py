@@ -45,7 +45,14 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-from literate.site.docblocks import CLAIM, ROOT, Claim, claim_problems, iter_claims, nav_order
+from literate.site.docblocks import (
+    CLAIM,
+    ROOT,
+    Claim,
+    claim_problems,
+    iter_claims,
+    nav_order,
+)
 from literate.site.warm_kernels import WarmKernels, third_party_imports
 
 log = logging.getLogger("mkdocs.hooks.literate")

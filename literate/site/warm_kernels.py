@@ -230,7 +230,6 @@ class WarmKernels:
 
     def __init__(self, folder: str, preload: list[str], env: dict[str, str] | None = None) -> None:
         import subprocess
-
         import tempfile
 
         # a UNIX socket's path has at most about 100 characters: not under `folder`

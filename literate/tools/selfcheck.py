@@ -16,29 +16,56 @@ import torch.nn.functional as F
 from torch import nn
 
 from literate.decoding.beam import beam_generate
+from literate.decoding.generate import generate
+from literate.decoding.sampling import sampler
+from literate.models.gpt2 import (
+    gpt2_block_targets,
+    gpt2_from_hf_config,
+    gpt2_model,
+    load_hf_gpt2,
+)
 from literate.models.gpt_oss import gpt_oss_model
-from literate.parts.mla import MultiHeadLatentAttention
+from literate.models.llama import llama_from_hf_config, llama_model, load_hf_llama
+from literate.models.mistral import mistral_model
+from literate.models.mixtral import (
+    load_hf_mixtral,
+    mixtral_from_hf_config,
+    mixtral_model,
+    router_aux_loss,
+)
+from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
+from literate.models.transformer2017 import EncoderDecoder
+from literate.models.transformer2017_decoding import (
+    beam_translate,
+    cached_greedy_decode,
+)
 from literate.numbers.params import cache_bytes, kv_cache_shape
+from literate.parts.attention import (
+    causal_allowed,
+    padding_allowed,
+    scaled_dot_product_attention,
+)
+from literate.parts.blocks import (
+    cohere_block,
+    gemma3_block,
+    gptj_block,
+    llama_block,
+    neox_block,
+    olmo2_block,
+    qwen3_block,
+)
+from literate.parts.mla import MultiHeadLatentAttention
+from literate.parts.moe import dispatch
+from literate.parts.multi_head import (
+    MultiHeadAttention,
+    load_packed_qkv,
+    merge_heads,
+    split_heads,
+)
+from literate.parts.positions import apply_rope, rope_cache
 from literate.parts.sinks import sink_attention, sink_share
 from literate.parts.window import SlidingWindowAttention, window_allowed
-from literate.models.mistral import mistral_model
-from literate.parts.attention import causal_allowed, padding_allowed, scaled_dot_product_attention
-from literate.parts.blocks import (cohere_block, gemma3_block, gptj_block, llama_block,
-                             neox_block, olmo2_block, qwen3_block)
-from literate.decoding.generate import generate
-from literate.parts.multi_head import MultiHeadAttention, load_packed_qkv, merge_heads, split_heads
-from literate.models.llama import llama_from_hf_config, llama_model, load_hf_llama
-from literate.models.mixtral import (load_hf_mixtral, mixtral_from_hf_config, mixtral_model,
-                              router_aux_loss)
-from literate.models.gpt2 import (gpt2_block_targets, gpt2_from_hf_config, gpt2_model,
-                             load_hf_gpt2)
-from literate.parts.moe import dispatch
-from literate.parts.positions import apply_rope, rope_cache
-from literate.decoding.sampling import sampler
-from literate.models.transformer2017 import EncoderDecoder
-from literate.models.transformer2017_decoding import beam_translate, cached_greedy_decode
 from literate.tools.syncs import host_reads
-from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
 
 __all__ = ["check_attention", "check_transformer2017", "check_decoding", "check_gpt2",
            "check_llama", "check_mixtral", "check_long_context"]
