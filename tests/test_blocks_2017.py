@@ -1,5 +1,7 @@
-"""The 2017 post-norm layers equal PyTorch's own, forward and backward, and keep the seed's
-contracts (D01, D02, D12, D14); every block checks its parts (`same_width`) and reads no
+"""The 2017 post-norm layers equal PyTorch's own, forward and backward, and keep their
+contracts (cross-attention reads the memory and decouples T from S, zeroed sublayers leave
+the norms alone, cross-attention refuses RoPE and a cache, the decoder is causal by
+construction); every block checks its parts (`same_width`) and reads no
 tensor values in a forward unless a padding mask may leave a query row empty;
 `PostNormBlock` is the 2017 placement, x = N(x + F(x)), of a causal block.
 
@@ -230,10 +232,10 @@ def test_two_decoder_layers_equal_nn_transformer_decoder():
 
 
 # ---------------------------------------------------------------------------------------
-# The seed's contracts
+# The layers' contracts
 
 
-def test_d01_cross_attention_decouples_t_from_s_and_reads_the_memory():
+def test_cross_attention_decouples_t_from_s_and_reads_the_memory():
     layer = decoder(seed=30)
     x = rand(2, 7, D, seed=14)
     memory, other = rand(2, 5, D, seed=15), rand(2, 5, D, seed=16)
@@ -246,7 +248,7 @@ def test_d01_cross_attention_decouples_t_from_s_and_reads_the_memory():
     assert enc(x).shape == x.shape
 
 
-def test_d02_post_norm_with_both_sublayers_zeroed_is_exactly_the_norms():
+def test_post_norm_with_both_sublayers_zeroed_is_exactly_the_norms():
     x = rand(4, 5, D, seed=17) * 3 + 1
     enc = encoder(seed=32)
     dec = decoder(seed=33)
@@ -268,7 +270,7 @@ def test_d02_post_norm_with_both_sublayers_zeroed_is_exactly_the_norms():
         assert torch.equal(pre(x), x)  # ... pre-norm is
 
 
-def test_d12_cross_attention_refuses_rope_and_a_cache():
+def test_cross_attention_refuses_rope_and_a_cache():
     """Each refusal names what cross-attention cannot take (the messages are heads.py's)."""
     memory, x = rand(1, 3, D, seed=19), rand(1, 4, D, seed=20)
     refused = r"^cross-attention \(memory given\) "
@@ -291,7 +293,7 @@ def test_d12_cross_attention_refuses_rope_and_a_cache():
     assert dec.cross_attn.rope is None
 
 
-def test_d14_the_decoder_layer_is_causal_by_construction():
+def test_the_decoder_layer_is_causal_by_construction():
     """There is no mask or causal argument to forget: the layer builds its causal mask itself."""
     params = inspect.signature(PostNormDecoderLayer.forward).parameters
     assert not {"causal", "mask", "tgt_mask", "attn_mask"} & set(params)

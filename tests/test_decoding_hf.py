@@ -12,7 +12,7 @@ weights copied, float64.
   refuses it, naming the row); positions from arange instead of cumsum - 1 change
   GPT-2's continuation, and Llama's logits only by the rounding of RoPE's float32 tables.
 - Chunked prefill == one prefill; the context limit; the host syncs.
-- D04 at the layer level: a `MultiHeadAttention` decoding token by token with a KVCache
+- cached decoding at the layer level: a `MultiHeadAttention` decoding token by token with a KVCache
   == its full causal forward, and the cache holds the keys (rotated) and values an
   independent computation gives, for MHA, GQA and MQA, with and without RoPE.
 
@@ -40,7 +40,6 @@ import contextlib
 
 import pytest
 import torch
-from harness import F32_BOUND
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
 
@@ -57,6 +56,8 @@ from literate.parts.cache import DecodeCache
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.positions import apply_rope, rope_cache
 from literate.tools.syncs import HostReads
+
+from harness import F32_BOUND
 
 F64 = torch.float64
 REL = 1e-10  # ours vs HF, times the largest |logit|
@@ -479,7 +480,7 @@ def test_host_syncs_one_for_the_prompt_one_per_token_for_eos(pair):
     assert set(calls) == {"__bool__"}
 
 
-# --- 8. D04 at the layer level ----------------------------------------------------------
+# --- 8. cached decoding at the layer level ----------------------------------------------------------
 @pytest.mark.parametrize("rope", [False, True], ids=["no-rope", "rope"])
 @pytest.mark.parametrize("n_kv", [4, 2, 1], ids=["MHA", "GQA", "MQA"])
 def test_layer_decoding_with_a_cache_equals_the_full_causal_forward(n_kv, rope):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import hf_causal_mask
 from torch import nn
 
 from literate.models.gpt2 import copy_hf_gpt2_block
@@ -37,6 +36,8 @@ from literate.parts.blocks import (
 from literate.parts.ffn import DenseFFN
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import LayerNorm
+
+from harness import hf_causal_mask
 
 F64 = torch.float64
 D, H = 32, 4

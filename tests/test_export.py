@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from harness import F32_BOUND
 from torch import nn
 
 from literate.site.docblocks import ROOT
 from literate.tools.export import ERAS, assemble, main, section_source
+
+from harness import F32_BOUND
 
 F64 = torch.float64
 # One intra-op thread in the interpreters started here, as conftest.py sets it for the

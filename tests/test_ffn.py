@@ -33,7 +33,7 @@ def test_gated_ffn_is_the_swiglu_formula():
 
 
 def test_parameter_parity_of_dense_4d_and_gated_8d_over_3():
-    """Seed check D06: d=96, dense hidden 384 and gated hidden 256 both have 73,728 weights."""
+    """Parameter parity: d=96, dense hidden 384 and gated hidden 256 both have 73,728 weights."""
     assert n_params(DenseFFN(96, 384, F.relu, bias=False)) == 73_728
     assert n_params(GatedFFN(96, 256, F.silu, bias=False)) == 73_728
 

@@ -53,7 +53,6 @@ import re
 
 import pytest
 import torch
-from harness import assert_float32_limited
 from safetensors.torch import load_file
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from transformers.models.gemma3 import modeling_gemma3 as gemma3
@@ -74,6 +73,8 @@ from literate.numbers.params import kv_cache_bytes
 from literate.parts.positions import RotaryEmbedding
 from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
 from literate.tools.syncs import host_reads
+
+from harness import assert_float32_limited
 
 F64 = torch.float64
 F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 norms each

@@ -1,7 +1,9 @@
 """Chapter 5: the GPT-2 block and model against Hugging Face's GPT2Block / GPT2LMHeadModel
-(forward and backward, float64), the parameter count, the seed checks D02, D03, D08 and D14,
-generation's stops, cropping and `choose=` (greedy by default, chapter 6's sampler), the
-host syncs of a forward and of generation, and every error path of literate/models/gpt2.py.
+(forward and backward, float64), the parameter count, the block's contracts (zeroed
+sublayers are the identity, no leak from the future, the FFN reads the attention-updated
+stream, causal without being asked), generation's stops, cropping and `choose=` (greedy
+by default, chapter 6's sampler), the host syncs of a forward and of generation, and
+every error path of literate/models/gpt2.py.
 Loading Hugging Face weights by state dict and the configuration checks:
 tests/test_gpt2_loading.py.
 
@@ -22,7 +24,6 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import hf_causal_mask
 
 from literate.decoding.sampling import greedy, sampler
 from literate.models.gpt2 import (
@@ -44,6 +45,8 @@ from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import LayerNorm
 from literate.parts.positions import LearnedPositions
 from literate.tools.syncs import HostReads as HostSyncs
+
+from harness import hf_causal_mask
 
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
@@ -192,10 +195,10 @@ def test_formula_equals_numel_of_our_model(shape):
 
 
 # ---------------------------------------------------------------------------------------
-# The seed's checks: D02, D03, D08, D14
+# The block's contracts
 
 
-def test_d02_zeroed_sublayers_make_the_pre_norm_block_exactly_the_identity():
+def test_zeroed_sublayers_make_the_pre_norm_block_exactly_the_identity():
     block = gpt2_block(D, H, dropout=0.3).double().train()  # dropout of zero is still zero
     with torch.no_grad():
         for layer in (block.attn.o_proj, block.ffn.down_proj):
@@ -205,7 +208,7 @@ def test_d02_zeroed_sublayers_make_the_pre_norm_block_exactly_the_identity():
     assert torch.equal(block(x), x)
 
 
-def test_d03_future_cannot_leak_back_and_position_zero_reaches_forward():
+def test_future_cannot_leak_back_and_position_zero_reaches_forward():
     torch.manual_seed(0)
     block = gpt2_block(D, H, dropout=0.0).double().eval()
     x = rand(2, 6, D)
@@ -220,7 +223,7 @@ def test_d03_future_cannot_leak_back_and_position_zero_reaches_forward():
     assert ((out[:, 1:] - out_past[:, 1:]).abs().amax(-1) > 1e-3).all()  # every later position moved
 
 
-def test_d08_serial_pre_norm_ffn_reads_the_attention_updated_stream():
+def test_serial_pre_norm_ffn_reads_the_attention_updated_stream():
     torch.manual_seed(0)
     block = gpt2_block(D, H, dropout=0.0).double()
     seen = {}
@@ -237,7 +240,7 @@ def test_d08_serial_pre_norm_ffn_reads_the_attention_updated_stream():
     assert not torch.allclose(seen["ffn_in"], block.norm2(x), atol=1e-3)
 
 
-def test_d14_the_block_is_causal_without_being_asked():
+def test_the_block_is_causal_without_being_asked():
     params = inspect.signature(PreNormBlock.forward).parameters
     assert not {"causal", "mask", "attn_mask", "causal_mask"} & set(params)  # no way to switch it off
     torch.manual_seed(0)

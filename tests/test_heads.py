@@ -12,7 +12,7 @@ checks them against each other):
   gradients w.r.t. the inputs and every parameter;
 - MHA, GQA and MQA with RoPE equal PyTorch's fused `F.scaled_dot_product_attention(...,
   enable_gqa=True)` run on the same projections, and an independent reference that copies
-  K/V with `repeat_interleave` and rotates with complex numbers (seed 003's
+  K/V with `repeat_interleave` and rotates with complex numbers (the
   `reference_gqa`), forward and backward, also at a start_pos and while the RoPE tables grow;
 - the KV cache: token-by-token and chunked decode equal the full causal forward (RoPE,
   GQA, padding on either side), the cache holds n_kv heads whose contents equal
@@ -20,7 +20,9 @@ checks them against each other):
   cache (never copied to n_heads); a refused call leaves the cache as it was;
 - RoPE tables: computed once per layer, grown (doubled) on demand, equal to `rope_cache`
   bit for bit, not in the state dict, converted with the layer;
-- the seed's regression checks D05, D06 (attention), D07, D10, D11, D12, D13, D15;
+- regression checks: MHA as the n_kv = n_heads case, parameter and KV-byte formulas, packed
+  QKV, argument checks, cache positions, cross-attention guards, mask axes and empty rows,
+  RoPE tables in the layer's dtype;
 - every error path, with its whole message (anchored), and NaN in, NaN out; each
   cross-attention refusal names its own option and none of the others.
 
@@ -111,7 +113,7 @@ def rope_reference(x: torch.Tensor, start: int, base: float = 10_000.0) -> torch
 
 def reference_gqa(m: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor, *, rope: bool,
                   start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Seed 003's reference: project, rotate, physically repeat_interleave K/V up to H heads,
+    """A plain reference: project, rotate, physically repeat_interleave K/V up to H heads,
     plain softmax attention per head. Returns (output, per-head output before o_proj)."""
     b, t, d = x.shape
     h, h_kv = m.n_heads, m.n_kv_heads
@@ -274,7 +276,7 @@ def test_matches_fused_sdpa_with_enable_gqa(h_kv, rope, return_weights):
 @PATHS
 @pytest.mark.parametrize("h_kv", [8, 2, 1], ids=["mha", "gqa-2", "mqa"])
 def test_matches_repeat_interleave_reference_with_rope(h_kv, return_weights):
-    """Seed 003, D05: MHA is the n_kv = n_heads case; a real grouping (group of 4) and MQA
+    """MHA is the n_kv = n_heads case; a real grouping (group of 4) and MQA
     are checked against a reference that physically copies K/V; MQA's per-head outputs
     are distinct (the group axis is broadcast per head, not collapsed). Both paths: the
     fused kernel (is_causal) and the transparent attention."""
@@ -419,7 +421,7 @@ def test_grouped_attention_never_materialises_g_copies_of_k_or_v():
 
 @pytest.mark.parametrize("h_kv", [4, 2, 1], ids=["mha", "gqa", "mqa"])
 def test_cached_decode_equals_full_causal_forward(h_kv):
-    """Seed 003, D04 at layer level: prefill 3 tokens, then one at a time (RoPE, GQA)."""
+    """Cached decoding at the layer level: prefill 3 tokens, then one at a time (RoPE, GQA)."""
     m = layer(70 + h_kv, 32, 4, h_kv, rope=True)
     g = gen(71)
     x = randn(g, 2, 7, 32)
@@ -580,11 +582,11 @@ def test_one_cache_serves_one_layer():
 
 
 # --------------------------------------------------------------------------------------
-# Seed 003 regression checks
+# Regression checks
 # --------------------------------------------------------------------------------------
 
 
-def test_d06_attention_params_formula_equals_numel():
+def test_attention_params_formula_equals_numel():
     for d, h, h_kv in [(32, 8, 8), (32, 8, 2), (32, 8, 1), (96, 8, 2), (64, 4, 4)]:
         for bias in (False, True):
             m = MultiHeadAttention(d, h, h_kv, bias=bias)
@@ -592,7 +594,7 @@ def test_d06_attention_params_formula_equals_numel():
         assert attention_params(d, h, h_kv) == 2 * d * d * (1 + Fraction(h_kv, h))
 
 
-def test_d06_kv_bytes_per_token_equals_real_storage():
+def test_kv_bytes_per_token_equals_real_storage():
     n_layers, b, capacity = 3, 2, 5
     for h, h_kv, dtype in [(8, 8, torch.float16), (8, 2, torch.float32), (8, 1, torch.bfloat16)]:
         m = MultiHeadAttention(32, h, h_kv).to(dtype)
@@ -613,7 +615,7 @@ def test_published_kv_cache_arithmetic():
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("h_kv", [4, 2, 1])
-def test_d07_packed_qkv_equals_separate(bias, h_kv):
+def test_packed_qkv_equals_separate(bias, h_kv):
     """Numerically equivalent (one GEMM against three), not promised bit-identical: 1e-13."""
     m = layer(100 + h_kv, 32, 4, h_kv, bias=bias)
     x = randn(gen(101), 2, 5, 32)
@@ -630,7 +632,7 @@ def test_d07_packed_qkv_equals_separate(bias, h_kv):
         torch.testing.assert_close(twin(x, causal=True), m(x, causal=True), **TOL)
 
 
-def test_d10_config_validation():
+def test_config_validation():
     with pytest.raises(ValueError, match=r"^d_model=100 must be divisible by n_heads=8: a floored d_head would attend "
                                          r"in 96 of 100 dims without any error$"):
         MultiHeadAttention(100, 8)
@@ -640,7 +642,7 @@ def test_d10_config_validation():
         MultiHeadAttention(48, 16, rope=True)  # d_head = 3
 
 
-def test_d11_start_pos_and_cache_consistency():
+def test_start_pos_and_cache_consistency():
     m = layer(110, 32, 4, rope=True)
     cache = m.new_cache(1, 8)
     g = gen(111)
@@ -691,7 +693,7 @@ def test_check_call_returns_the_start_and_the_number_of_keys_the_queries_see():
         check(x, cache=cache, start_pos=3)
 
 
-def test_d12_cross_attention_guards_and_memory_is_read():
+def test_cross_attention_guards_and_memory_is_read():
     x, memory = randn(gen(120), 1, 4, 32), randn(gen(121), 1, 3, 32)
     plain = layer(123, 32, 4)
     cache = plain.new_cache(1, 8)
@@ -712,7 +714,7 @@ def test_d12_cross_attention_guards_and_memory_is_read():
 
 
 @pytest.mark.parametrize("b, t, h_kv", [(2, 5, 2), (3, 3, 1), (4, 4, 4)], ids=["B=n_kv", "B=T_q", "B=T_q=n_kv"])
-def test_d13_batch_size_never_collides_with_a_mask_axis(b, t, h_kv):
+def test_batch_size_never_collides_with_a_mask_axis(b, t, h_kv):
     """A batch equal to n_kv_heads or to T_q: batched padding masks equal per-sample runs."""
     m = layer(130 + b, 16, 4, h_kv, rope=True)
     x = randn(gen(131), b, t, 16)
@@ -725,7 +727,7 @@ def test_d13_batch_size_never_collides_with_a_mask_axis(b, t, h_kv):
     torch.testing.assert_close(batched, one_by_one, **TOL)
 
 
-def test_d13_fully_masked_row_is_refused_by_default_and_finite_with_zero():
+def test_fully_masked_row_is_refused_by_default_and_finite_with_zero():
     m = layer(140, 32, 4)
     x = randn(gen(141), 2, 5, 32).requires_grad_()
     valid = torch.tensor([[False, True, True, True, True], [True] * 5])  # query 0 of sample 0 sees nothing
@@ -741,7 +743,7 @@ def test_d13_fully_masked_row_is_refused_by_default_and_finite_with_zero():
     assert all(torch.isfinite(t).all() for t in g)
 
 
-def test_d15_rope_tables_follow_the_layer_dtype():
+def test_rope_tables_follow_the_layer_dtype():
     """The RoPE tables are buffers: they follow the layer to float32 and bfloat16, and the
     outputs stay within those dtypes' rounding of the float64 layer's."""
     m64 = layer(150, 32, 4, 2, rope=True)

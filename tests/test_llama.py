@@ -33,7 +33,6 @@ import re
 
 import pytest
 import torch
-from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
 from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
@@ -50,6 +49,8 @@ from literate.models.llama import (
 from literate.parts.blocks import llama_block
 from literate.parts.norms import RMSNorm
 from literate.tools.syncs import host_reads
+
+from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
 
 F64 = torch.float64
 F64_TOL = 1e-10

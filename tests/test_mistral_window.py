@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import assert_float32_limited, hf_in_input_dtype
 from transformers import LlamaConfig, MistralConfig, MistralForCausalLM
 from transformers.masking_utils import sdpa_mask, sliding_window_causal_mask_function
 from transformers.models.mistral import modeling_mistral as mistral
@@ -52,6 +51,8 @@ from literate.numbers.params import kv_cache_bytes
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.window import SlidingWindowAttention
 from literate.tools.syncs import host_reads
+
+from harness import assert_float32_limited, hf_in_input_dtype
 
 F64 = torch.float64
 F64_TOL = 1e-10

@@ -20,7 +20,6 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
 from transformers import (
     DeepseekV3Config,
     DeepseekV3ForCausalLM,
@@ -44,6 +43,8 @@ from literate.models.mixtral import (
 )
 from literate.parts.moe import MoEFFN
 from literate.tools.syncs import host_reads
+
+from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
 
 F64 = torch.float64
 F64_TOL = 1e-12

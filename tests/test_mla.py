@@ -35,7 +35,6 @@ import warnings
 
 import pytest
 import torch
-from harness import assert_float32_limited
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM, DynamicCache
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds
 
@@ -63,6 +62,8 @@ from literate.parts.positions import interleaved_to_half_permutation
 from literate.parts.rope_scaling import YarnRotaryEmbedding, yarn_inverse_frequencies
 from literate.tools.syncs import host_reads
 from literate.tools.timing import time_decode_steps
+
+from harness import assert_float32_limited
 
 F64 = torch.float64
 F64_TOL = 1e-12

@@ -29,8 +29,8 @@ float32-limited. Each comparison is made twice:
     swapped for its own formula in the input dtype): max |diff| <= 1e-10 (measured <= 6e-14).
 A wrong transpose, norm placement or scale is off by 1e-2 or more.
 
-Also here: the Gemma trap (1 + w in bfloat16 loses every |w| up to 2^-8), D06 (FFN parameter
-parity, the attention formula 2 d^2 (1 + H_kv / H)), D09 (every parameter of each modern block
+Also here: the Gemma trap (1 + w in bfloat16 loses every |w| up to 2^-8), the parameter
+parity (FFN, and the attention formula 2 d^2 (1 + H_kv / H)), gradients (every parameter of each modern block
 gets a finite, non-zero gradient), Llama's FFN width rule against published configurations,
 no host syncs in any block's forward (compile: the page's claim modern.blocks-read-no-values).
 """
@@ -42,7 +42,6 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import assert_float32_limited
 from transformers import Gemma3TextConfig, Olmo2Config, Qwen3Config
 from transformers.models.gemma3 import modeling_gemma3 as gemma3
 from transformers.models.olmo2 import modeling_olmo2 as olmo2
@@ -52,6 +51,8 @@ from literate.parts.blocks import gemma3_block, llama_block, olmo2_block, qwen3_
 from literate.parts.ffn import DenseFFN, GatedFFN, llama_ffn_width
 from literate.parts.norms import RMSNorm, ZeroCentredRMSNorm
 from literate.tools.syncs import host_reads
+
+from harness import assert_float32_limited
 
 F64 = torch.float64
 F64_TOL = 1e-10
@@ -299,12 +300,12 @@ def test_gemma_trap_one_plus_w_in_bfloat16_loses_small_w():
     assert (ours(x) != naive).float().mean() > 0.1  # the learned 0.1% changes many outputs
 
 
-# --- D06, the width rule, D09 -------------------------------------------------------------
+# --- parameter parity, the width rule, gradients -------------------------------------------------------------
 def matrix_parameters(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.ndim == 2)
 
 
-def test_d06_ffn_parameter_parity_dense_4d_and_gated_8d_over_3():
+def test_ffn_parameter_parity_dense_4d_and_gated_8d_over_3():
     d = 96
     dense, gated = DenseFFN(d, 4 * d, F.gelu), GatedFFN(d, 8 * d // 3, F.silu)
     assert (dense.d_ff, gated.d_ff) == (384, 256)
@@ -312,7 +313,7 @@ def test_d06_ffn_parameter_parity_dense_4d_and_gated_8d_over_3():
 
 
 @pytest.mark.parametrize("n_kv", [8, 2, 1], ids=["MHA", "GQA", "MQA"])
-def test_d06_attention_parameters_are_2_d_squared_times_1_plus_kv_over_q(n_kv):
+def test_attention_parameters_are_2_d_squared_times_1_plus_kv_over_q(n_kv):
     d, n_q = 96, 8
     attn = llama_block(d, n_q, n_kv, 256).attn
     assert sum(p.numel() for p in attn.parameters()) == 2 * d * d * (1 + n_kv / n_q)
@@ -340,7 +341,7 @@ def modern_blocks():
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen3", "olmo2", "gemma3"])
-def test_d09_every_parameter_gets_a_finite_nonzero_gradient(name):
+def test_every_parameter_gets_a_finite_nonzero_gradient(name):
     block = modern_blocks()[name].double()
     g = torch.Generator().manual_seed(13)
     x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)

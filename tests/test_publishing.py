@@ -23,6 +23,11 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from mkdocs.utils import yaml_load
+
+from literate.site import hooks
+from literate.site.copyable import nav_pages
+from literate.site.docblocks import ROOT
+
 from test_site import (
     BUILT_SITE,
     CHROMIUM,
@@ -31,10 +36,6 @@ from test_site import (
     _QuietServer,
     site_is_fresh,
 )
-
-from literate.site import hooks
-from literate.site.copyable import nav_pages
-from literate.site.docblocks import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
 CONFIG_SCRIPT = re.compile(r'<script id="__config" type="application/json">(?P<json>.*?)</script>', re.S)

@@ -17,10 +17,11 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from mkdocs.utils import yaml_load
 from test_references import anchors, unlinked_citations
-from test_site import BUILT_SITE, site_is_fresh
 
 from literate.site import hooks
 from literate.site.docblocks import ROOT
+
+from test_site import BUILT_SITE, site_is_fresh
 
 NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
 

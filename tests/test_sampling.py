@@ -84,7 +84,7 @@ def count_syncs(call):
 
 
 # --------------------------------------------------------------------------------------
-# The source notebook's scalar reference (seed 000), arithmetic unchanged
+# A scalar reference in plain Python, one row at a time
 # --------------------------------------------------------------------------------------
 
 
@@ -167,7 +167,7 @@ def test_seed_exact_k_tie_case_keeps_both_tokens_here_as_hugging_face_does():
     """The reference cuts ties at the k-th place to exactly k (lower id first): [1, 0].
     Our top-k keeps every token tied with the k-th, as Hugging Face's TopKLogitsWarper
     does, so both tokens stay (the exact-k variant is shown and checked in chapter 6)."""
-    assert token_distribution([0.0, 0.0], top_k=1) == [1.0, 0.0]  # the seed's value
+    assert token_distribution([0.0, 0.0], top_k=1) == [1.0, 0.0]  # all the mass on the first of two ties
     assert next_token_distribution(torch.zeros(2, dtype=F64), top_k=1).tolist() == [0.5, 0.5]
     theirs = torch.softmax(hf_filter(torch.zeros(1, 2, dtype=F64), top_k=1), -1)
     assert theirs.tolist() == [[0.5, 0.5]]
@@ -708,7 +708,7 @@ def test_half_precision_is_upcast_to_float32(dtype):
 
 
 def test_sampler_draws_follow_next_token_distribution():
-    """The seed's frequency check, through the sampler: 20,000 draws of one batch."""
+    """A frequency check, through the sampler: 20,000 draws of one batch."""
     z = torch.tensor([3.0, 2.0, 1.0, 0.0], dtype=F64)
     for settings_ in ({"top_p": 0.9}, {"temperature": 2.0, "top_k": 3}):
         probs = next_token_distribution(z, **settings_)

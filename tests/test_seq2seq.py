@@ -3,7 +3,7 @@ nn.TransformerEncoder / nn.TransformerDecoder, forward and backward; shifted tar
 padding from token ids; greedy decoding; the schedule and the loss of sec. 5; parameter
 counts; every error path; the host syncs of a forward, a loss (one: the ids' check, not
 a second one of the targets) and greedy decoding (ids are checked once, where they come
-in); the seed's `--smoke` evidence.
+in); the `--smoke` evidence.
 
 Tolerance: 1e-12 absolute in float64 (see tests/test_blocks_2017.py for why).
 """
@@ -640,7 +640,7 @@ def test_the_schedule_figure_shows_the_notebooks_numbers():
 
 
 # ---------------------------------------------------------------------------------------
-# The seed's evidence
+# The smoke run's evidence
 
 
 def check_evidence(evidence: dict) -> None:

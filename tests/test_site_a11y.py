@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
 from test_site import (  # noqa: F401  (browser and site_dir are fixtures used here)
     _EXTERNAL_URL,
     CHAPTER_1,
