@@ -45,7 +45,7 @@ test-readers: setup  ## run the readers' checks (accessibility, chapter notebook
 	$(BIN)/pytest -n 2 --dist loadfile -m readers
 
 # The benchmarks page shows the committed results; this runs every row again (minutes),
-# niced, and rewrites them (and pins their digest in literate/tools/bench.py).
+# niced, and rewrites them (and pins their digest in literate/tools/bench/results.py).
 bench: setup  ## time our layers against the production ones into literate/data/bench.json
 	nice $(BIN)/python -m literate.tools.bench --json literate/data/bench.json --pin
 

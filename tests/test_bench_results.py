@@ -19,6 +19,7 @@ from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_rgba
 
 import literate.tools.bench as bench
+import literate.tools.bench.results as bench_results
 from literate.figures import FIGURES
 from literate.figures.style import PALETTES
 from literate.site.docblocks import ROOT
@@ -40,7 +41,7 @@ def committed():
 
 def test_the_committed_file_fits_the_schema_and_is_pinned(committed):
     assert check_results(committed) == []
-    assert hashlib.sha256(RESULTS_PATH.read_bytes()).hexdigest() == bench.RESULTS_SHA256
+    assert hashlib.sha256(RESULTS_PATH.read_bytes()).hexdigest() == bench_results.RESULTS_SHA256
     assert load_results() == committed
 
 
@@ -100,7 +101,7 @@ def test_a_committed_file_whose_digest_is_not_pinned_is_refused(tmp_path, monkey
     target = tmp_path / "bench.json"
     target.write_text(json.dumps(_valid()), encoding="utf-8")
     assert load_results(target) == _valid()  # an explicit path: no pin
-    monkeypatch.setattr(bench, "RESULTS_PATH", target)
+    monkeypatch.setattr(bench_results, "RESULTS_PATH", target)
     with pytest.raises(ValueError, match=r"^bench\.json has sha256 [0-9a-f]{64}, but RESULTS_SHA256 "
                                          r"pins [0-9a-f]{64}: regenerate it with `make bench`"):
         load_results()
@@ -110,19 +111,19 @@ def test_a_committed_file_whose_digest_is_not_pinned_is_refused(tmp_path, monkey
 
 
 def test_pin_finds_its_line_in_the_module():
-    source = Path(bench.__file__).read_text(encoding="utf-8")
+    source = Path(bench_results.__file__).read_text(encoding="utf-8")
     assert re.findall(r'^RESULTS_SHA256 = "([0-9a-f]{64})"$', source, flags=re.MULTILINE) == [
-        bench.RESULTS_SHA256]
+        bench_results.RESULTS_SHA256]
 
 
 def test_pin_rewrites_the_one_digest_line(tmp_path):
-    source = tmp_path / "bench.py"
+    source = tmp_path / "results.py"
     source.write_text('x = 1\nRESULTS_SHA256 = "' + "0" * 64 + '"  # pinned\n', encoding="utf-8")
-    bench._pin("ab" * 32, source)
+    bench_results.pin("ab" * 32, source)
     assert source.read_text(encoding="utf-8") == 'x = 1\nRESULTS_SHA256 = "' + "ab" * 32 + '"  # pinned\n'
     source.write_text("x = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="expected one RESULTS_SHA256 line, found 0"):
-        bench._pin("ab" * 32, source)
+        bench_results.pin("ab" * 32, source)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Figure of the benchmarks page: the ratio of each row of the committed results.
 
-Plotting only: the numbers come from `literate.tools.bench.load_results`, the committed
+Plotting only: the numbers come from `literate.tools.bench.results.load_results`, the committed
 `literate/data/bench.json` (never a live run), which `tests/test_bench_results.py` checks
 against `RESULTS_SCHEMA` and reads back from the figure.
 """
@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from literate.figures.style import style, text
-from literate.tools.bench import load_results
+from literate.tools.bench.results import load_results
 
 RATIOS_LABELS = {
     "en": {

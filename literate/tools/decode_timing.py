@@ -140,7 +140,7 @@ def generate_speed(*, prompt: int = 32, new_tokens: int = 256, rounds: int = 7,
     """Greedy decoding of `new_tokens` tokens after a `prompt`-token prompt, batch 1:
     our cached `generate` against Hugging Face's `generate(do_sample=False)` (its
     default DynamicCache) on a LlamaForCausalLM with the same weights, timed
-    interleaved (`literate.tools.bench.measure`, one call per round). Returns seconds per
+    interleaved (`literate.tools.timing.measure`, one call per round). Returns seconds per
     call, tokens per second, the ratio of speeds (ours / theirs) and whether the
     tokens are equal (they must be: `main` raises if not)."""
     from literate.tools.timing import measure

@@ -1,0 +1,7 @@
+"""`python -m literate.tools.bench`: see the package's docstring."""
+
+import sys
+
+from literate.tools.bench import main
+
+sys.exit(main())
