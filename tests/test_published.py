@@ -14,23 +14,25 @@ import pytest
 import torch
 import transformers
 
-from literate.numbers.published import (
-    PUBLISHED_CONFIGS,
+from literate.numbers.flops import (
     attention_equals_matmuls_at,
-    built_published_model,
-    cache_shape,
     decoder_shape,
     decoding_flops,
     dense_decoding_flops,
     non_embedding_active,
-    parameter_counts,
-    published_config,
     published_flops,
-    published_model,
     qwen3_moe_shape,
     routed_top_k,
     step_flops,
     training_flops_per_token,
+)
+from literate.numbers.published import (
+    PUBLISHED_CONFIGS,
+    built_published_model,
+    cache_shape,
+    parameter_counts,
+    published_config,
+    published_model,
 )
 
 CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
@@ -493,7 +495,7 @@ def test_a_count_rounds_to_a_figure_within_half_its_last_digit():
 def test_attention_passes_the_matmuls_one_key_after_the_context_it_gives(name):
     """`attention_equals_matmuls_at` of a shape (Qwen3-30B-A3B's, from its config) or
     of a model: the most keys whose attention is within the matmuls."""
-    from literate.numbers.published import published_shape
+    from literate.numbers.flops import published_shape
 
     shape = published_shape(name)
     at = attention_equals_matmuls_at(shape)
