@@ -37,8 +37,13 @@ from literate.site.chapter_notebooks import (
     notebook_pages,
     write_notebooks,
 )
-from literate.site.docblocks import ROOT, SnippetExpander, iter_claims, mkdocs_config
-from literate.site.hooks import nav_order
+from literate.site.docblocks import (
+    ROOT,
+    SnippetExpander,
+    iter_claims,
+    mkdocs_config,
+    nav_order,
+)
 from literate.tools.export import ERAS
 
 NAV = nav_order(mkdocs_config()["nav"])
@@ -463,7 +468,7 @@ def test_the_probe_kernel_is_fresh(executed):
 def _page_outputs(page: str) -> list[str] | None:
     """What each Python block of the page printed at the last build, if it is cached for
     the page's current text and code."""
-    from literate.site.hooks import _code_fingerprint
+    from literate.site.figure_files import code_fingerprint as _code_fingerprint
     from literate.site.outputs import cache_path
 
     path = cache_path((ROOT / "docs" / page).read_text(encoding="utf-8"), _code_fingerprint())

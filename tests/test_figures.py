@@ -26,7 +26,7 @@ from literate.figures.style import (
     roles,
     svg_bytes,
 )
-from literate.site import hooks
+from literate.site import figure_files, hooks
 
 CYRILLIC = re.compile("[\u0400-\u04ff]")
 
@@ -190,41 +190,41 @@ def test_hook_draws_once_then_reuses_until_the_code_changes(tmp_path, monkeypatc
         return f"<svg>{name} {theme}</svg>".encode()
 
     monkeypatch.setattr(literate.figures, "render", fake_render)
-    first = hooks.ensure_figures(tmp_path)
+    first = figure_files.ensure_figures(tmp_path)
     # every light variant drawn, dark ones only where recolouring the light one will not do
     assert sorted(calls) == sorted([(n, "en", "light") for n in FIGURES]
                                    + [(n, "en", "dark") for n in DRAWN_DARK])
     recoloured = first.paths["figures/sampling-nucleus-dark.svg"].read_bytes()
     assert recoloured == recolour_dark(b"<svg>sampling-nucleus light</svg>")
     assert len(first.drawn) == 2 * len(FIGURES) and not first.reused
-    second = hooks.ensure_figures(tmp_path)
+    second = figure_files.ensure_figures(tmp_path)
     assert not second.drawn and len(second.reused) == 2 * len(FIGURES)
     assert second.paths == first.paths
     assert set(second.paths) == {f"figures/{n}-{t}.svg" for n in FIGURES for t in ("light", "dark")}
-    monkeypatch.setattr(hooks, "_code_fingerprint", lambda: "edited")
-    third = hooks.ensure_figures(tmp_path)
+    monkeypatch.setattr(figure_files, "code_fingerprint", lambda: "edited")
+    third = figure_files.ensure_figures(tmp_path)
     assert len(third.drawn) == 2 * len(FIGURES)
     assert third.paths["figures/attention-masks-dark.svg"].read_bytes() == b"<svg>attention-masks dark</svg>"
 
 
 def test_fingerprint_covers_every_module_of_literate(tmp_path, monkeypatch):
-    before = hooks._code_fingerprint()
+    before = figure_files.code_fingerprint()
     fake_root = tmp_path
     (fake_root / "literate").mkdir()
     for path in (hooks.ROOT / "literate").rglob("*.py"):
         target = fake_root / path.relative_to(hooks.ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
-    monkeypatch.setattr(hooks, "ROOT", fake_root)
-    assert hooks._code_fingerprint() == before
+    monkeypatch.setattr(figure_files, "ROOT", fake_root)
+    assert figure_files.code_fingerprint() == before
     (fake_root / "literate" / "parts" / "attention.py").write_text("# edited\n", encoding="utf-8")
-    assert hooks._code_fingerprint() != before
+    assert figure_files.code_fingerprint() != before
 
 
 def test_planning_draws_nothing_and_a_failed_background_drawing_fails_the_build(tmp_path):
     from concurrent.futures import Future
 
-    report = hooks.plan_figures(tmp_path)
+    report = figure_files.plan_figures(tmp_path)
     assert len(report.jobs) == 2 * len(FIGURES) and not list(tmp_path.glob("*.svg"))
     failed: Future = Future()
     failed.set_exception(RuntimeError("a figure function raised"))

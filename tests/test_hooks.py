@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from literate.site import hooks
-from literate.site.docblocks import iter_claims
+from literate.site import claims, hooks, notebook_pages, offline
+from literate.site.docblocks import iter_claims, nav_order
 
 PAGE = '''# A page
 
@@ -20,7 +20,7 @@ assert 1 + 1 == 2
 
 
 def test_claim_becomes_an_anchored_box():
-    out = hooks.render_claims(PAGE)
+    out = claims.render_claims(PAGE)
     assert '<div class="admonition claim" id="claim-demo.sum" markdown>' in out
     assert "Claim <code>demo.sum</code>" in out
     assert "One and one make two." in out
@@ -28,8 +28,8 @@ def test_claim_becomes_an_anchored_box():
 
 
 def test_ledger_links_every_claim_and_names_its_pytest_id():
-    claims = [hooks.PageClaim("part/page.md", "A page", c) for c in iter_claims(PAGE)]
-    table = hooks.ledger_markdown(claims, on_page="appendix/claims.md")
+    found = [claims.PageClaim("part/page.md", "A page", c) for c in iter_claims(PAGE)]
+    table = claims.ledger_markdown(found, on_page="appendix/claims.md")
     assert "**1 claims** on 1 pages." in table
     assert "## [A page](../part/page.md)" in table
     assert "[`demo.sum`](../part/page.md#claim-demo.sum)" in table
@@ -43,7 +43,7 @@ def test_external_assets_are_found_and_plain_links_are_not(tmp_path):
         '<script src="assets/local.js"></script><img src="figures/x.svg">',
         encoding="utf-8",
     )
-    assert hooks.external_assets(tmp_path) == []
+    assert offline.external_assets(tmp_path) == []
     (tmp_path / "bad.html").write_text(
         '<script src="https://cdn.example/x.js"></script>'
         "<link rel='stylesheet' href='//fonts.example/css'>"
@@ -52,7 +52,7 @@ def test_external_assets_are_found_and_plain_links_are_not(tmp_path):
         encoding="utf-8",
     )
     (tmp_path / "style.css").write_text('@import "https://fonts.example/a.css";', encoding="utf-8")
-    found = hooks.external_assets(tmp_path)
+    found = offline.external_assets(tmp_path)
     assert len(found) == 5, found
     assert any("cdn.example/x.js" in f for f in found)
     assert any("style.css" in f for f in found)
@@ -67,11 +67,11 @@ def test_notebook_cache_key_covers_literate(tmp_path, monkeypatch):
                                 "remove_tag_config", "highlight_extra_classes", "include_requirejs",
                                 "custom_mathjax_url", "toc_depth")}
     monkeypatch.setattr(plugin, "_compute_cache_key", plugin._compute_cache_key)  # restored after the test
-    hooks.cover_notebook_cache_with_code()
-    hooks.cover_notebook_cache_with_code()  # idempotent: wraps the original once
+    notebook_pages.cover_notebook_cache_with_code()
+    notebook_pages.cover_notebook_cache_with_code()  # idempotent: wraps the original once
     before = plugin._compute_cache_key(str(notebook), config, True)
     assert before == plugin._compute_cache_key(str(notebook), config, True)
-    monkeypatch.setattr(hooks, "_code_fingerprint", lambda: "literate/ was edited")
+    monkeypatch.setattr(notebook_pages, "code_fingerprint", lambda: "literate/ was edited")
     assert plugin._compute_cache_key(str(notebook), config, True) != before
     assert plugin._compute_cache_key.__wrapped__(str(notebook), config, True) == \
         plugin._compute_cache_key.__wrapped__(str(notebook), config, True)
@@ -79,7 +79,7 @@ def test_notebook_cache_key_covers_literate(tmp_path, monkeypatch):
 
 def test_nav_order_flattens_sections_in_reading_order():
     nav = [{"Home": "index.md"}, {"Part": [{"One": "a/one.md"}, "a/two.md"]}, {"Appendix": [{"L": "z.md"}]}]
-    assert hooks.nav_order(nav) == ["index.md", "a/one.md", "a/two.md", "z.md"]
+    assert nav_order(nav) == ["index.md", "a/one.md", "a/two.md", "z.md"]
 
 
 @pytest.mark.parametrize("forked", [True, False], ids=["linux", "elsewhere"])
@@ -100,7 +100,7 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
         ran.append((nb_path, threading.current_thread().name, kwargs["kernel_name"]))
         return f"<html of {nb_path}>"
 
-    class FakeServer:  # what hooks.warm_kernels returns: something to close
+    class FakeServer:  # what notebook_pages.warm_kernels returns: something to close
         def close(self):
             served.append(("closed", sum(t.startswith("notebooks") for _, t, _ in ran)))
 
@@ -109,9 +109,9 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
         return FakeServer()
 
     monkeypatch.setattr(convert, "nb2html", fake_nb2html)
-    monkeypatch.setattr(hooks, "warm_kernels", fake_warm_kernels)
-    monkeypatch.setattr(hooks, "FORK_KERNELS", forked)
-    monkeypatch.setattr(hooks, "_ahead", {})
+    monkeypatch.setattr(notebook_pages, "warm_kernels", fake_warm_kernels)
+    monkeypatch.setattr(notebook_pages, "FORK_KERNELS", forked)
+    monkeypatch.setattr(notebook_pages, "_ahead", {})
     config = load_config(str(hooks.ROOT / "mkdocs.yml"))
     jupyter = config["plugins"]["mkdocs-jupyter"]
     cache_dir = tmp_path / "nb-cache"
@@ -124,9 +124,9 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
     plugin._get_cache_path(str(cache_dir), key).parent.mkdir(parents=True)
     plugin._get_cache_path(str(cache_dir), key).write_text("{}", encoding="utf-8")
     try:
-        started = hooks.execute_notebooks_ahead(config, files)
+        started = notebook_pages.execute_notebooks_ahead(config, files)
         assert started == notebooks[1:]
-        options = {n: jupyter.config[n] for n in hooks.NB2HTML_OPTIONS}
+        options = {n: jupyter.config[n] for n in notebook_pages.NB2HTML_OPTIONS}
         release.set()
         assert convert.nb2html(started[0], execute=True, **options) == f"<html of {started[0]}>"
         assert convert.nb2html(started[1], execute=False, **options) == f"<html of {started[1]}>"
@@ -138,7 +138,7 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
         # ahead, each in a kernel forked by one server, closed after the last notebook
         # (the plugin's own call keeps the configured kernel)
         kernels = {(path, name.startswith("notebooks")): k for path, name, k in ran}
-        ahead_kernel = hooks.WarmKernels.NAME if forked else jupyter.config["kernel_name"]
+        ahead_kernel = notebook_pages.WarmKernels.NAME if forked else jupyter.config["kernel_name"]
         assert all(kernels[p, True] == ahead_kernel for p in started)
         assert kernels[started[1], False] == jupyter.config["kernel_name"]
         for _ in range(100):
@@ -178,10 +178,10 @@ def test_notebook_figures_get_their_cells_alt_text_and_none_goes_without(monkeyp
     monkeypatch.setattr(nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter)  # restored after
     placeholder = "No description has been provided for this image"  # nbconvert's own
     assert _image_alts(nbconvert2.nb2html(described, execute=False)) == [placeholder]
-    hooks.notebook_exporter()
+    notebook_pages.notebook_exporter()
     assert _image_alts(nbconvert2.nb2html(described, execute=False)) == ['Loss falls "fast" & <flat>']
     assert _image_alts(nbconvert2.nb2html(by_output, execute=False)) == ["From the output"]
-    with pytest.raises(hooks.PluginError, match=r"cell 1 \('fig, ax = plt.subplots\(\)'\) shows a figure without alt"):
+    with pytest.raises(notebook_pages.PluginError, match=r"cell 1 \('fig, ax = plt.subplots\(\)'\) shows a figure without alt"):
         nbconvert2.nb2html(bare, execute=False)
 
 

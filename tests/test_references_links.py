@@ -18,7 +18,7 @@ import pytest
 from mkdocs.utils import yaml_load
 from test_references import anchors, unlinked_citations
 
-from literate.site import hooks
+from literate.site import offline
 from literate.site.docblocks import ROOT
 
 from test_site import BUILT_SITE, site_is_fresh
@@ -185,7 +185,7 @@ def test_external_links_are_listed_once_at_info_and_never_fetched(tmp_path, capl
     for name in ("p/index.html", "p/b.html", "p/c.html", "p/d.html"):
         (tmp_path / name).write_text("<a href='https://arxiv.org/abs/1706.03762'>again</a>", encoding="utf-8")
     with caplog.at_level(logging.INFO, logger="mkdocs.hooks.literate"):
-        links = hooks.log_external_links(tmp_path, "https://site.example/")
+        links = offline.log_external_links(tmp_path, "https://site.example/")
     assert links == {
         "https://arxiv.org/abs/1706.03762": ["index.html", "p/b.html", "p/c.html", "p/d.html", "p/index.html"],
         "https://example.org/a?b=1&c=2": ["index.html"],

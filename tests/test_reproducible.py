@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from literate.figures.style import svg_bytes
-from literate.site import hooks
+from literate.site import hooks, notebook_pages
 from literate.site.docblocks import ROOT
 from literate.site.reproducible import (
     compare_trees,
@@ -137,8 +137,8 @@ def test_notebook_cells_get_the_same_ids_at_every_read():
 
     notebook = NOTEBOOKS[0]
     assert [c.id for c in jupytext.read(notebook).cells] != [c.id for c in jupytext.read(notebook).cells]
-    first = hooks.stable_cell_ids(jupytext.read(notebook))
-    second = hooks.stable_cell_ids(jupytext.read(notebook))
+    first = notebook_pages.stable_cell_ids(jupytext.read(notebook))
+    second = notebook_pages.stable_cell_ids(jupytext.read(notebook))
     ids = [c.id for c in first.cells]
     assert ids == [c.id for c in second.cells] and len(set(ids)) == len(ids)
     assert all(len(i) == 8 and int(i, 16) >= 0 for i in ids)
@@ -148,10 +148,10 @@ def test_mkdocs_jupyter_reads_notebooks_with_stable_ids(monkeypatch):
     from mkdocs_jupyter import nbconvert2
 
     monkeypatch.setattr(nbconvert2, "jupytext", nbconvert2.jupytext)  # restored after the test
-    hooks.stable_notebook_cell_ids()
-    hooks.stable_notebook_cell_ids()  # idempotent: wraps jupytext once
-    assert isinstance(nbconvert2.jupytext, hooks._StableIdJupytext)
-    assert not isinstance(nbconvert2.jupytext.module, hooks._StableIdJupytext)
+    notebook_pages.stable_notebook_cell_ids()
+    notebook_pages.stable_notebook_cell_ids()  # idempotent: wraps jupytext once
+    assert isinstance(nbconvert2.jupytext, notebook_pages._StableIdJupytext)
+    assert not isinstance(nbconvert2.jupytext.module, notebook_pages._StableIdJupytext)
     read = [[c.id for c in nbconvert2.jupytext.read(NOTEBOOKS[0]).cells] for _ in range(2)]
     assert read[0] == read[1]
     assert nbconvert2.jupytext.writes is nbconvert2.jupytext.module.writes
@@ -178,8 +178,8 @@ def test_mkdocs_jupyter_pages_show_a_cells_consecutive_prints_as_one_output(monk
 
     monkeypatch.setattr(nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter)  # restored after
     assert outputs() == ["source position", "[2, 1, 0]", "a warning", "after it"]  # as sent
-    hooks.notebook_exporter()
-    hooks.notebook_exporter()  # idempotent: one subclass
+    notebook_pages.notebook_exporter()
+    notebook_pages.notebook_exporter()  # idempotent: one subclass
     assert nbconvert2.HTMLExporter.__base__.__name__ == "HTMLExporter"
     assert outputs() == ["source position [2, 1, 0]", "a warning", "after it"]  # stderr between
 

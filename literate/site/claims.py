@@ -1,0 +1,96 @@
+"""The claims of the site, rendered and listed: a `!!! claim "id"` admonition becomes an
+anchored claim box (`render_claims`), and the page holding `<!-- claim-ledger -->` gets
+the table of every claim, its statement and the pytest id of its proof
+(`ledger_markdown`). A claim without a proving block, or an id used twice, fails the
+build (`collect_claims`). How a claim and its proof are read from a page:
+`literate.site.docblocks`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import Files
+
+from literate.site.docblocks import CLAIM, Claim, claim_problems, iter_claims
+
+LEDGER_MARKER = "<!-- claim-ledger -->"
+
+
+@dataclass(frozen=True)
+class PageClaim:
+    page: str  # docs-relative path of the page
+    title: str  # the page's first heading
+    claim: Claim
+
+
+def collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
+    """Every claim of every page, pages in reading order (then any page not in the nav)."""
+    found: list[PageClaim] = []
+    seen: dict[str, str] = {}
+    problems: list[str] = []
+    rank = {path: i for i, path in enumerate(order)}
+    pages = sorted(files.documentation_pages(), key=lambda f: (rank.get(f.src_uri, len(rank)), f.src_uri))
+    for f in pages:
+        if not f.abs_src_path or not f.src_uri.endswith(".md"):
+            continue
+        text = Path(f.abs_src_path).read_text(encoding="utf-8")
+        problems += claim_problems(text, where=f.src_uri)
+        heading = re.search(r"^# (.+)$", text, re.M)
+        title = heading.group(1).strip() if heading else f.src_uri
+        for claim in iter_claims(text):
+            if claim.id in seen:
+                problems.append(f"{f.src_uri}:{claim.line}: claim id {claim.id!r} already used in {seen[claim.id]}")
+            seen[claim.id] = f.src_uri
+            found.append(PageClaim(f.src_uri, title, claim))
+    if problems:
+        raise PluginError("claims without a valid proof:\n  " + "\n  ".join(problems))
+    return found
+
+
+def render_claims(markdown: str) -> str:
+    """`!!! claim "id"` + indented sentence -> an anchored claim box (md_in_html)."""
+
+    def box(match: re.Match[str]) -> str:
+        cid = match.group("id")
+        body = "\n".join(line[4:] for line in match.group("body").split("\n")).strip()
+        return (
+            f'<div class="admonition claim" id="claim-{cid}" markdown>\n'
+            f'<p class="admonition-title">Claim <code>{html.escape(cid)}</code></p>\n\n'
+            f"{body}\n\n</div>\n\n"
+        )
+
+    return CLAIM.sub(box, markdown)
+
+
+def _relative(from_page: str, to_page: str) -> str:
+    import posixpath
+
+    return posixpath.relpath(to_page, posixpath.dirname(from_page) or ".")
+
+
+def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
+    """One section per page, in reading order: each claim, its statement, its pytest id."""
+    pages = list(dict.fromkeys(c.page for c in claims))
+    lines = [f"**{len(claims)} claims** on {len(pages)} pages.", ""]
+    for page in pages:
+        items = [c for c in claims if c.page == page]
+        link = _relative(on_page, page)
+        lines += [f"## [{items[0].title}]({link})", "", "| Claim | Statement | Proved by (pytest id) |",
+                  "|---|---|---|"]
+        for item in items:
+            c = item.claim
+            statement = " ".join(c.text.split()).replace("|", "\\|")
+            proof = c.proof
+            node = f"docs/{item.page}::line:{proof.line},column:1" if proof else "(none)"
+            asserts = proof.source.count("assert") if proof else 0
+            lines.append(
+                f"| [`{c.id}`]({link}#claim-{c.id}) | {statement} "
+                f"| `{node}` ({asserts} assert{'s' if asserts != 1 else ''}) |"
+            )
+        lines.append("")
+    return "\n".join(lines)
