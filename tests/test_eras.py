@@ -15,7 +15,7 @@ import pytest
 from torch import nn
 
 from literate.numbers.eras import ERA_COLUMNS, ERA_ROWS, describe_model, era_table
-from literate.parts.moe import qwen3_moe_router
+from literate.parts.routers import qwen3_moe_router
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,8 @@ from matplotlib.patches import Circle
 
 import literate.numbers.eras
 from literate.figures import FIGURES
-from literate.figures import eras as figures
+from literate.figures import era_blocks as figures
+from literate.figures import eras as params_figures
 from literate.numbers.cache_ledger import ledger_row
 from literate.numbers.params import cache_bytes
 from literate.numbers.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
@@ -33,7 +34,7 @@ def markers(ax) -> dict[str, tuple[float, float]]:
 
 
 def test_the_params_figure_plots_exactly_the_library_numbers():
-    fig = figures.params_cache_figure()
+    fig = params_figures.params_cache_figure()
     ax = fig.axes[0]
     points = markers(ax)
     moe = {n for n in PUBLISHED_CONFIGS if len(set(parameter_counts(n))) == 2}
@@ -61,11 +62,11 @@ def test_the_params_figure_plots_exactly_the_library_numbers():
 
 
 def test_the_cache_families_are_read_from_the_cache_shapes():
-    families = {n: figures.cache_family(n) for n in PUBLISHED_CONFIGS}
+    families = {n: params_figures.cache_family(n) for n in PUBLISHED_CONFIGS}
     assert {n for n, f in families.items() if f == "latent"} == {"DeepSeek-V3"}
     assert {n for n, f in families.items() if f == "windowed"} == {
         "Mistral 7B v0.1", "Gemma 3 27B", "gpt-oss-120b"}
-    fig = figures.params_cache_figure(theme="dark")
+    fig = params_figures.params_cache_figure(theme="dark")
     colours = {c.get_label(): tuple(c.get_facecolor()[0])
                for c in fig.axes[0].collections if c.get_label().startswith("_total")}
     by_family = {}

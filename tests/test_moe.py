@@ -38,20 +38,22 @@ from transformers.models.qwen3_moe import modeling_qwen3_moe
 import literate.parts.moe as moe_module
 from literate.parts.ffn import GatedFFN
 from literate.parts.moe import (
-    DeepSeekV3Router,
     Experts,
     GptOssExperts,
     MoEFFN,
-    Router,
-    deepseek_v3_router,
     dispatch,
     dropped_pairs,
-    gpt_oss_router,
     load_balancing_loss,
+    update_balancing_bias,
+)
+from literate.parts.routers import (
+    DeepSeekV3Router,
+    Router,
+    deepseek_v3_router,
+    gpt_oss_router,
     mixtral_router,
     qwen3_moe_router,
     switch_router,
-    update_balancing_bias,
 )
 from literate.tools.syncs import host_reads
 

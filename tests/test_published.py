@@ -337,7 +337,8 @@ def not_multiplied(model: torch.nn.Module) -> dict[str, int]:
     model: the embedding table and GPT-2's position table (lookups), every norm's
     gains (and LayerNorm's biases), the biases of the linear maps and routers, the
     biases of the k experts it is routed to (gpt-oss's), and gpt-oss's sinks."""
-    from literate.parts.moe import GptOssExperts, MoEFFN, Router
+    from literate.parts.moe import GptOssExperts, MoEFFN
+    from literate.parts.routers import Router
     from literate.parts.sinks import SinkAttention
 
     parts = dict.fromkeys(["embedding", "positions", "norms", "biases",

@@ -22,6 +22,7 @@ from literate.figures import (
     bench,
     decoding,
     encdec,
+    era_blocks,
     eras,
     gpt2,
     heads,
@@ -246,7 +247,7 @@ FIGURES: dict[str, FigureSpec] = {
         ),
         FigureSpec(
             "eras-blocks",
-            eras.era_blocks_figure,
+            era_blocks.era_blocks_figure,
             "One block diagram per row of the era table, drawn bottom to top from the input "
             "x: the residual stream a vertical line, each sublayer on a branch rejoining it "
             "at a (+); norms orange, attention blue, feed-forward green, boxes labelled from "

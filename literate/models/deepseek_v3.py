@@ -32,7 +32,7 @@ from literate.parts.blocks import PreNormBlock
 from literate.parts.checks import non_negative_int, positive_float, positive_int
 from literate.parts.ffn import GatedFFN
 from literate.parts.mla import MultiHeadLatentAttention
-from literate.parts.moe import DeepSeekV3Router, Experts, MoEFFN
+from literate.parts.moe import Experts, MoEFFN
 from literate.parts.norms import RMSNorm
 from literate.parts.positions import RotaryEmbedding
 from literate.parts.rope_scaling import (
@@ -41,6 +41,7 @@ from literate.parts.rope_scaling import (
     yarn_mscale,
     yarn_settings,
 )
+from literate.parts.routers import DeepSeekV3Router
 
 __all__ = [
     "DEEPSEEK_V3_DEFAULTS",

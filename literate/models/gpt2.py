@@ -27,6 +27,10 @@ packs the q, k and v projections into one `[d, 3d]` matrix.
 Shapes: B batch, T tokens, V vocabulary, d model width, C context (number of positions).
 """
 
+# Over 450 lines on purpose: chapter 5's model, its initialisation, its Hugging Face
+# configuration and checkpoint loading and its training on the period task: the eleven
+# sections the chapter shows, in its order.
+
 from __future__ import annotations
 
 import math

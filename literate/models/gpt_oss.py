@@ -44,12 +44,7 @@ from literate.parts.checks import (
     positive_float,
     positive_int,
 )
-from literate.parts.moe import (
-    GptOssExperts,
-    MoEFFN,
-    Router,
-    gpt_oss_router,
-)
+from literate.parts.moe import GptOssExperts, MoEFFN
 from literate.parts.multi_head import head_counts
 from literate.parts.norms import RMSNorm
 from literate.parts.positions import RotaryEmbedding
@@ -58,6 +53,7 @@ from literate.parts.rope_scaling import (
     rope_settings,
     yarn_settings,
 )
+from literate.parts.routers import Router, gpt_oss_router
 from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
 from literate.parts.window import LAYER_TYPES
 

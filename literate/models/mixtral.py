@@ -42,16 +42,11 @@ from literate.parts.checks import (
     positive_float,
     positive_int,
 )
-from literate.parts.moe import (
-    Experts,
-    MoEFFN,
-    Router,
-    load_balancing_loss,
-    mixtral_router,
-)
+from literate.parts.moe import Experts, MoEFFN, load_balancing_loss
 from literate.parts.multi_head import MultiHeadAttention, head_counts
 from literate.parts.norms import RMSNorm
 from literate.parts.positions import RotaryEmbedding
+from literate.parts.routers import Router, mixtral_router
 
 __all__ = [
     "mixtral_block",

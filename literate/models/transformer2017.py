@@ -24,6 +24,11 @@ input), EOS = 2 (ends every target) by default. Masks: True = may attend.
 Shapes: B batch, S source length, T target length, d model width, V vocabulary, H heads.
 """
 
+# Over 450 lines on purpose: chapter 4's model, its schedule and its loss in six
+# sections, in reading order; then the `--smoke` run (`python -m
+# literate.models.transformer2017 --smoke`), which prints this model's seeded evidence
+# and belongs beside it.
+
 from __future__ import annotations
 
 import argparse

@@ -57,10 +57,11 @@ from literate.parts.blocks import (
 )
 from literate.parts.ffn import DenseFFN, GatedFFN
 from literate.parts.mla import MultiHeadLatentAttention
-from literate.parts.moe import DeepSeekV3Router, GptOssExperts, MoEFFN
+from literate.parts.moe import GptOssExperts, MoEFFN
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import RMSNorm
 from literate.parts.rope_scaling import LinearScaledRotaryEmbedding, YarnRotaryEmbedding
+from literate.parts.routers import DeepSeekV3Router
 from literate.parts.sinks import SinkAttention
 
 __all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",

@@ -40,14 +40,9 @@ from literate.numbers.published import (
 from literate.parts.checks import boolean, choice, non_negative_int, positive_int
 from literate.parts.ffn import DenseFFN, GatedFFN
 from literate.parts.mla import MultiHeadLatentAttention
-from literate.parts.moe import (
-    DeepSeekV3Router,
-    Experts,
-    GptOssExperts,
-    MoEFFN,
-    switch_router,
-)
+from literate.parts.moe import Experts, GptOssExperts, MoEFFN
 from literate.parts.multi_head import MultiHeadAttention, head_counts
+from literate.parts.routers import DeepSeekV3Router, switch_router
 
 __all__ = [
     "LatentShape",

@@ -59,6 +59,11 @@ Shapes: B batch, T_q queries, T_k keys, d model width, H heads, r = kv_lora_rank
 d_nope, d_rope, d_v the head widths, d_qk = d_nope + d_rope.
 """
 
+# Over 450 lines on purpose: multi-head latent attention is one layer with its cache,
+# its two forms (naive and absorbed) and its checks, in eight sections (chapter 10 shows
+# six); YaRN and DeepSeek-V3's loading already live apart (parts/rope_scaling.py,
+# models/deepseek_v3.py).
+
 from __future__ import annotations
 
 import torch

@@ -23,6 +23,10 @@ Shapes: B batch, T_q queries, T_k keys (S for a cross-attention memory), d = d_m
 H query heads, H_kv key/value heads, G = H / H_kv, d_head = d / H.
 """
 
+# Over 450 lines on purpose: chapter 3's layer and the functions it is made of (split
+# and merge heads, the grouped and fused attention, the masks, the checks), its eight
+# sections in reading order.
+
 from __future__ import annotations
 
 import torch

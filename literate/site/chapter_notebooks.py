@@ -31,6 +31,10 @@ keys sorted (nbformat's writer). The build hook calls `add_notebook_downloads` f
 the download buttons next to the page title.
 """
 
+# Over 450 lines on purpose: one tool (every chapter as a notebook to download: reading
+# the page's blocks, linking, writing, and its command line); its functions call one
+# another in one pipeline.
+
 from __future__ import annotations
 
 import hashlib

@@ -132,9 +132,10 @@ ERAS: dict[str, Era] = {
             ("models.llama", "load_hf_llama")) + DECODING,
         "check_llama", ("transformers.LlamaForCausalLM",)),
 }
-MOE = tuple(("parts.moe", s) for s in (  # chapter 9, in reading order
+MOE = tuple(("parts.routers", s) for s in (  # chapter 9, in reading order
     "router_logits_and_k", "switch_router", "mixtral_router", "qwen3_moe_router",
     "deepseek_v3_router", "gpt_oss_router", "router", "deepseek_v3_router_module",
+)) + tuple(("parts.moe", s) for s in (
     "grouped_mm", "experts", "clamped_swiglu", "gpt_oss_experts", "dispatch",
     "dropped_pairs", "moe_ffn", "load_balancing_loss", "update_balancing_bias"))
 MIXTRAL = tuple(("models.mixtral", s) for s in (

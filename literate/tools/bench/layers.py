@@ -291,7 +291,8 @@ def mixtral_moe_forward(experts_implementation: str, batch: int = 2, length: int
         from transformers import MixtralConfig
         from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
-        from literate.parts.moe import Experts, MoEFFN, Router, mixtral_router
+        from literate.parts.moe import Experts, MoEFFN
+        from literate.parts.routers import Router, mixtral_router
 
         torch.manual_seed(0)
         config = MixtralConfig(hidden_size=d, intermediate_size=d_ff, num_local_experts=n_experts,
