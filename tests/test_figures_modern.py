@@ -98,7 +98,8 @@ def test_qk_scores_follow_any_layer_scope_scale_and_grouping(scope):
     d, h, h_kv, d_head = 32, 4, 2, 6
     widths = (d_head, d_head) if scope == "head" else (h * d_head, h_kv * d_head)
     layer = MultiHeadAttention(d, h, h_kv, d_head=d_head, rope=True, scale=0.3,
-                               q_norm=RMSNorm(widths[0]), k_norm=RMSNorm(widths[1]))
+                               q_norm=RMSNorm(widths[0]), k_norm=RMSNorm(widths[1]),
+                               qk_norm=scope)
     layer = layer.double()
     with torch.no_grad():
         for norm in (layer.q_norm, layer.k_norm):

@@ -41,6 +41,7 @@ from literate.models.gpt_oss import (
 from literate.parts.moe import GptOssExperts
 from literate.parts.rope_scaling import YarnRotaryEmbedding
 from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
+from literate.parts.window import layer_window
 from literate.tools.syncs import host_reads
 
 F64 = torch.float64
@@ -107,7 +108,7 @@ def test_built_from_the_config(pair):
     kinds = [type(b.attn) for b in ours.blocks]
     assert kinds == [SlidingWindowSinkAttention, SinkAttention,
                      SlidingWindowSinkAttention]
-    assert [b.attn.window for b in ours.blocks] == [W, None, W]
+    assert [layer_window(b.attn) for b in ours.blocks] == [W, None, W]
     rope = ours.blocks[0].attn.rope
     assert isinstance(rope, YarnRotaryEmbedding) and rope.yarn["factor"] == 32.0
     assert rope.yarn["truncate"] is False and abs(rope.attention_factor - 1.3466) < 1e-4

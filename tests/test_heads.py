@@ -1195,3 +1195,32 @@ def test_helpers_refuse_what_they_cannot_use():
         attention_allowed(2, 3, causal=True, key_valid=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(TypeError, match=r"^key_valid must be a bool tensor"):
         attention_allowed(2, 3, causal=True, key_valid=torch.ones(2, 3))
+
+
+def test_the_qk_norm_placement_is_said_never_guessed():
+    """QK-norm goes where the caller says (`qk_norm`), and norms that do not fit that
+    place are refused, naming both widths; no placement is read from a shape."""
+    from literate.parts.norms import RMSNorm
+
+    d, h, h_kv = 32, 4, 2  # d_head 8; projections 32 and 16 wide
+    per_head = MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(8), k_norm=RMSNorm(8),
+                                  qk_norm="head")
+    whole = MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(32), k_norm=RMSNorm(16),
+                               qk_norm="projection")
+    assert (per_head.qk_norm, whole.qk_norm, MultiHeadAttention(d, h).qk_norm) == (
+        "head", "projection", None)
+    with pytest.raises(ValueError, match="qk_norm is None: say where they go"):
+        MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(8), k_norm=RMSNorm(8))
+    with pytest.raises(ValueError, match=r"qk_norm='projection' needs q_norm and k_norm "
+                                         r"of widths \(32, 16\), got \(8, 8\)"):
+        MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(8), k_norm=RMSNorm(8),
+                           qk_norm="projection")
+    with pytest.raises(ValueError, match=r"qk_norm='head' needs q_norm and k_norm of "
+                                         r"widths \(8, 8\), got \(32, 16\)"):
+        MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(32), k_norm=RMSNorm(16),
+                           qk_norm="head")
+    with pytest.raises(TypeError, match="qk_norm='head' needs q_norm and k_norm, both"):
+        MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(8), qk_norm="head")
+    with pytest.raises(ValueError, match=r"qk_norm must be one of \['head', 'projection'\]"):
+        MultiHeadAttention(d, h, h_kv, q_norm=RMSNorm(8), k_norm=RMSNorm(8),
+                           qk_norm="heads")

@@ -49,7 +49,7 @@ from literate.models.mistral import (
 )
 from literate.numbers.params import kv_cache_bytes
 from literate.parts.multi_head import MultiHeadAttention
-from literate.parts.window import SlidingWindowAttention
+from literate.parts.window import SlidingWindowAttention, layer_window
 from literate.tools.syncs import host_reads
 
 from harness import assert_float32_limited, hf_in_input_dtype
@@ -78,7 +78,7 @@ def assert_float64_equal(labels, ours, theirs) -> float:
 
 
 def windows(model) -> list[int | None]:
-    return [block.attn.window for block in model.blocks]
+    return [layer_window(block.attn) for block in model.blocks]
 
 
 def hf_config(**changes) -> MistralConfig:
@@ -294,12 +294,12 @@ def test_loading_reads_sliding_window_and_refuses_another():
     assert windowed.blocks[0].attn.window == W
     assert all(type(b.attn) is SlidingWindowAttention for b in windowed.blocks)
     plain = mistral_from_hf_config(hf_config(sliding_window=None))
-    assert plain.blocks[0].attn.window is None
+    assert layer_window(plain.blocks[0].attn) is None
     assert type(plain.blocks[0].attn) is MultiHeadAttention  # a Llama
     as_json = hf_config().to_dict()
     assert mistral_from_hf_config(as_json).blocks[1].attn.window == W
     as_json["sliding_window"] = None  # Mistral 7B v0.2 and later: no window
-    assert mistral_from_hf_config(as_json).blocks[1].attn.window is None
+    assert layer_window(mistral_from_hf_config(as_json).blocks[1].attn) is None
     with pytest.raises(ValueError, match=r"^ours has window=None, theirs sliding_window=4$"):
         check_mistral_config(plain, hf_config())
     with pytest.raises(ValueError, match=r"^ours has window=4, theirs sliding_window=8$"):

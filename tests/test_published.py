@@ -34,6 +34,7 @@ from literate.numbers.published import (
     published_config,
     published_model,
 )
+from literate.parts.window import layer_window
 
 CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
              "MistralConfig": "MistralForCausalLM", "MixtralConfig": "MixtralForCausalLM",
@@ -327,7 +328,7 @@ def test_step_flops_is_what_flop_counter_mode_counts(family, keys, monkeypatch):
     assert matmuls == flops["matmuls"]
     assert attention == flops["attention"]
     assert flops["total"] == flops["matmuls"] + flops["attention"]
-    windows = [getattr(b.attn, "window", None) for b in model.blocks]
+    windows = [layer_window(b.attn) for b in model.blocks]
     unwindowed = decoding_flops(**decoder_shape(model) | {"windows": None}, keys=keys)
     assert (attention < unwindowed["attention"]) == (keys > 4 and any(windows))
 

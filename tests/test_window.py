@@ -43,6 +43,7 @@ from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.window import (
     RingKVCache,
     SlidingWindowAttention,
+    layer_window,
     window_allowed,
     window_attention_allowed,
 )
@@ -219,8 +220,9 @@ def test_the_window_is_metadata_checked_at_construction():
         SlidingWindowAttention(D, H, window=0)
     with pytest.raises(TypeError, match="window"):  # chapter 3's layer takes none
         MultiHeadAttention(D, H, window=3)
-    assert MultiHeadAttention(D, H).window is None
-    assert SlidingWindowAttention(D, H, window=3).window == 3
+    assert not hasattr(MultiHeadAttention(D, H), "window")  # the window is the subclass's
+    assert layer_window(MultiHeadAttention(D, H)) is None
+    assert layer_window(SlidingWindowAttention(D, H, window=3)) == 3
 
 
 def test_the_same_weights_with_and_without_a_window():

@@ -53,7 +53,7 @@ from literate.parts.checks import (
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import ZeroCentredRMSNorm
 from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
-from literate.parts.window import LAYER_TYPES, SlidingWindowAttention
+from literate.parts.window import LAYER_TYPES, SlidingWindowAttention, layer_window
 
 __all__ = [
     "Gemma3LanguageModel",
@@ -167,7 +167,7 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
 
 def layer_windows(model: nn.Module) -> list[int | None]:
     """The window of each block's attention, in order; None for a global layer."""
-    return [block.attn.window for block in model.blocks]
+    return [layer_window(block.attn) for block in model.blocks]
 # --8<-- [end:gemma3_language_model]
 
 
@@ -335,7 +335,7 @@ def check_gemma3_config(ours: Gemma3LanguageModel, config: object) -> None:
     for i, (b, kind) in enumerate(zip(ours.blocks, kinds)):
         window = field("sliding_window") if kind == "sliding_attention" else None
         factor = rope[kind]["factor"]
-        pairs += [(f"blocks[{i}] window", b.attn.window,
+        pairs += [(f"blocks[{i}] window", layer_window(b.attn),
                    f"sliding_window ({kind})", window),
                   (f"blocks[{i}] rope", type(b.attn.rope).__name__,
                    f"rope ({kind})", "RotaryEmbedding" if factor is None

@@ -55,7 +55,7 @@ from literate.parts.rope_scaling import (
 )
 from literate.parts.routers import Router, gpt_oss_router
 from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
-from literate.parts.window import LAYER_TYPES
+from literate.parts.window import LAYER_TYPES, layer_window
 
 __all__ = [
     "gpt_oss_block",
@@ -304,7 +304,7 @@ def check_gpt_oss_config(ours: LlamaLanguageModel, config: object) -> None:
         ("d_model", ours.d_model, "hidden_size", field("hidden_size")),
         ("n_layers", len(ours.blocks), "num_hidden_layers",
          field("num_hidden_layers")),
-        ("windows", [b.attn.window for b in ours.blocks], "layer_types",
+        ("windows", [layer_window(b.attn) for b in ours.blocks], "layer_types",
          gpt_oss_windows(config)),
         ("n_heads", block.attn.n_heads, "num_attention_heads", heads),
         ("n_kv_heads", block.attn.n_kv_heads, "num_key_value_heads",

@@ -26,7 +26,7 @@ from literate.models.llama import (
 from literate.parts.blocks import PreNormBlock, llama_block
 from literate.parts.checks import positive_int
 from literate.parts.multi_head import MultiHeadAttention
-from literate.parts.window import SlidingWindowAttention
+from literate.parts.window import SlidingWindowAttention, layer_window
 
 __all__ = [
     "mistral_block",
@@ -97,8 +97,8 @@ def check_mistral_config(ours: LlamaLanguageModel, config: object) -> None:
     check_llama_config(ours, without_window(config))
     window = mistral_window(config)
     for block in ours.blocks:
-        if block.attn.window != window:
-            raise ValueError(f"ours has window={block.attn.window!r}, theirs "
+        if layer_window(block.attn) != window:
+            raise ValueError(f"ours has window={layer_window(block.attn)!r}, theirs "
                              f"sliding_window={window!r}")
 
 

@@ -63,6 +63,7 @@ from literate.parts.norms import RMSNorm
 from literate.parts.rope_scaling import LinearScaledRotaryEmbedding, YarnRotaryEmbedding
 from literate.parts.routers import DeepSeekV3Router
 from literate.parts.sinks import SinkAttention
+from literate.parts.window import layer_window
 
 __all__ = ["ERA_COLUMNS", "EraRow", "ERA_ROWS", "describe_model", "era_table",
            "BUILDERS", "DIFF_PAIRS", "block_diff"]
@@ -115,7 +116,7 @@ def positions_cell(model: nn.Module) -> str:
 
 
 def windows_cell(model: nn.Module) -> str:
-    windows = [getattr(block.attn, "window", None) for block in model.blocks]
+    windows = [layer_window(block.attn) for block in model.blocks]
     windowed = [w for w in windows if w is not None]
     if not windowed:
         return "none"
@@ -285,7 +286,7 @@ def describe_encoder_decoder(model: EncoderDecoder) -> dict[str, str]:
         "positions": "sinusoidal, added to the embeddings",
         "attention": (f"{attention_cell(attn)}; cross-attention, "
                       f"{attention_cell(layer.cross_attn)}"),
-        "windows": "none" if getattr(attn, "window", None) is None else "windowed",
+        "windows": "none" if layer_window(attn) is None else "windowed",
         "sinks": "per head" if isinstance(attn, SinkAttention) else "none",
         "FFN": ffn_cell(ffn), "FFN width": width_cell(ffn, model.d_model),
         "router": router_cell(ffn), "biases": biases_cell(layer),

@@ -43,6 +43,7 @@ from literate.parts.mla import MultiHeadLatentAttention
 from literate.parts.moe import Experts, GptOssExperts, MoEFFN
 from literate.parts.multi_head import MultiHeadAttention, head_counts
 from literate.parts.routers import DeepSeekV3Router, switch_router
+from literate.parts.window import layer_window
 
 __all__ = [
     "LatentShape",
@@ -228,7 +229,7 @@ def decoder_shape(model: nn.Module) -> dict:
     """`decoding_flops`'s keywords but `keys`, read from a built language model of ours
     (GPT-2's or chapter 7's `LlamaLanguageModel`, any block of `.attn` and `.ffn`):
     the width, vocabulary and layers; every layer's attention of one shape (its heads,
-    or MLA's widths and `absorb`) and its window (`attn.window`, None if it has none);
+    or MLA's widths and `absorb`) and its window (`layer_window`, None if it has none);
     the FFNs dense, or dense for the first layers and then one mixture of experts
     (its experts' width, E, the router's k, the shared expert). A model outside that
     pattern (attention shapes that differ between layers, a dense layer after an
@@ -253,7 +254,7 @@ def decoder_shape(model: nn.Module) -> dict:
                              "then one mixture of experts")
     shape = {"d_model": model.d_model, "n_layers": len(blocks),
              "vocab": model.vocab_size,
-             "windows": tuple(getattr(b.attn, "window", None) for b in blocks),
+             "windows": tuple(layer_window(b.attn) for b in blocks),
              **shapes[0]}
     if dense == len(ffns):  # a dense model
         _, d_ff, gated = ffns[0]

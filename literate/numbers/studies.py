@@ -240,7 +240,8 @@ def qk_attention(scale: float, *,
     """
     scale, qk_norm = positive_float("scale", scale), boolean("qk_norm", qk_norm)
     d_head = QK_D_MODEL // QK_HEADS
-    norms = {"q_norm": RMSNorm(d_head), "k_norm": RMSNorm(d_head)} if qk_norm else {}
+    norms = ({"q_norm": RMSNorm(d_head), "k_norm": RMSNorm(d_head), "qk_norm": "head"}
+             if qk_norm else {})
     layer = MultiHeadAttention(QK_D_MODEL, QK_HEADS, QK_KV_HEADS, rope=True,
                                **norms).double()
     g = torch.Generator().manual_seed(QK_SEED)

@@ -237,24 +237,32 @@ def rotary_part(rope: object, base: object, d_head: int) -> RotaryEmbedding | No
     return None
 
 
-def qk_norm_scope(q_norm: object, k_norm: object,
+QK_NORM_PLACEMENTS = ("head", "projection")
+
+
+def check_qk_norm(qk_norm: object, q_norm: object, k_norm: object,
                   layer: "MultiHeadAttention") -> str | None:
-    """Where QK-norm goes, read from the norms' widths: "head" (width d_head, each
-    head alone), "projection" (the widths of q_proj and k_proj, before the split), or
-    None (no norms)."""
-    if q_norm is None and k_norm is None:
+    """The QK-norm placement the caller chose, checked against its norms: "head" (norms
+    of width d_head, each head alone: Qwen3, Gemma 3), "projection" (the widths of
+    q_proj and k_proj, before the split: OLMo 2), or None (no norms). Nothing is read
+    from a shape: norms of other widths are an error naming both."""
+    if qk_norm is None:
+        if q_norm is not None or k_norm is not None:
+            raise ValueError("q_norm and k_norm are given but qk_norm is None: say "
+                             "where they go, qk_norm='head' or qk_norm='projection'")
         return None
-    d_head = layer.d_head
-    d_q, d_kv = layer.n_heads * d_head, layer.n_kv_heads * d_head
-    widths = tuple(getattr(n, "d_model", None) for n in (q_norm, k_norm))
+    placement = choice("qk_norm", qk_norm, QK_NORM_PLACEMENTS)
     if not all(isinstance(n, nn.Module) for n in (q_norm, k_norm)):
-        raise TypeError("q_norm and k_norm must both be modules (norms), or both None")
-    if widths == (d_head, d_head):
-        return "head"
-    if widths == (d_q, d_kv):
-        return "projection"
-    raise ValueError(f"q_norm and k_norm have widths {widths}: per head they are "
-                     f"({d_head}, {d_head}), over the projections ({d_q}, {d_kv})")
+        raise TypeError(f"qk_norm={placement!r} needs q_norm and k_norm, both modules "
+                        "(norms)")
+    d_head = layer.d_head
+    want = ((d_head, d_head) if placement == "head"
+            else (layer.n_heads * d_head, layer.n_kv_heads * d_head))
+    widths = tuple(getattr(n, "d_model", None) for n in (q_norm, k_norm))
+    if widths != want:
+        raise ValueError(f"qk_norm={placement!r} needs q_norm and k_norm of widths "
+                         f"{want}, got {widths}")
+    return placement
 
 
 def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
@@ -355,27 +363,26 @@ class MultiHeadAttention(nn.Module):
 
     - rope: a RotaryEmbedding that turns q and k (never v) at their absolute positions
       (Su et al. 2021); `rope=True` is `RotaryEmbedding(d_head, base=rope_base)`;
-    - q_norm, k_norm: QK-norm, a norm of width d_head applied to each head (Qwen3,
-      Gemma 3) or of the projection's width applied before the split (OLMo 2);
+    - q_norm, k_norm, qk_norm: QK-norm, where the caller says: qk_norm="head", norms
+      of width d_head applied to each head (Qwen3, Gemma 3), or "projection", norms of
+      the projections' widths applied before the split (OLMo 2);
     - d_head: the head width, d_model // n_heads unless given (Gemma 3 and Qwen3's
       small models project to n_heads * d_head != d_model);
     - scale: the score scale, 1 / sqrt(d_head) unless given (Gemma 3).
     """
 
-    window: int | None = None  # every earlier key: chapter 10's sliding window has one
-
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *,
                  d_head: int | None = None, bias: bool = False,
                  rope: bool | RotaryEmbedding = False, rope_base: float | None = None,
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
-                 scale: float | None = None) -> None:
+                 qk_norm: str | None = None, scale: float | None = None) -> None:
         super().__init__()
         d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
                                                            d_head)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_head = d_head
         self.rope = rotary_part(rope, rope_base, self.d_head)
-        self.qk_norm = qk_norm_scope(q_norm, k_norm, self)  # None, "head", "projection"
+        self.qk_norm = check_qk_norm(qk_norm, q_norm, k_norm, self)
         self.q_norm, self.k_norm = q_norm, k_norm
         self.scale = None if scale is None else positive_float("scale", scale)
         bias, d_q, d_kv = boolean("bias", bias), n_heads * d_head, n_kv_heads * d_head
@@ -396,6 +403,12 @@ class MultiHeadAttention(nn.Module):
         (`attention_allowed`); a method, for chapter 10's sliding window to override."""
         return attention_allowed(t_q, t_k, causal=causal, query_offset=t_k - t_q,
                                  key_valid=key_valid, device=self.q_proj.weight.device)
+
+    def kernel_makes_mask(self, t_q: int, t_k: int, key_valid: Tensor | None) -> bool:
+        """Whether a causal call's mask is the plain square one, which the fused kernel
+        makes itself (no padding, no cache); a method, for chapter 10's sliding window
+        (whose mask never is) to override."""
+        return key_valid is None and t_q == t_k
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, *,
                plain_causal: bool, padded: bool,
@@ -470,8 +483,7 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             cache.bind(self)  # one cache, one layer
             k, v = cache.write(k, v)  # [B, H_kv, T_k, d_head]: checked by check_call
-        plain = (allowed is not None and key_valid is None and t_q == t_k
-                 and self.window is None)  # the plain causal mask: the kernel makes it
+        plain = allowed is not None and self.kernel_makes_mask(t_q, t_k, key_valid)
         out, weights = self.attend(q, k, v, allowed, plain_causal=plain,
                                    padded=key_valid is not None,
                                    return_weights=return_weights)  # [B, H, T_q, d]

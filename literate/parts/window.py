@@ -45,6 +45,7 @@ __all__ = [
     "window_attention_allowed",
     "RingKVCache",
     "SlidingWindowAttention",
+    "layer_window",
 ]
 
 
@@ -240,12 +241,12 @@ class RingKVCache(KVCache):
 class SlidingWindowAttention(MultiHeadAttention):
     """Chapter 3's MultiHeadAttention in which a query reads only the `window`
     positions ending at its own (Mistral 7B's every layer, Gemma 3's local layers):
-    causal self-attention only. Three methods change: `new_cache` makes a RingKVCache
+    causal self-attention only. Four methods change: `new_cache` makes a RingKVCache
     of min(window, capacity) slots (a plain KVCache works too: it keeps every key and
     the mask reads the window); `allowed` is the window's mask, at a ring's slot
-    positions; `forward` refuses what a window cannot do, then runs chapter 3's. The
-    fused kernel's own causal mask is not used (`window` is set: it would read past
-    the window). `options`: MultiHeadAttention's (d_head, rope, q_norm, ...).
+    positions; `kernel_makes_mask` is False (the fused kernel's own causal mask would
+    read past the window); `forward` refuses what a window cannot do, then runs chapter
+    3's. `options`: MultiHeadAttention's (d_head, rope, q_norm, ...).
     """
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, *,
@@ -260,6 +261,10 @@ class SlidingWindowAttention(MultiHeadAttention):
         w = self.k_proj.weight
         return RingKVCache(batch, self.n_kv_heads, capacity, self.d_head,
                            window=self.window, dtype=w.dtype, device=w.device)
+
+    def kernel_makes_mask(self, t_q: int, t_k: int, key_valid: Tensor | None) -> bool:
+        """Never: the fused kernel's causal mask would read past the window."""
+        return False
 
     def allowed(self, t_q: int, t_k: int, causal: bool, key_valid: Tensor | None,
                 cache: KVCache | None) -> Tensor | None:
@@ -294,6 +299,12 @@ class SlidingWindowAttention(MultiHeadAttention):
 
 # Hugging Face's names of a windowed and a full layer in a config's `layer_types`
 LAYER_TYPES = ("sliding_attention", "full_attention")
-# --8<-- [end:sliding_window_attention]
 
+
+def layer_window(attn: object) -> int | None:
+    """An attention layer's window: `window` of a SlidingWindowAttention (or a subclass,
+    chapter 10's sinks with a window), None for any other layer, which reads every
+    earlier key."""
+    return attn.window if isinstance(attn, SlidingWindowAttention) else None
+# --8<-- [end:sliding_window_attention]
 
