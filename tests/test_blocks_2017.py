@@ -259,8 +259,9 @@ def test_post_norm_with_both_sublayers_zeroed_is_exactly_the_norms():
                 attn.o_proj.bias.zero_()
             layer.ffn.down_proj.weight.zero_()
             layer.ffn.down_proj.bias.zero_()
-        assert torch.equal(enc(x), enc.norm2(enc.norm1(x)))
-        assert torch.equal(dec(x, rand(4, 3, D, seed=18)), dec.norm3(dec.norm2(dec.norm1(x))))
+        assert torch.equal(enc(x), enc.ffn_norm(enc.self_attn_norm(x)))
+        assert torch.equal(dec(x, rand(4, 3, D, seed=18)),
+                           dec.ffn_norm(dec.cross_attn_norm(dec.self_attn_norm(x))))
         assert not torch.allclose(enc(x), x, atol=1e-3)  # post-norm is not the identity ...
         pre = gpt2_block(D, H, d_ff=D_FF, dropout=0.0).double()
         pre.attn.o_proj.weight.zero_()
@@ -368,10 +369,11 @@ def test_left_padded_targets_need_and_accept_the_zero_policy():
 
 
 BLOCKS = {  # block class -> its parts, by keyword, in the order of the constructor
-    "PostNormEncoderLayer": (PostNormEncoderLayer, ["self_attn", "ffn", "norm1", "norm2"]),
-    "PostNormDecoderLayer": (PostNormDecoderLayer, ["self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"]),
-    "PreNormBlock": (PreNormBlock, ["attn", "ffn", "norm1", "norm2"]),
-    "PostNormBlock": (PostNormBlock, ["attn", "ffn", "norm1", "norm2"]),
+    "PostNormEncoderLayer": (PostNormEncoderLayer, ["self_attn", "ffn", "self_attn_norm", "ffn_norm"]),
+    "PostNormDecoderLayer": (PostNormDecoderLayer, ["self_attn", "cross_attn", "ffn", "self_attn_norm",
+                                                    "cross_attn_norm", "ffn_norm"]),
+    "PreNormBlock": (PreNormBlock, ["attn", "ffn", "attn_norm", "ffn_norm"]),
+    "PostNormBlock": (PostNormBlock, ["attn", "ffn", "attn_norm", "ffn_norm"]),
 }
 
 
@@ -394,8 +396,9 @@ def test_every_block_knows_its_width_and_refuses_wrong_parts_by_name(kind):
     with pytest.raises(TypeError, match=rf"^{names[0]} must be an nn\.Module with an int d_model \(its width\), "
                                         r"got torch\.nn\.modules\.linear\.Identity$"):
         cls(**no_width)
-    torch_norm = block_parts(names) | {"norm1": nn.LayerNorm(D)}  # normalized_shape, no d_model
-    with pytest.raises(TypeError, match=r"^norm1 must be an nn\.Module with an int d_model \(its width\), "
+    first_norm = next(n for n in names if n.endswith("norm"))
+    torch_norm = block_parts(names) | {first_norm: nn.LayerNorm(D)}  # normalized_shape, no d_model
+    with pytest.raises(TypeError, match=rf"^{first_norm} must be an nn\.Module with an int d_model \(its width\), "
                                         r"got torch\.nn\.modules\.normalization\.LayerNorm$"):
         cls(**torch_norm)
     widths = block_parts(names) | {"ffn": DenseFFN(2 * D, D_FF, F.relu)}
@@ -428,11 +431,11 @@ def test_post_norm_block_is_the_2017_placement_built_by_hand():
     block: equal to the formula written here, and not equal to the pre-norm block."""
     torch.manual_seed(40)
     pre = randomise(gpt2_block(D, H, d_ff=D_FF, dropout=0.0).double(), 40)
-    post = PostNormBlock(pre.attn, pre.ffn, pre.norm1, pre.norm2)
-    assert post.d_model == D and post.attn is pre.attn and post.norm2 is pre.norm2
+    post = PostNormBlock(pre.attn, pre.ffn, pre.attn_norm, pre.ffn_norm)
+    assert post.d_model == D and post.attn is pre.attn and post.ffn_norm is pre.ffn_norm
     x = rand(2, 6, D, seed=41).requires_grad_()
-    by_hand = pre.norm1(x + pre.attn(x, causal=True))
-    by_hand = pre.norm2(by_hand + pre.ffn(by_hand))
+    by_hand = pre.attn_norm(x + pre.attn(x, causal=True))
+    by_hand = pre.ffn_norm(by_hand + pre.ffn(by_hand))
     ours = post(x)
     assert torch.equal(ours, by_hand)
     probe = rand(2, 6, D, seed=42)
@@ -451,7 +454,7 @@ def test_post_norm_block_is_the_2017_placement_built_by_hand():
 def test_post_norm_block_is_causal_and_matches_torch_encoder_layer_with_a_causal_mask():
     """The 2017 encoder layer with a causal mask is PostNormBlock (same parts)."""
     layer = encoder(seed=43)
-    post = PostNormBlock(layer.self_attn, layer.ffn, layer.norm1, layer.norm2)
+    post = PostNormBlock(layer.self_attn, layer.ffn, layer.self_attn_norm, layer.ffn_norm)
     theirs = torch_encoder_layer(layer)
     x = rand(2, 5, D, seed=44)
     with torch.no_grad():
@@ -471,7 +474,7 @@ def test_post_norm_block_is_causal_and_matches_torch_encoder_layer_with_a_causal
 def test_blocks_read_no_tensor_values_without_a_padding_mask():
     enc, dec = encoder(), decoder()
     pre = gpt2_block(D, H, dropout=0.0).double()
-    post = PostNormBlock(pre.attn, pre.ffn, pre.norm1, pre.norm2)
+    post = PostNormBlock(pre.attn, pre.ffn, pre.attn_norm, pre.ffn_norm)
     x, memory = rand(2, 5, D, seed=46), rand(2, 7, D, seed=47)
     for call in (lambda: enc(x), lambda: dec(x, memory), lambda: pre(x), lambda: post(x)):
         _, syncs = count_syncs(call)

@@ -143,12 +143,12 @@ def test_describe_refuses_what_it_cannot_name():
         describe_block(torch.nn.Linear(2, 2))
     with torch.device("meta"):
         block = gpt2_block(8, 2)
-        block.norm2 = torch.nn.LayerNorm(8)
+        block.ffn_norm = torch.nn.LayerNorm(8)
     with pytest.raises(TypeError, match="not one of our norms: torch.nn"):
         describe_block(block)
     with torch.device("meta"):
         block = gpt2_block(8, 2)
-        block.norm2 = LayerNorm(8, eps=1e-6)
+        block.ffn_norm = LayerNorm(8, eps=1e-6)
     with pytest.raises(ValueError, match=r"norm eps differ: \['1e-05', '1e-06'\]"):
         describe_block(block)
     with torch.device("meta"):

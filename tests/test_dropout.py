@@ -96,7 +96,7 @@ def test_a_residual_block_with_every_branch_dropped_is_the_identity(block, n_nor
 def test_a_post_norm_block_with_every_branch_dropped_is_its_norms():
     layer = dropping_everything(PostNormBlock(*parts(2), dropout=0.5))
     x = rand(2, 5, D, seed=2)
-    torch.testing.assert_close(layer(x), layer.norm2(layer.norm1(x)), rtol=0, atol=0)
+    torch.testing.assert_close(layer(x), layer.ffn_norm(layer.attn_norm(x)), rtol=0, atol=0)
 
 
 def test_2017_encoder_layer_drops_each_sublayer_output_as_pytorch_does():
@@ -106,7 +106,7 @@ def test_2017_encoder_layer_drops_each_sublayer_output_as_pytorch_does():
         module.p = 1.0
     theirs.self_attn.dropout = 1.0
     x = rand(2, 5, D, seed=3)
-    expected = ours.norm2(ours.norm1(x))  # both branches dropped: the norms alone
+    expected = ours.ffn_norm(ours.self_attn_norm(x))  # both branches dropped: the norms alone
     torch.testing.assert_close(ours(x), expected, rtol=0, atol=0)
     torch.testing.assert_close(theirs(x), expected, rtol=0, atol=1e-12)
 
@@ -118,7 +118,7 @@ def test_2017_decoder_layer_drops_each_sublayer_output_as_pytorch_does():
         module.p = 1.0
     theirs.self_attn.dropout = theirs.multihead_attn.dropout = 1.0
     x, memory = rand(2, 5, D, seed=4), rand(2, 6, D, seed=5)
-    expected = ours.norm3(ours.norm2(ours.norm1(x)))
+    expected = ours.ffn_norm(ours.cross_attn_norm(ours.self_attn_norm(x)))
     torch.testing.assert_close(ours(x, memory), expected, rtol=0, atol=0)
     mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=F64)
     torch.testing.assert_close(theirs(x, memory, tgt_mask=mask), expected, rtol=0, atol=1e-12)

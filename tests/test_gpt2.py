@@ -235,9 +235,9 @@ def test_serial_pre_norm_ffn_reads_the_attention_updated_stream():
     block(x)  # one real forward call
     for h in hooks:
         h.remove()
-    torch.testing.assert_close(seen["attn_in"], block.norm1(x), **TOL)
-    torch.testing.assert_close(seen["ffn_in"], block.norm2(x + seen["attn_out"]), **TOL)
-    assert not torch.allclose(seen["ffn_in"], block.norm2(x), atol=1e-3)
+    torch.testing.assert_close(seen["attn_in"], block.attn_norm(x), **TOL)
+    torch.testing.assert_close(seen["ffn_in"], block.ffn_norm(x + seen["attn_out"]), **TOL)
+    assert not torch.allclose(seen["ffn_in"], block.ffn_norm(x), atol=1e-3)
 
 
 def test_the_block_is_causal_without_being_asked():
@@ -246,8 +246,8 @@ def test_the_block_is_causal_without_being_asked():
     torch.manual_seed(0)
     block = gpt2_block(D, H, dropout=0.0).double()
     x = rand(1, 5, D)
-    explicit = x + block.attn(block.norm1(x), causal=True)
-    explicit = explicit + block.ffn(block.norm2(explicit))
+    explicit = x + block.attn(block.attn_norm(x), causal=True)
+    explicit = explicit + block.ffn(block.ffn_norm(explicit))
     assert torch.equal(block(x), explicit)
 
 
@@ -282,7 +282,7 @@ def test_gpt2_init():
     residual = torch.cat([b.ffn.down_proj.weight.flatten() for b in model.blocks])
     assert abs(w.std().item() - 0.02) < 1e-3
     assert abs(residual.std().item() - 0.02 / math.sqrt(16)) < 2e-4
-    assert all((b.attn.q_proj.bias == 0).all() and (b.norm1.weight == 1).all() for b in model.blocks)
+    assert all((b.attn.q_proj.bias == 0).all() and (b.attn_norm.weight == 1).all() for b in model.blocks)
     assert gpt2_init_(model) is model
 
 

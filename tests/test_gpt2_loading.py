@@ -306,7 +306,7 @@ def same_model(a: GPTLanguageModel, b: GPTLanguageModel) -> None:
     sa, sb = a.state_dict(), b.state_dict()
     assert list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
     for x, y in zip(a.blocks, b.blocks):
-        assert x.ffn.activation is y.ffn.activation and x.norm1.eps == y.norm1.eps
+        assert x.ffn.activation is y.ffn.activation and x.attn_norm.eps == y.attn_norm.eps
         assert x.dropout.p == y.dropout.p and x.attn.n_heads == y.attn.n_heads
     assert a.dropout.p == b.dropout.p and a.context == b.context
 
@@ -328,7 +328,7 @@ def test_config_json_gives_the_model_the_config_object_gives(hf, tmp_path, varia
     same_model(built(from_json), reference)
     same_model(built(from_dict), reference)
     block = reference.blocks[0]
-    assert block.ffn.d_ff == variant.get("n_inner", 4 * D) and block.norm1.eps == variant.get("layer_norm_epsilon", 1e-5)
+    assert block.ffn.d_ff == variant.get("n_inner", 4 * D) and block.attn_norm.eps == variant.get("layer_norm_epsilon", 1e-5)
     assert block.dropout.p == variant.get("resid_pdrop", 0.0) and reference.dropout.p == variant.get("embd_pdrop", 0.0)
 
 

@@ -157,8 +157,8 @@ def test_eps_sits_inside_the_square_root_added_to_the_mean_square():
 
 
 # --- the block --------------------------------------------------------------------------
-BLOCK_NAMES = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
-               "norm2": "post_attention_layernorm"}
+BLOCK_NAMES = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
+               "ffn_norm": "post_attention_layernorm"}
 
 
 def hf_block_name(name: str) -> str:
@@ -177,7 +177,7 @@ def block_pair(implementation: str, d_head: int | None, seed: int = 0):
     torch.manual_seed(seed)
     ours = llama_block(D, H, H_KV, D_FF, d_head=d_head, rope_base=10_000.0, eps=1e-5).double()
     with torch.no_grad():
-        for norm in (ours.norm1, ours.norm2):
+        for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
     theirs = modeling_llama.LlamaDecoderLayer(config, 0).double()
     theirs.load_state_dict({hf_block_name(k): v for k, v in ours.state_dict().items()})

@@ -58,8 +58,8 @@ F64 = torch.float64
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 4, 12, 2, 61, 2
-NAMES = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
-         "norm2": "post_attention_layernorm"}
+NAMES = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
+         "ffn_norm": "post_attention_layernorm"}
 
 
 # --- the harness ------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def block_pair(implementation: str, window: int = W, seed: int = 0):
     torch.manual_seed(seed)
     ours = mistral_block(D, H, H_KV, D_FF, rope_base=10_000.0, eps=1e-5, window=window).double()
     with torch.no_grad():
-        for norm in (ours.norm1, ours.norm2):
+        for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
     theirs = mistral.MistralDecoderLayer(config, 0).double()
     theirs.load_state_dict({f"{NAMES[k.split('.', 1)[0]]}.{k.split('.', 1)[1]}": v

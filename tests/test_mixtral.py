@@ -83,8 +83,8 @@ def causal_additive_mask(t: int) -> torch.Tensor:
 
 # --- the block --------------------------------------------------------------------------
 BLOCK_NAMES = [("attn.", "self_attn."), ("ffn.router.", "mlp.gate."),
-               ("ffn.experts.", "mlp.experts."), ("norm1.", "input_layernorm."),
-               ("norm2.", "post_attention_layernorm.")]
+               ("ffn.experts.", "mlp.experts."), ("attn_norm.", "input_layernorm."),
+               ("ffn_norm.", "post_attention_layernorm.")]
 
 
 def hf_block_name(name: str) -> str:
@@ -100,7 +100,7 @@ def block_pair():
     torch.manual_seed(0)
     ours = mixtral_block(D, H, H_KV, D_FF, E, K, rope_base=1e6, eps=1e-5).double()
     with torch.no_grad():
-        for norm in (ours.norm1, ours.norm2):
+        for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
         ours.ffn.router.weight.normal_(0.0, 0.5)  # routing far from uniform
     theirs = modeling_mixtral.MixtralDecoderLayer(config, 0).double().eval()

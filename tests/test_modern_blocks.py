@@ -139,13 +139,14 @@ def compare(ours, theirs, table, call_theirs, seed):
     return as_is, patched
 
 
-PRE_NORM = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
-            "norm2": "post_attention_layernorm"}
-OUTPUT_NORM = {"attn": "self_attn", "ffn": "mlp", "norm1": "post_attention_layernorm",
-               "norm2": "post_feedforward_layernorm"}
-SANDWICH = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
-            "norm2": "post_attention_layernorm", "norm3": "pre_feedforward_layernorm",
-            "norm4": "post_feedforward_layernorm"}
+# our parts and norms, by role -> Hugging Face's
+PRE_NORM = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
+            "ffn_norm": "post_attention_layernorm"}
+OUTPUT_NORM = {"attn": "self_attn", "ffn": "mlp", "attn_out_norm": "post_attention_layernorm",
+               "ffn_out_norm": "post_feedforward_layernorm"}
+SANDWICH = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
+            "attn_out_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+            "ffn_out_norm": "post_feedforward_layernorm"}
 
 
 def test_the_patch_is_each_norms_own_formula_in_the_input_dtype():
@@ -196,7 +197,7 @@ def test_qwen3_norms_q_and_k_before_rope():
         block.attn.q_norm.weight.normal_(1.0, 0.5)
         block.attn.k_norm.weight.normal_(1.0, 0.5)
     x = torch.randn(B, T, D, dtype=F64)
-    h = block.norm1(x)
+    h = block.attn_norm(x)
     attn = block.attn
     q = attn.q_proj(h).view(B, T, H, 8).transpose(1, 2)
     k = attn.k_proj(h).view(B, T, H_KV, 8).transpose(1, 2)

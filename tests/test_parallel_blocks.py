@@ -179,14 +179,14 @@ def test_the_configured_blocks_are_our_builders():
     config's numbers."""
     gptj = gptj_block_from_hf_config(gptj_config())
     rope = gptj.attn.rope
-    assert (rope.rotary_dim, rope.layout, gptj.norm2) == (4, "interleaved", None)
+    assert (rope.rotary_dim, rope.layout, gptj.ffn_norm) == (4, "interleaved", None)
     check_block_config(gptj_block(D, 4, 64, rotary_dim=4), gptj)
     neox = neox_block_from_hf_config(neox_config())
     assert (neox.attn.rope.rotary_dim, neox.attn.rope.layout) == (4, "half")
     check_block_config(neox_block(D, 4, 64, rotary_pct=0.5), neox)
     cohere = cohere_block_from_hf_config(cohere_config())
     assert (cohere.attn.rope.rotary_dim, cohere.attn.rope.layout) == (8, "interleaved")
-    assert (cohere.attn.n_kv_heads, cohere.norm1.bias, cohere.norm2) == (2, None, None)
+    assert (cohere.attn.n_kv_heads, cohere.attn_norm.bias, cohere.ffn_norm) == (2, None, None)
 
 
 def test_gptj_masks_causally_only_under_sdpa():
@@ -392,48 +392,48 @@ def one_forward(modules: dict[str, torch.nn.Module], call, x: torch.Tensor) -> d
 
 
 def parts(block: torch.nn.Module) -> dict[str, torch.nn.Module]:
-    names = ("norm1", "attn", "norm2", "ffn")
+    names = ("attn_norm", "attn", "ffn_norm", "ffn")
     return {n: getattr(block, n) for n in names if getattr(block, n) is not None}
 
 
 def serial_and_parallel(seed: int) -> tuple[PreNormBlock, ParallelBlock]:
     """GPT-NeoX's parallel block, and the serial pre-norm block of the same parts."""
     parallel = randomised(neox_block(D, 4, 64), seed)
-    serial = PreNormBlock(parallel.attn, parallel.ffn, parallel.norm1, parallel.norm2)
+    serial = PreNormBlock(parallel.attn, parallel.ffn, parallel.attn_norm, parallel.ffn_norm)
     return serial, parallel
 
 
 def test_serial_ffn_reads_the_attention_updated_stream():
     """One real forward of the serial (pre-norm) block: the FFN's input is the very
-    tensor norm2 returned, and norm2 read x + Attn(norm1(x)), exactly; not norm2(x)."""
+    tensor ffn_norm returned, and ffn_norm read x + Attn(attn_norm(x)), exactly; not ffn_norm(x)."""
     serial, _ = serial_and_parallel(4)
     x = torch.randn(B, T, D, dtype=F64)
     seen = one_forward(parts(serial), serial, x)
-    assert seen["norm1"][0] is x and seen["attn"][0] is seen["norm1"][1]
-    assert seen["ffn"][0] is seen["norm2"][1]
+    assert seen["attn_norm"][0] is x and seen["attn"][0] is seen["attn_norm"][1]
+    assert seen["ffn"][0] is seen["ffn_norm"][1]
     attn_out = seen["attn"][1]
-    assert torch.equal(seen["norm2"][0], x + attn_out)
+    assert torch.equal(seen["ffn_norm"][0], x + attn_out)
     with torch.no_grad():
-        assert torch.equal(seen["ffn"][0], serial.norm2(x + attn_out))
-        assert not torch.allclose(seen["ffn"][0], serial.norm2(x))
+        assert torch.equal(seen["ffn"][0], serial.ffn_norm(x + attn_out))
+        assert not torch.allclose(seen["ffn"][0], serial.ffn_norm(x))
 
 
 def test_parallel_ffn_reads_what_the_attention_reads():
-    """GPT-NeoX (two norms): norm1 and norm2 both read the block's input itself, and
-    the FFN reads norm2(x), exactly, not norm2(x + Attn(...)). GPT-J and Cohere (one
-    norm): the attention and the FFN read the very same tensor object, norm1(x)."""
+    """GPT-NeoX (two norms): attn_norm and ffn_norm both read the block's input itself, and
+    the FFN reads ffn_norm(x), exactly, not ffn_norm(x + Attn(...)). GPT-J and Cohere (one
+    norm): the attention and the FFN read the very same tensor object, attn_norm(x)."""
     _, neox = serial_and_parallel(4)
     x = torch.randn(B, T, D, dtype=F64)
     seen = one_forward(parts(neox), neox, x)
-    assert seen["norm1"][0] is x and seen["norm2"][0] is x
-    assert seen["attn"][0] is seen["norm1"][1] and seen["ffn"][0] is seen["norm2"][1]
+    assert seen["attn_norm"][0] is x and seen["ffn_norm"][0] is x
+    assert seen["attn"][0] is seen["attn_norm"][1] and seen["ffn"][0] is seen["ffn_norm"][1]
     with torch.no_grad():
-        assert torch.equal(seen["ffn"][0], neox.norm2(x))
-        assert not torch.allclose(seen["ffn"][0], neox.norm2(x + seen["attn"][1]))
+        assert torch.equal(seen["ffn"][0], neox.ffn_norm(x))
+        assert not torch.allclose(seen["ffn"][0], neox.ffn_norm(x + seen["attn"][1]))
     for block in (pair("gptj")[0], pair("cohere")[0]):
         seen = one_forward(parts(block), block, x)
-        assert seen["norm1"][0] is x
-        assert seen["attn"][0] is seen["norm1"][1] and seen["ffn"][0] is seen["attn"][0]
+        assert seen["attn_norm"][0] is x
+        assert seen["attn"][0] is seen["attn_norm"][1] and seen["ffn"][0] is seen["attn"][0]
 
 
 @pytest.mark.parametrize("family", ["neox", "neox_serial"])
@@ -443,11 +443,11 @@ def test_hf_neox_layer_feeds_its_mlp_the_same_way(family):
     _, theirs, call = pair(family)
     x = torch.randn(B, T, D, dtype=F64)
     seen = one_forward({"attn": theirs.attention,
-                        "norm2": theirs.post_attention_layernorm}, call, x)
+                        "ffn_norm": theirs.post_attention_layernorm}, call, x)
     if family == "neox":
-        assert seen["norm2"][0] is x
+        assert seen["ffn_norm"][0] is x
     else:
-        assert torch.equal(seen["norm2"][0], seen["attn"][1] + x)
+        assert torch.equal(seen["ffn_norm"][0], seen["attn"][1] + x)
 
 
 # --- syncs and compile -------------------------------------------------------------

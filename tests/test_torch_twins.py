@@ -33,17 +33,17 @@ from literate.parts.norms import LayerNorm, RMSNorm
 D, H, D_FF = 16, 4, 32
 
 
-def encoder(*, attn=None, ffn=None, norm1=None, norm2=None) -> PostNormEncoderLayer:
+def encoder(*, attn=None, ffn=None, self_attn_norm=None, ffn_norm=None) -> PostNormEncoderLayer:
     return PostNormEncoderLayer(attn or MultiHeadAttention(D, H, bias=True),
                                 ffn or DenseFFN(D, D_FF, F.relu, bias=True),
-                                norm1 or LayerNorm(D), norm2 or LayerNorm(D))
+                                self_attn_norm or LayerNorm(D), ffn_norm or LayerNorm(D))
 
 
-def decoder(*, self_attn=None, cross_attn=None, norm3=None) -> PostNormDecoderLayer:
+def decoder(*, self_attn=None, cross_attn=None, ffn_norm=None) -> PostNormDecoderLayer:
     return PostNormDecoderLayer(self_attn or MultiHeadAttention(D, H, bias=True),
                                 cross_attn or MultiHeadAttention(D, H, bias=True),
                                 DenseFFN(D, D_FF, F.relu, bias=True),
-                                LayerNorm(D), LayerNorm(D), norm3 or LayerNorm(D))
+                                LayerNorm(D), LayerNorm(D), ffn_norm or LayerNorm(D))
 
 
 def test_the_twins_compute_what_our_layers_compute():
@@ -84,9 +84,9 @@ def test_relu_as_a_module_or_torch_function_is_mirrored():
     ({"ffn": DenseFFN(D, D_FF, F.relu, bias=False)}, ValueError,
      r"^ffn has no biases: the 2017 twin has them everywhere$"),
     ({"ffn": GatedFFN(D, D_FF, F.relu, bias=True)}, TypeError, r"^ffn must be a DenseFFN, got GatedFFN$"),
-    ({"norm2": RMSNorm(D)}, TypeError, r"^norm2 must be a LayerNorm, got RMSNorm$"),
-    ({"norm2": LayerNorm(D, eps=1e-6)}, ValueError,
-     (r"^the norms have different eps \{'norm1': 1e-05, 'norm2': 1e-06\}: PyTorch's layer has one "
+    ({"ffn_norm": RMSNorm(D)}, TypeError, r"^ffn_norm must be a LayerNorm, got RMSNorm$"),
+    ({"ffn_norm": LayerNorm(D, eps=1e-6)}, ValueError,
+     (r"^the norms have different eps \{'self_attn_norm': 1e-05, 'ffn_norm': 1e-06\}: PyTorch's layer has one "
       r"layer_norm_eps$")),
 ])
 def test_the_encoder_twin_refuses_what_it_cannot_mirror(parts, error, message):
@@ -99,7 +99,7 @@ def test_the_encoder_twin_refuses_what_it_cannot_mirror(parts, error, message):
     ({"cross_attn": MultiHeadAttention(D, H, 2, bias=True)}, r"^cross_attn has n_kv_heads=2"),
     ({"cross_attn": MultiHeadAttention(D, H, bias=False)}, r"^cross_attn has no biases"),
     ({"self_attn": MultiHeadAttention(D, H, bias=True, rope=True)}, r"^self_attn uses RoPE"),
-    ({"norm3": LayerNorm(D, eps=1e-6)}, r"^the norms have different eps .*'norm3': 1e-06"),
+    ({"ffn_norm": LayerNorm(D, eps=1e-6)}, r"^the norms have different eps .*'ffn_norm': 1e-06"),
 ])
 def test_the_decoder_twin_refuses_what_it_cannot_mirror(parts, message):
     with pytest.raises(ValueError, match=message):
@@ -131,12 +131,12 @@ def test_a_refused_layer_is_refused_before_anything_is_built(monkeypatch):
 
 def test_layers_check_the_type_and_width_of_each_part_naming_it():
     with pytest.raises(ValueError, match=r"must share one width d_model, got "
-                                         r"\{'self_attn': 16, 'ffn': 16, 'norm1': 16, 'norm2': 8\}$"):
-        encoder(norm2=LayerNorm(8))
+                                         r"\{'self_attn': 16, 'ffn': 16, 'self_attn_norm': 16, 'ffn_norm': 8\}$"):
+        encoder(ffn_norm=LayerNorm(8))
     with pytest.raises(ValueError, match=r"'cross_attn': 32"):
         decoder(cross_attn=MultiHeadAttention(32, H, bias=True))
-    with pytest.raises(TypeError, match=r"^norm1 must be an nn\.Module with an int d_model"):
-        encoder(norm1=nn.LayerNorm(D))  # no d_model: its width is not declared
+    with pytest.raises(TypeError, match=r"^self_attn_norm must be an nn\.Module with an int d_model"):
+        encoder(self_attn_norm=nn.LayerNorm(D))  # no d_model: its width is not declared
     with pytest.raises(TypeError, match=r"^ffn must be an nn\.Module with an int d_model .*function$"):
         encoder(ffn=F.relu)
 

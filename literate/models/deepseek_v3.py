@@ -248,7 +248,7 @@ def check_deepseek_v3_config(ours: LlamaLanguageModel, config: object) -> None:
             (f"blocks[{i}].attn.scale", a.scale, "the softmax scale", scale),
             (f"blocks[{i}].attn has bias", a.o_proj.bias is not None, "attention_bias",
              bool(field("attention_bias"))),
-            (f"blocks[{i}].norm1.eps", block.norm1.eps, "rms_norm_eps",
+            (f"blocks[{i}].attn_norm.eps", block.attn_norm.eps, "rms_norm_eps",
              field("rms_norm_eps")),
             (f"blocks[{i}].ffn is MoE", moe, "first_k_dense_replace", i >= dense)]
         if moe:

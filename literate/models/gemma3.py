@@ -324,7 +324,7 @@ def check_gemma3_config(ours: Gemma3LanguageModel, config: object) -> None:
          field("num_key_value_heads")),
         ("d_head", block.attn.d_head, "head_dim", field("head_dim")),
         ("d_ff", block.ffn.d_ff, "intermediate_size", field("intermediate_size")),
-        ("eps", block.norm1.eps, "rms_norm_eps", field("rms_norm_eps")),
+        ("eps", block.attn_norm.eps, "rms_norm_eps", field("rms_norm_eps")),
         ("scale", block.attn.scale, "query_pre_attn_scalar^-1/2",
          field("query_pre_attn_scalar") ** -0.5),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
@@ -347,19 +347,25 @@ def check_gemma3_config(ours: Gemma3LanguageModel, config: object) -> None:
     refuse_mismatches(pairs)
 
 
-HF_GEMMA3_NAMES = [  # Llama's names, and the two norms of the sandwich's FFN half
-    *HF_LLAMA_NAMES,
-    (r"^model\.layers\.(\d+)\.pre_feedforward_layernorm\.", r"blocks.\1.norm3."),
-    (r"^model\.layers\.(\d+)\.post_feedforward_layernorm\.", r"blocks.\1.norm4."),
+HF_GEMMA3_NAMES = [  # Llama's names but the norms; the sandwich's four, role to role
+    *(pair for pair in HF_LLAMA_NAMES if "layernorm" not in pair[0]),
+    (r"^model\.layers\.(\d+)\.input_layernorm\.", r"blocks.\1.attn_norm."),
+    (r"^model\.layers\.(\d+)\.post_attention_layernorm\.",
+     r"blocks.\1.attn_out_norm."),
+    (r"^model\.layers\.(\d+)\.pre_feedforward_layernorm\.", r"blocks.\1.ffn_norm."),
+    (r"^model\.layers\.(\d+)\.post_feedforward_layernorm\.",
+     r"blocks.\1.ffn_out_norm."),
 ]
 
 
 def load_hf_gemma3(ours: Gemma3LanguageModel, state_dict: Mapping[str, Tensor],
                    config: object) -> Gemma3LanguageModel:
     """Load a `Gemma3ForCausalLM` state dict by name, after `check_gemma3_config`:
-    attention (with `q_norm`, `k_norm`), MLP and the first two norms as `load_hf_llama`
-    names them, `pre_feedforward_layernorm` -> norm3, `post_feedforward_layernorm` ->
-    norm4; the head tied to the embedding."""
+    attention (with `q_norm`, `k_norm`) and MLP as `load_hf_llama` names them, the
+    sandwich's norms role to role (`input_layernorm` -> attn_norm,
+    `post_attention_layernorm` -> attn_out_norm, `pre_feedforward_layernorm` ->
+    ffn_norm, `post_feedforward_layernorm` -> ffn_out_norm); the head tied to the
+    embedding."""
     check_gemma3_config(ours, config)
     return load_renamed(ours, tied_head_state(ours, state_dict), HF_GEMMA3_NAMES)
 # --8<-- [end:check_gemma3_config]

@@ -341,7 +341,7 @@ def check_gpt2_config(ours: GPTLanguageModel | PreNormBlock, config: object) -> 
         ("d_model", block.d_model, "n_embd", d),
         ("n_heads", block.attn.n_heads, "n_head", hf_field(config, "n_head")),
         ("d_ff", block.ffn.d_ff, "n_inner", hf_field(config, "n_inner") or 4 * d),
-        ("eps", block.norm1.eps, "layer_norm_epsilon",
+        ("eps", block.attn_norm.eps, "layer_norm_epsilon",
          hf_field(config, "layer_norm_epsilon")),
         ("activation", block.ffn.activation, "activation_function",
          hf_activation(hf_field(config, "activation_function"))),
@@ -366,7 +366,7 @@ def gpt2_block_targets(block: PreNormBlock,
     rows; whether it is a Conv1D matrix). Conv1D stores W as [in, out] (y = x @ W + b),
     nn.Linear as [out, in]: those are transposed. c_attn [d, 3d] is W_q | W_k | W_v
     side by side, so its transpose [3d, d] is q; k; v by rows."""
-    a, f, n1, n2 = block.attn, block.ffn, block.norm1, block.norm2
+    a, f, n1, n2 = block.attn, block.ffn, block.attn_norm, block.ffn_norm
     return {prefix + name: targets for name, targets in {
         "ln_1.weight": ([n1.weight], False), "ln_1.bias": ([n1.bias], False),
         "attn.c_attn.weight": ([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight],

@@ -320,7 +320,7 @@ def check_gpt_oss_config(ours: LlamaLanguageModel, config: object) -> None:
          field("num_experts_per_tok")),
         ("alpha", experts.alpha, "swiglu_alpha", field("swiglu_alpha")),
         ("limit", experts.limit, "swiglu_limit", field("swiglu_limit")),
-        ("eps", block.norm1.eps, "rms_norm_eps", field("rms_norm_eps")),
+        ("eps", block.attn_norm.eps, "rms_norm_eps", field("rms_norm_eps")),
         ("rope", rope_settings(block.attn.rope), "rope_parameters",
          rope_settings(gpt_oss_rope(config)())),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,

@@ -263,7 +263,8 @@ def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
          llama_field(config, "head_dim") or d // heads),
         ("d_ff", block.ffn.d_ff, "intermediate_size",
          llama_field(config, "intermediate_size")),
-        ("eps", block.norm1.eps, "rms_norm_eps", llama_field(config, "rms_norm_eps")),
+        ("eps", block.attn_norm.eps, "rms_norm_eps",
+         llama_field(config, "rms_norm_eps")),
         ("rope_base", block.attn.rope.base, "rope_theta", llama_rope_base(config)),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
@@ -276,8 +277,9 @@ HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
     (r"^model\.norm\.", "final_norm."),
     (r"^model\.layers\.(\d+)\.self_attn\.", r"blocks.\1.attn."),
     (r"^model\.layers\.(\d+)\.mlp\.", r"blocks.\1.ffn."),
-    (r"^model\.layers\.(\d+)\.input_layernorm\.", r"blocks.\1.norm1."),
-    (r"^model\.layers\.(\d+)\.post_attention_layernorm\.", r"blocks.\1.norm2."),
+    (r"^model\.layers\.(\d+)\.input_layernorm\.", r"blocks.\1.attn_norm."),
+    # in Llama, the norm after the attention's residual is the one the FFN reads
+    (r"^model\.layers\.(\d+)\.post_attention_layernorm\.", r"blocks.\1.ffn_norm."),
 ]
 # --8<-- [end:check_llama_config]
 

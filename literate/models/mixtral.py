@@ -214,7 +214,7 @@ def check_mixtral_config(ours: LlamaLanguageModel, config: object) -> None:
         ("d_ff", block.ffn.experts.d_ff, "intermediate_size"),
         ("n_experts", block.ffn.n_experts, "num_local_experts"),
         ("top_k", mixtral_top_k(block.ffn), "num_experts_per_tok"),
-        ("eps", block.norm1.eps, "rms_norm_eps"),
+        ("eps", block.attn_norm.eps, "rms_norm_eps"),
         ("rope_base", block.attn.rope.base, "rope_theta", None),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings"),

@@ -129,7 +129,7 @@ def neox_block_from_hf_config(config: object) -> ParallelBlock | PreNormBlock:
                        activation=NEOX_ACTIVATIONS[act])
     if hf_config_field(config, "use_parallel_residual"):
         return block
-    return PreNormBlock(block.attn, block.ffn, block.norm1, block.norm2)
+    return PreNormBlock(block.attn, block.ffn, block.attn_norm, block.ffn_norm)
 
 
 def cohere_block_from_hf_config(config: object) -> ParallelBlock:
@@ -165,7 +165,7 @@ def block_settings(block: nn.Module) -> dict[str, object]:
         raise TypeError(f"block must be a ParallelBlock or PreNormBlock, "
                         f"got {type(block).__name__}")
     attn, ffn, rope = block.attn, block.ffn, block.attn.rope
-    norms = [block.norm1] + ([] if block.norm2 is None else [block.norm2])
+    norms = [block.attn_norm] + ([] if block.ffn_norm is None else [block.ffn_norm])
     return {
         "block": type(block).__name__, "d_model": block.d_model,
         "n_heads": attn.n_heads, "n_kv_heads": attn.n_kv_heads, "d_head": attn.d_head,
@@ -231,21 +231,21 @@ def neox_pack_qkv(q: Tensor, k: Tensor, v: Tensor, n_heads: int) -> Tensor:
 
 # --8<-- [start:load_hf_blocks]
 HF_GPTJ_BLOCK_NAMES = [  # (Hugging Face's GPTJBlock name pattern, ours)
-    (r"^ln_1\.", "norm1."),
+    (r"^ln_1\.", "attn_norm."),
     (r"^attn\.out_proj\.", "attn.o_proj."),  # q_proj, k_proj, v_proj: the same names
     (r"^mlp\.fc_in\.", "ffn.up_proj."),
     (r"^mlp\.fc_out\.", "ffn.down_proj."),
 ]
 HF_NEOX_BLOCK_NAMES = [  # GPTNeoXLayer, once query_key_value is unpacked
-    (r"^input_layernorm\.", "norm1."),
-    (r"^post_attention_layernorm\.", "norm2."),
+    (r"^input_layernorm\.", "attn_norm."),
+    (r"^post_attention_layernorm\.", "ffn_norm."),
     (r"^attention\.dense\.", "attn.o_proj."),
     (r"^attention\.", "attn."),
     (r"^mlp\.dense_h_to_4h\.", "ffn.up_proj."),
     (r"^mlp\.dense_4h_to_h\.", "ffn.down_proj."),
 ]
 HF_COHERE_BLOCK_NAMES = [  # CohereDecoderLayer (q_proj ... down_proj: the same names)
-    (r"^input_layernorm\.", "norm1."),
+    (r"^input_layernorm\.", "attn_norm."),
     (r"^self_attn\.", "attn."),
     (r"^mlp\.", "ffn."),
 ]

@@ -55,7 +55,7 @@ def twin_eps(ours: PostNormEncoderLayer | PostNormDecoderLayer) -> float:
         raise ValueError(f"ffn's activation must be ReLU (F.relu), got {name}")
     if ffn.up_proj.bias is None:
         raise ValueError("ffn has no biases: the 2017 twin has them everywhere")
-    names = ("norm1", "norm2", "norm3")
+    names = ("self_attn_norm", "cross_attn_norm", "ffn_norm")
     norms = {name: getattr(ours, name) for name in names if hasattr(ours, name)}
     for name, norm in norms.items():
         if not isinstance(norm, LayerNorm):
@@ -64,7 +64,7 @@ def twin_eps(ours: PostNormEncoderLayer | PostNormDecoderLayer) -> float:
     if len(set(eps.values())) != 1:
         raise ValueError(f"the norms have different eps {eps}: PyTorch's layer has "
                          "one layer_norm_eps")
-    return ours.norm1.eps
+    return ours.self_attn_norm.eps
 # --8<-- [end:twin_eps]
 
 
@@ -78,20 +78,26 @@ def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> N
         theirs.out_proj.bias.copy_(ours.o_proj.bias)
 
 
-def copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None:
+# our norms by role -> PyTorch's by position
+TORCH_NORMS = {"self_attn_norm": "norm1", "cross_attn_norm": "norm2",
+               "ffn_norm": "norm3"}
+
+
+def copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module,
+                       norms: dict[str, str]) -> None:
     with torch.no_grad():
         theirs.linear1.weight.copy_(ours.ffn.up_proj.weight)
         theirs.linear1.bias.copy_(ours.ffn.up_proj.bias)
         theirs.linear2.weight.copy_(ours.ffn.down_proj.weight)
         theirs.linear2.bias.copy_(ours.ffn.down_proj.bias)
-        for i in range(1, n_norms + 1):
-            getattr(theirs, f"norm{i}").weight.copy_(getattr(ours, f"norm{i}").weight)
-            getattr(theirs, f"norm{i}").bias.copy_(getattr(ours, f"norm{i}").bias)
+        for mine, their in norms.items():
+            getattr(theirs, their).weight.copy_(getattr(ours, mine).weight)
+            getattr(theirs, their).bias.copy_(getattr(ours, mine).bias)
 
 
 def torch_encoder_layer(ours: PostNormEncoderLayer) -> nn.TransformerEncoderLayer:
     """PyTorch's post-norm ReLU encoder layer holding a copy of our weights, dropout 0:
-    self_attn, linear1/linear2, norm1 and norm2."""
+    self_attn, linear1/linear2, norm1 (our self_attn_norm) and norm2 (our ffn_norm)."""
     if not isinstance(ours, PostNormEncoderLayer):
         raise TypeError(f"ours must be a PostNormEncoderLayer, "
                         f"got {type(ours).__name__}")
@@ -101,13 +107,14 @@ def torch_encoder_layer(ours: PostNormEncoderLayer) -> nn.TransformerEncoderLaye
         activation="relu", layer_norm_eps=eps, batch_first=True, norm_first=False,
         dtype=w.dtype, device=w.device)
     copy_attention(ours.self_attn, theirs.self_attn)
-    copy_ffn_and_norms(ours, theirs, 2)
+    copy_ffn_and_norms(ours, theirs, {"self_attn_norm": "norm1", "ffn_norm": "norm2"})
     return theirs
 
 
 def torch_decoder_layer(ours: PostNormDecoderLayer) -> nn.TransformerDecoderLayer:
     """PyTorch's post-norm ReLU decoder layer holding a copy of our weights, dropout 0:
-    self_attn, multihead_attn (the cross-attention), linear1/linear2, norm1..norm3."""
+    self_attn, multihead_attn (the cross-attention), linear1/linear2, norm1..norm3
+    (`TORCH_NORMS`)."""
     if not isinstance(ours, PostNormDecoderLayer):
         raise TypeError(f"ours must be a PostNormDecoderLayer, "
                         f"got {type(ours).__name__}")
@@ -118,6 +125,6 @@ def torch_decoder_layer(ours: PostNormDecoderLayer) -> nn.TransformerDecoderLaye
         dtype=w.dtype, device=w.device)
     copy_attention(ours.self_attn, theirs.self_attn)
     copy_attention(ours.cross_attn, theirs.multihead_attn)
-    copy_ffn_and_norms(ours, theirs, 3)
+    copy_ffn_and_norms(ours, theirs, TORCH_NORMS)
     return theirs
 # --8<-- [end:torch_twins]

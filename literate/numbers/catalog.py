@@ -322,15 +322,17 @@ def block_norms(block: nn.Module) -> tuple[str, list[nn.Module]]:
     """The norm placement the block's class stands for, and its residual norms."""
     kind = type(block)
     if kind is ParallelBlock:
-        if block.norm2 is None:
-            return "parallel (one norm)", [block.norm1]
-        return "parallel (two norms)", [block.norm1, block.norm2]
+        if block.ffn_norm is None:
+            return "parallel (one norm)", [block.attn_norm]
+        return "parallel (two norms)", [block.attn_norm, block.ffn_norm]
     if kind is SandwichBlock:
-        return "sandwich", [block.norm1, block.norm2, block.norm3, block.norm4]
-    names = {PreNormBlock: "pre-norm", OutputNormBlock: "output norm",
-             PostNormBlock: "post-norm"}
+        return "sandwich", [block.attn_norm, block.attn_out_norm, block.ffn_norm,
+                            block.ffn_out_norm]
+    if kind is OutputNormBlock:
+        return "output norm", [block.attn_out_norm, block.ffn_out_norm]
+    names = {PreNormBlock: "pre-norm", PostNormBlock: "post-norm"}
     if kind in names:
-        return names[kind], [block.norm1, block.norm2]
+        return names[kind], [block.attn_norm, block.ffn_norm]
     raise TypeError(f"not a decoder block of ours: "
                     f"{kind.__module__}.{kind.__qualname__}")
 

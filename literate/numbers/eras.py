@@ -281,7 +281,7 @@ def describe_encoder_decoder(model: EncoderDecoder) -> dict[str, str]:
         raise TypeError(f"not a 2017 decoder layer: {type(layer).__name__}")
     ffn, attn = layer.ffn, layer.self_attn
     return {
-        "block": "post-norm, serial", "norm": norm_name(layer.norm1),
+        "block": "post-norm, serial", "norm": norm_name(layer.self_attn_norm),
         "QK-norm": qk_norm_cell(attn),
         "positions": "sinusoidal, added to the embeddings",
         "attention": (f"{attention_cell(attn)}; cross-attention, "

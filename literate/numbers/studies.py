@@ -139,7 +139,7 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
                         std = xavier if init == "xavier" else gpt2
                         module.weight.copy_(w * std)
                         module.bias.zero_()
-                for norm in (block.norm1, block.norm2):
+                for norm in (block.attn_norm, block.ffn_norm):
                     norm.weight.fill_(1.0)
                     norm.bias.zero_()
         readout = torch.randn(vocab, d_model, generator=g)
@@ -147,7 +147,8 @@ def init_study(norm_position: str, n_layers: int, *, init: str = "xavier",
         x = torch.randn(batch, length, d_model, generator=g) * input_std  # [B, T, d]
         targets = torch.randint(0, vocab, (batch, length), generator=g)  # [B, T]
         layers = blocks if norm_position == "pre" else [
-            PostNormBlock(b.attn, b.ffn, b.norm1, b.norm2) for b in blocks]  # the same
+            PostNormBlock(b.attn, b.ffn, b.attn_norm, b.ffn_norm)
+            for b in blocks]  # the same
         rms = []
         for layer in layers:
             x = layer(x)

@@ -2,13 +2,18 @@
 
 A block never builds its attention, feed-forward or norm layers itself: the builder
 functions at the bottom do (`encoder_layer_2017`, `decoder_layer_2017`, `gpt2_block`),
-so a block class is only its residual topology, readable as the paper's equation:
+so a block class is only its residual topology, readable as the paper's equation. Its
+norms are named by role, for the sublayer they serve: `attn_norm` (`self_attn_norm`,
+`cross_attn_norm`), `ffn_norm` for the norm a sublayer reads through (pre-norm,
+parallel) or that follows its residual sum (post-norm); `attn_out_norm`,
+`ffn_out_norm` for a norm on the sublayer's output, inside the residual (the sandwich,
+OLMo 2's output norms).
 
-* `PostNormEncoderLayer`: x = N1(x + Attn(x)); x = N2(x + FFN(x))
+* `PostNormEncoderLayer`: x = self_attn_norm(x + Attn(x)); x = ffn_norm(x + FFN(x))
   (Vaswani et al. 2017, sec. 3.1)
 * `PostNormDecoderLayer`: the same with a causal self-attention, then cross-attention
   over the encoder's output, then the FFN: three sublayers, each followed by add & norm.
-* `PreNormBlock`: x = x + Attn(N1(x)); x = x + FFN(N2(x))
+* `PreNormBlock`: x = x + Attn(attn_norm(x)); x = x + FFN(ffn_norm(x))
   (GPT-2, Radford et al. 2019, sec. 2.3)
 * `PostNormBlock`: the causal block with the 2017 placement, for comparison.
 
@@ -85,19 +90,21 @@ class PostNormEncoderLayer(nn.Module):
     padding. Dropout on each sublayer's output, before it is added (sec. 5.4).
     """
 
-    def __init__(self, self_attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
-                 norm2: nn.Module, *, dropout: float = 0.0) -> None:
+    def __init__(self, self_attn: MultiHeadAttention, ffn: nn.Module,
+                 self_attn_norm: nn.Module, ffn_norm: nn.Module, *,
+                 dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model = same_width(self_attn=self_attn, ffn=ffn, norm1=norm1,
-                                  norm2=norm2)
-        self.self_attn, self.ffn, self.norm1, self.norm2 = self_attn, ffn, norm1, norm2
+        self.d_model = same_width(self_attn=self_attn, ffn=ffn,
+                                  self_attn_norm=self_attn_norm, ffn_norm=ffn_norm)
+        self.self_attn, self.ffn = self_attn, ffn
+        self.self_attn_norm, self.ffn_norm = self_attn_norm, ffn_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.self_attn(x, causal=False, key_valid=key_valid, empty_row=empty_row)
-        x = self.norm1(x + self.dropout(a))
-        return self.norm2(x + self.dropout(self.ffn(x)))
+        x = self.self_attn_norm(x + self.dropout(a))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
 # --8<-- [end:post_norm_encoder_layer]
 
 
@@ -112,13 +119,15 @@ class PostNormDecoderLayer(nn.Module):
     """
 
     def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention,
-                 ffn: nn.Module, norm1: nn.Module, norm2: nn.Module, norm3: nn.Module,
-                 *, dropout: float = 0.0) -> None:
+                 ffn: nn.Module, self_attn_norm: nn.Module, cross_attn_norm: nn.Module,
+                 ffn_norm: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = same_width(self_attn=self_attn, cross_attn=cross_attn, ffn=ffn,
-                                  norm1=norm1, norm2=norm2, norm3=norm3)
+                                  self_attn_norm=self_attn_norm,
+                                  cross_attn_norm=cross_attn_norm, ffn_norm=ffn_norm)
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
-        self.norm1, self.norm2, self.norm3 = norm1, norm2, norm3
+        self.self_attn_norm, self.cross_attn_norm = self_attn_norm, cross_attn_norm
+        self.ffn_norm = ffn_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, memory: Tensor | MemoryKV, *,
@@ -127,11 +136,11 @@ class PostNormDecoderLayer(nn.Module):
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.self_attn(x, causal=True, key_valid=target_valid, cache=cache,
                            empty_row=empty_row)
-        x = self.norm1(x + self.dropout(a))
+        x = self.self_attn_norm(x + self.dropout(a))
         c = self.cross_attn(x, memory, causal=False, key_valid=memory_valid,
                             empty_row=empty_row)
-        x = self.norm2(x + self.dropout(c))
-        return self.norm3(x + self.dropout(self.ffn(x)))
+        x = self.cross_attn_norm(x + self.dropout(c))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
 # --8<-- [end:post_norm_decoder_layer]
 
 
@@ -147,20 +156,22 @@ class PreNormBlock(nn.Module):
     defines them.
     """
 
-    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
-                 norm2: nn.Module, *, dropout: float = 0.0) -> None:
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, attn_norm: nn.Module,
+                 ffn_norm: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2)
-        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.d_model = same_width(attn=attn, ffn=ffn, attn_norm=attn_norm,
+                                  ffn_norm=ffn_norm)
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
                 cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
-        a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
+        a = self.attn(self.attn_norm(x), causal=True, key_valid=key_valid, cache=cache,
                       positions=positions, empty_row=empty_row)
         x = x + self.dropout(a)
-        return x + self.dropout(self.ffn(self.norm2(x)))
+        return x + self.dropout(self.ffn(self.ffn_norm(x)))
 # --8<-- [end:pre_norm_block]
 
 
@@ -171,55 +182,64 @@ class PostNormBlock(nn.Module):
     from the very same parts, so that the one thing that differs is where the norm sits.
     """
 
-    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
-                 norm2: nn.Module, *, dropout: float = 0.0) -> None:
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, attn_norm: nn.Module,
+                 ffn_norm: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2)
-        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.d_model = same_width(attn=attn, ffn=ffn, attn_norm=attn_norm,
+                                  ffn_norm=ffn_norm)
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.norm1(x + self.dropout(self.attn(x, causal=True)))
-        return self.norm2(x + self.dropout(self.ffn(x)))
+        x = self.attn_norm(x + self.dropout(self.attn(x, causal=True)))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
 # --8<-- [end:post_norm_block]
 
 
 # --8<-- [start:sandwich_block]
 class SandwichBlock(nn.Module):
     """Gemma 3's "sandwich": a norm before *and* after each sublayer, inside the
-    residual. x = x + N2(Attn(N1(x))); x = x + N4(FFN(N3(x))). The output norms keep
+    residual. x = x + attn_out_norm(Attn(attn_norm(x)));
+    x = x + ffn_out_norm(FFN(ffn_norm(x))). The output norms keep
     what each sublayer adds to the stream at a fixed scale."""
 
-    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
-                 norm2: nn.Module, norm3: nn.Module, norm4: nn.Module, *,
-                 dropout: float = 0.0) -> None:
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, attn_norm: nn.Module,
+                 attn_out_norm: nn.Module, ffn_norm: nn.Module,
+                 ffn_out_norm: nn.Module, *, dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2,
-                                  norm3=norm3, norm4=norm4)
+        self.d_model = same_width(attn=attn, ffn=ffn, attn_norm=attn_norm,
+                                  attn_out_norm=attn_out_norm, ffn_norm=ffn_norm,
+                                  ffn_out_norm=ffn_out_norm)
         self.attn, self.ffn = attn, ffn
-        self.norm1, self.norm2, self.norm3, self.norm4 = norm1, norm2, norm3, norm4
+        self.attn_norm, self.attn_out_norm = attn_norm, attn_out_norm
+        self.ffn_norm, self.ffn_out_norm = ffn_norm, ffn_out_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
                 cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
-        a = self.attn(self.norm1(x), causal=True, key_valid=key_valid, cache=cache,
+        a = self.attn(self.attn_norm(x), causal=True, key_valid=key_valid, cache=cache,
                       positions=positions, empty_row=empty_row)
-        x = x + self.dropout(self.norm2(a))
-        return x + self.dropout(self.norm4(self.ffn(self.norm3(x))))
+        x = x + self.dropout(self.attn_out_norm(a))
+        return x + self.dropout(self.ffn_out_norm(self.ffn(self.ffn_norm(x))))
 # --8<-- [end:sandwich_block]
 
 
 # --8<-- [start:output_norm_block]
 class OutputNormBlock(nn.Module):
     """OLMo 2's placement: each sublayer reads the stream as it is and its output is
-    normalised before it is added. x = x + N1(Attn(x)); x = x + N2(FFN(x))."""
+    normalised before it is added. x = x + attn_out_norm(Attn(x));
+    x = x + ffn_out_norm(FFN(x))."""
 
-    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
-                 norm2: nn.Module, *, dropout: float = 0.0) -> None:
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module,
+                 attn_out_norm: nn.Module, ffn_out_norm: nn.Module, *,
+                 dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model = same_width(attn=attn, ffn=ffn, norm1=norm1, norm2=norm2)
-        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.d_model = same_width(attn=attn, ffn=ffn, attn_out_norm=attn_out_norm,
+                                  ffn_out_norm=ffn_out_norm)
+        self.attn, self.ffn = attn, ffn
+        self.attn_out_norm, self.ffn_out_norm = attn_out_norm, ffn_out_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
@@ -227,8 +247,8 @@ class OutputNormBlock(nn.Module):
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
         a = self.attn(x, causal=True, key_valid=key_valid, cache=cache,
                       positions=positions, empty_row=empty_row)
-        x = x + self.dropout(self.norm1(a))
-        return x + self.dropout(self.norm2(self.ffn(x)))
+        x = x + self.dropout(self.attn_out_norm(a))
+        return x + self.dropout(self.ffn_out_norm(self.ffn(x)))
 # --8<-- [end:output_norm_block]
 
 
@@ -236,26 +256,27 @@ class OutputNormBlock(nn.Module):
 class ParallelBlock(nn.Module):
     """The parallel residual (GPT-J, GPT-NeoX, PaLM, Cohere): attention and FFN both
     read the block's input and their outputs are added together.
-    x = x + Attn(N1(x)) + FFN(N2(x)); with norm2=None the FFN reads N1(x) too, one
-    norm for both (GPT-J, PaLM, Cohere); GPT-NeoX has two."""
+    x = x + Attn(attn_norm(x)) + FFN(ffn_norm(x)); with ffn_norm=None the FFN reads
+    attn_norm(x) too, one norm for both (GPT-J, PaLM, Cohere); GPT-NeoX has two."""
 
-    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, norm1: nn.Module,
-                 norm2: nn.Module | None = None, *, dropout: float = 0.0) -> None:
+    def __init__(self, attn: MultiHeadAttention, ffn: nn.Module, attn_norm: nn.Module,
+                 ffn_norm: nn.Module | None = None, *, dropout: float = 0.0) -> None:
         super().__init__()
-        parts = {"attn": attn, "ffn": ffn, "norm1": norm1}
-        if norm2 is not None:
-            parts["norm2"] = norm2
+        parts = {"attn": attn, "ffn": ffn, "attn_norm": attn_norm}
+        if ffn_norm is not None:
+            parts["ffn_norm"] = ffn_norm
         self.d_model = same_width(**parts)
-        self.attn, self.ffn, self.norm1, self.norm2 = attn, ffn, norm1, norm2
+        self.attn, self.ffn = attn, ffn
+        self.attn_norm, self.ffn_norm = attn_norm, ffn_norm
         self.dropout = nn.Dropout(probability("dropout", dropout))
 
     def forward(self, x: Tensor, *, key_valid: Tensor | None = None,
                 cache: KVCache | None = None, positions: Tensor | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
-        h = self.norm1(x)
+        h = self.attn_norm(x)
         a = self.attn(h, causal=True, key_valid=key_valid, cache=cache,
                       positions=positions, empty_row=empty_row)
-        f = self.ffn(h if self.norm2 is None else self.norm2(x))
+        f = self.ffn(h if self.ffn_norm is None else self.ffn_norm(x))
         return x + self.dropout(a) + self.dropout(f)
 # --8<-- [end:parallel_block]
 

@@ -235,7 +235,7 @@ def step_breakdown(position: int = 512, *, rounds: int = 7) -> dict[str, float]:
                 q * c + q.roll(half, dims=-1) * s, k_new * c + k_new.roll(half, -1) * s),
             "  KVCache.write, 1 token": write,
             "  fused_attention (one query: no mask)": lambda: fused_attention(q, k, v),
-            "  RMSNorm, 1 token": lambda: block.norm1(x),
+            "  RMSNorm, 1 token": lambda: block.attn_norm(x),
             "  FFN (SwiGLU), 1 token": lambda: block.ffn(x),
         }
         for name, fn in pieces.items():

@@ -278,8 +278,8 @@ def check_llama() -> None:
 
     to_hf = [("token_embedding.", "model.embed_tokens."),
              ("final_norm.", "model.norm."), (".attn.", ".self_attn."),
-             (".ffn.", ".mlp."), (".norm1.", ".input_layernorm."),
-             (".norm2.", ".post_attention_layernorm."), ("blocks.", "model.layers.")]
+             (".ffn.", ".mlp."), (".attn_norm.", ".input_layernorm."),
+             (".ffn_norm.", ".post_attention_layernorm."), ("blocks.", "model.layers.")]
     state = {}
     for name, value in model.state_dict().items():
         for ours, theirs in to_hf:
@@ -396,8 +396,8 @@ def check_mixtral() -> None:
     to_hf = [("token_embedding.", "model.embed_tokens."),
              ("final_norm.", "model.norm."), (".attn.", ".self_attn."),
              (".ffn.router.", ".mlp.gate."), (".ffn.", ".mlp."),
-             (".norm1.", ".input_layernorm."),
-             (".norm2.", ".post_attention_layernorm."), ("blocks.", "model.layers.")]
+             (".attn_norm.", ".input_layernorm."),
+             (".ffn_norm.", ".post_attention_layernorm."), ("blocks.", "model.layers.")]
     state = {}
     for name, value in model.state_dict().items():
         for ours, theirs in to_hf:

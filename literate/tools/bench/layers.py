@@ -155,7 +155,7 @@ def llama_block_pass(batch: int = 2, length: int = 256, d: int = 512, heads: int
                            rope_base=config.rope_parameters["rope_theta"]).eval()
         load_renamed(ours, theirs.state_dict(), [
             (r"^self_attn\.", "attn."), (r"^mlp\.", "ffn."),
-            (r"^input_layernorm\.", "norm1."), (r"^post_attention_layernorm\.", "norm2.")])
+            (r"^input_layernorm\.", "attn_norm."), (r"^post_attention_layernorm\.", "ffn_norm.")])
         x = torch.randn(batch, length, d, requires_grad=backward)
         hf = _hf_layer_call(theirs, LlamaRotaryEmbedding(config), x)
         if not backward:

@@ -243,9 +243,11 @@ def window_block_forward(kind: str, batch: int = 2, length: int = 256, d: int = 
         from literate.parts.blocks import gemma3_block
         from literate.parts.window import SlidingWindowAttention
 
-        names = {"attn": "self_attn", "ffn": "mlp", "norm1": "input_layernorm",
-                 "norm2": "post_attention_layernorm", "norm3": "pre_feedforward_layernorm",
-                 "norm4": "post_feedforward_layernorm"}
+        names = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm"}
+        names |= ({"ffn_norm": "post_attention_layernorm"} if kind == "mistral" else
+                  {"attn_out_norm": "post_attention_layernorm",
+                   "ffn_norm": "pre_feedforward_layernorm",
+                   "ffn_out_norm": "post_feedforward_layernorm"})
         fields = {"hidden_size": d, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
                   "intermediate_size": d_ff, "num_hidden_layers": 1, "sliding_window": window,
                   "max_position_embeddings": 4096, "attn_implementation": "sdpa"}
