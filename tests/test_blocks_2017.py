@@ -25,7 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
+from literate.models.torch_twins import (
+    TORCH_DECODER_NORMS,
+    TORCH_ENCODER_NORMS,
+    torch_decoder_layer,
+    torch_encoder_layer,
+)
 from literate.parts.attention import causal_allowed
 from literate.parts.blocks import (
     PostNormBlock,
@@ -91,10 +96,10 @@ def ours_in_torch_layout(layer: nn.Module) -> dict[str, torch.Tensor]:
         out[f"{name}.out_proj.bias"] = a.o_proj.bias.grad
     out["linear1.weight"], out["linear1.bias"] = layer.ffn.up_proj.weight.grad, layer.ffn.up_proj.bias.grad
     out["linear2.weight"], out["linear2.bias"] = layer.ffn.down_proj.weight.grad, layer.ffn.down_proj.bias.grad
-    for i in (1, 2, 3):
-        if hasattr(layer, f"norm{i}"):
-            out[f"norm{i}.weight"] = getattr(layer, f"norm{i}").weight.grad
-            out[f"norm{i}.bias"] = getattr(layer, f"norm{i}").bias.grad
+    decoder = isinstance(layer, PostNormDecoderLayer)
+    for ours, theirs in (TORCH_DECODER_NORMS if decoder else TORCH_ENCODER_NORMS).items():
+        out[f"{theirs}.weight"] = getattr(layer, ours).weight.grad
+        out[f"{theirs}.bias"] = getattr(layer, ours).bias.grad
     return out
 
 

@@ -24,7 +24,12 @@ import torch.nn.functional as F
 from torch import nn
 
 import literate.models.transformer2017 as seq2seq
-from literate.models.torch_twins import torch_decoder_layer, torch_encoder_layer
+from literate.models.torch_twins import (
+    TORCH_DECODER_NORMS,
+    TORCH_ENCODER_NORMS,
+    torch_decoder_layer,
+    torch_encoder_layer,
+)
 from literate.models.transformer2017 import (
     EncoderDecoder,
     cross_attention_weights,
@@ -137,8 +142,9 @@ def ours_in_torch_layout(model: EncoderDecoder, grads: dict[str, torch.Tensor]) 
             for kind in ("weight", "bias"):
                 out[f"{theirs}.linear1.{kind}"] = take(f"{ours}.ffn.up_proj.{kind}")
                 out[f"{theirs}.linear2.{kind}"] = take(f"{ours}.ffn.down_proj.{kind}")
-                for k in (1, 2, 3) if stack == "decoder" else (1, 2):
-                    out[f"{theirs}.norm{k}.{kind}"] = take(f"{ours}.norm{k}.{kind}")
+                norms = TORCH_DECODER_NORMS if stack == "decoder" else TORCH_ENCODER_NORMS
+                for mine, its in norms.items():
+                    out[f"{theirs}.{its}.{kind}"] = take(f"{ours}.{mine}.{kind}")
     assert not unused, f"our parameters with no counterpart: {sorted(unused)}"
     return out
 

@@ -78,9 +78,10 @@ def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> N
         theirs.out_proj.bias.copy_(ours.o_proj.bias)
 
 
-# our norms by role -> PyTorch's by position
-TORCH_NORMS = {"self_attn_norm": "norm1", "cross_attn_norm": "norm2",
-               "ffn_norm": "norm3"}
+# our norms, by role -> PyTorch's, by position
+TORCH_ENCODER_NORMS = {"self_attn_norm": "norm1", "ffn_norm": "norm2"}
+TORCH_DECODER_NORMS = {"self_attn_norm": "norm1", "cross_attn_norm": "norm2",
+                       "ffn_norm": "norm3"}
 
 
 def copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module,
@@ -97,7 +98,7 @@ def copy_ffn_and_norms(ours: nn.Module, theirs: nn.Module,
 
 def torch_encoder_layer(ours: PostNormEncoderLayer) -> nn.TransformerEncoderLayer:
     """PyTorch's post-norm ReLU encoder layer holding a copy of our weights, dropout 0:
-    self_attn, linear1/linear2, norm1 (our self_attn_norm) and norm2 (our ffn_norm)."""
+    self_attn, linear1/linear2, norm1 and norm2 (`TORCH_ENCODER_NORMS`)."""
     if not isinstance(ours, PostNormEncoderLayer):
         raise TypeError(f"ours must be a PostNormEncoderLayer, "
                         f"got {type(ours).__name__}")
@@ -107,14 +108,14 @@ def torch_encoder_layer(ours: PostNormEncoderLayer) -> nn.TransformerEncoderLaye
         activation="relu", layer_norm_eps=eps, batch_first=True, norm_first=False,
         dtype=w.dtype, device=w.device)
     copy_attention(ours.self_attn, theirs.self_attn)
-    copy_ffn_and_norms(ours, theirs, {"self_attn_norm": "norm1", "ffn_norm": "norm2"})
+    copy_ffn_and_norms(ours, theirs, TORCH_ENCODER_NORMS)
     return theirs
 
 
 def torch_decoder_layer(ours: PostNormDecoderLayer) -> nn.TransformerDecoderLayer:
     """PyTorch's post-norm ReLU decoder layer holding a copy of our weights, dropout 0:
     self_attn, multihead_attn (the cross-attention), linear1/linear2, norm1..norm3
-    (`TORCH_NORMS`)."""
+    (`TORCH_DECODER_NORMS`)."""
     if not isinstance(ours, PostNormDecoderLayer):
         raise TypeError(f"ours must be a PostNormDecoderLayer, "
                         f"got {type(ours).__name__}")
@@ -125,6 +126,6 @@ def torch_decoder_layer(ours: PostNormDecoderLayer) -> nn.TransformerDecoderLaye
         dtype=w.dtype, device=w.device)
     copy_attention(ours.self_attn, theirs.self_attn)
     copy_attention(ours.cross_attn, theirs.multihead_attn)
-    copy_ffn_and_norms(ours, theirs, TORCH_NORMS)
+    copy_ffn_and_norms(ours, theirs, TORCH_DECODER_NORMS)
     return theirs
 # --8<-- [end:torch_twins]
