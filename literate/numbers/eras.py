@@ -31,6 +31,7 @@ from functools import partial
 import torch
 from torch import nn
 
+from literate.models.families import family
 from literate.models.gpt2 import GPTLanguageModel
 from literate.models.gpt_oss import gpt_oss_block
 from literate.models.llama import LlamaLanguageModel
@@ -328,50 +329,38 @@ class EraRow:
     proof: str  # the pytest id of the test proving it equal to its production twin
 
 
+def published_row(name: str, year: int, family_name: str) -> EraRow:
+    """An era that is a published model: built by its family's loader, taught and
+    proven where the family's row (`literate.models.families`) says."""
+    row = family(family_name)
+    return EraRow(name, year, lambda: published_model(name), row.page, row.proof)
+
+
 ERA_ROWS: tuple[EraRow, ...] = (  # in the order of publication
     EraRow("Transformer base", 2017, transformer_base, "eras/encoder-decoder.md",
            "tests/test_seq2seq.py::"
            "test_model_equals_pytorch_stacks_forward_and_backward"),
-    EraRow("GPT-2 small", 2019, lambda: published_model("GPT-2 small"),
-           "eras/gpt2.md",
-           "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel"),
+    published_row("GPT-2 small", 2019, "gpt2"),
     EraRow("GPT-J 6B (a block)", 2021, lambda: catalog_model("GPT-J 6B"),
            "modern/modern-block.md",
            "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
     EraRow("GPT-NeoX 20B (a block)", 2022, lambda: catalog_model("GPT-NeoX 20B"),
            "modern/modern-block.md",
            "tests/test_parallel_blocks.py::test_block_equals_its_hf_layer_in_float64"),
-    EraRow("Mistral 7B v0.1", 2023, lambda: published_model("Mistral 7B v0.1"),
-           "long-context/long-context.md",
-           "tests/test_mistral_window.py::"
-           "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
-    EraRow("Mixtral 8x7B", 2023, lambda: published_model("Mixtral 8x7B"),
-           "moe/mixture-of-experts.md",
-           "tests/test_mixtral.py::"
-           "test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
-    EraRow("Llama 3 8B", 2024, lambda: published_model("Llama 3 8B"),
-           "modern/modern-block.md",
-           "tests/test_llama.py::"
-           "test_logits_and_every_gradient_equal_llama_for_causal_lm"),
+    published_row("Mistral 7B v0.1", 2023, "mistral"),
+    published_row("Mixtral 8x7B", 2023, "mixtral"),
+    published_row("Llama 3 8B", 2024, "llama"),
     EraRow("OLMo 2 7B (a block)", 2024, lambda: catalog_model("OLMo 2 7B"),
            "modern/modern-block.md",
            "tests/test_modern_blocks.py::"
            "test_olmo2_block_equals_hf_olmo2_decoder_layer"),
-    EraRow("DeepSeek-V3", 2024, lambda: published_model("DeepSeek-V3"),
-           "long-context/long-context.md",
-           "tests/test_mla.py::"
-           "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
-    EraRow("Gemma 3 27B", 2025, lambda: published_model("Gemma 3 27B"),
-           "long-context/long-context.md",
-           "tests/test_gemma3_model.py::"
-           "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
+    published_row("DeepSeek-V3", 2024, "deepseek_v3"),
+    published_row("Gemma 3 27B", 2025, "gemma3"),
     EraRow("Qwen3 8B (a block)", 2025, lambda: catalog_model("Qwen3 8B"),
            "modern/modern-block.md",
            "tests/test_modern_blocks.py::"
            "test_qwen3_block_equals_hf_qwen3_decoder_layer"),
-    EraRow("gpt-oss-120b", 2025, lambda: published_model("gpt-oss-120b"),
-           "long-context/long-context.md",
-           "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
+    published_row("gpt-oss-120b", 2025, "gpt_oss"),
 )
 
 

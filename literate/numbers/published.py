@@ -22,11 +22,12 @@ as they round them, with their sources; `rounds_to` compares a count with one.
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import cache
 
 import torch
 from torch import nn
 
+from literate.models.families import family_of_config
 from literate.models.mixtral import mla_params, moe_params
 from literate.numbers.cache_ledger import PUBLISHED_CACHES
 from literate.numbers.params import CacheShape, gpt2_params, kv_cache_shape
@@ -235,30 +236,17 @@ def published_config(name: str) -> object:
 
 
 def published_model(name: str) -> nn.Module:
-    """Our model of a published configuration (`published_config`), built by this
-    site's loaders on the meta device: shapes only, so DeepSeek-V3 costs no memory.
-    A new model at each call. Qwen3-30B-A3B has no loader here."""
-    from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
-    from literate.models.gemma3 import gemma3_from_hf_config
-    from literate.models.gpt2 import gpt2_from_hf_config
-    from literate.models.gpt_oss import gpt_oss_from_hf_config
-    from literate.models.llama import llama_from_hf_config
-    from literate.models.mistral import mistral_from_hf_config
-    from literate.models.mixtral import mixtral_from_hf_config
-
-    builders = {"GPT2Config": partial(gpt2_from_hf_config, inference=True),
-                "LlamaConfig": llama_from_hf_config,
-                "MistralConfig": mistral_from_hf_config,
-                "MixtralConfig": mixtral_from_hf_config,
-                "Gemma3TextConfig": gemma3_from_hf_config,
-                "DeepseekV3Config": deepseek_v3_from_hf_config,
-                "GptOssConfig": gpt_oss_from_hf_config}
+    """Our model of a published configuration (`published_config`), built by the
+    loader of its family (`literate.models.families`) on the meta device: shapes only,
+    so DeepSeek-V3 costs no memory. A new model at each call. Qwen3-30B-A3B has no
+    loader here."""
     config = published_config(name)
-    config_class = PUBLISHED_CONFIGS[name][0]
-    if config_class not in builders:
-        raise ValueError(f"{name}: no loader here for a {config_class}")
+    try:
+        family = family_of_config(PUBLISHED_CONFIGS[name][0])
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
     with torch.device("meta"):
-        return builders[config_class](config)
+        return family.function("from_hf_config")(config, **family.inference_options)
 # --8<-- [end:published_model]
 
 

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from literate.models.families import family
 from literate.tools.standalone import check_module_source, library
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,11 @@ class Era:
     self_check: str  # a function of literate/tools/selfcheck.py
     # the production classes tests/test_export.py proves the file's layers equal to
     equals: tuple[str, ...] = ()
+
+
+def production(family_name: str) -> str:
+    """The production class a model family is proven equal to (`FAMILIES`)."""
+    return f"transformers.{family(family_name).hf_model}"
 
 
 CHECKS = tuple(("parts.checks", s) for s in (
@@ -107,7 +113,7 @@ ERAS: dict[str, Era] = {
             ("decoding.sampling", "filter_logits"), ("decoding.sampling", "next_token_distribution"),
             ("decoding.sampling", "greedy_step"), ("decoding.sampling", "draw"), ("decoding.sampling", "sample_step"),
             ("decoding.sampling", "sampler")) + DECODING,
-        "check_gpt2", ("transformers.GPT2LMHeadModel",)),
+        "check_gpt2", (production("gpt2"),)),
     "llama": Era(
         "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
         "model with generate and Hugging Face Llama loading; QK-norm, the sandwich, the\n"
@@ -130,7 +136,7 @@ ERAS: dict[str, Era] = {
             ("models.llama", "llama_model"), ("models.llama", "llama_from_hf_config"),
             ("models.llama", "check_llama_config"), ("models.llama", "load_renamed"),
             ("models.llama", "load_hf_llama")) + DECODING,
-        "check_llama", ("transformers.LlamaForCausalLM",)),
+        "check_llama", (production("llama"),)),
 }
 MOE = tuple(("parts.routers", s) for s in (  # chapter 9, in reading order
     "router_logits_and_k", "switch_router", "mixtral_router", "qwen3_moe_router",
@@ -149,7 +155,7 @@ ERAS["mixtral"] = Era(
     "Face Mixtral loading; the tiny MoE of its notebook; with everything of the\n"
     "Llama file (chapters 1-8)",
     "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral",
-    ("transformers.MixtralForCausalLM",))
+    (production("mixtral"),))
 
 LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
     ("parts.window", "window_allowed"), ("parts.window", "window_attention_allowed"),
@@ -171,9 +177,9 @@ ERAS["long_context"] = Era(
     "gpt-oss, each with Hugging Face loading, and the cache ledger; with everything\n"
     "of the Mixtral file (chapters 1-9)",
     "chapters 1-10", ERAS["mixtral"].sections + LONG_CONTEXT, "check_long_context",
-    ("transformers.MistralForCausalLM",
+    (production("mistral"),
      "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention",
-     "transformers.DeepseekV3ForCausalLM"))
+     production("deepseek_v3")))
 
 MARKER = "# --8<-- [{kind}:{name}]"
 

@@ -1,0 +1,106 @@
+"""The table of model families: one row for each family whose whole model loads from a
+Hugging Face checkpoint, read by whatever needs every family.
+
+A family is one module of `literate/models/` with three functions named after it:
+`<name>_from_hf_config(config)` (our model in the shape of a Hugging Face configuration
+or config.json), `check_<name>_config(ours, config)` and `load_hf_<name>(ours,
+state_dict, config)`. Its row here names the module, the configuration class and the
+model class of `transformers` ours is proven equal to, the chapter that builds it and
+the test that proves it. Who reads the table:
+
+* `literate.numbers.published.published_model`: the loader of a published
+  configuration, by its configuration class;
+* `literate.numbers.eras.ERA_ROWS`: the page and the proof of each era that is a
+  published model;
+* `literate.tools.export.ERAS`: the production classes each standalone file is proven
+  equal to;
+* tests/test_families.py: every family module has its row and its three functions, and
+  every row's proof is a test that exists.
+
+Adding a family: its module, its row, its equivalence test (and, if the site should
+count it, a published configuration in `literate/numbers/published.py`). The families
+whose blocks alone load (GPT-J, GPT-NeoX and Cohere in `parallel.py`, Qwen3 and OLMo 2
+in chapter 7's builders, the 2017 layers' PyTorch twins) are not in this table: they
+have no model loader.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["Family", "FAMILIES", "family", "family_of_config"]
+
+
+# --8<-- [start:families]
+@dataclass(frozen=True)
+class Family:
+    name: str  # the module's name under literate/models, and its functions'
+    hf_config: str  # transformers' configuration class
+    hf_model: str  # transformers' model class ours is proven equal to
+    page: str  # the chapter that builds it, docs-relative
+    proof: str  # pytest id of the test proving the whole model equal to hf_model
+    # keywords of `<name>_from_hf_config` for a model built to be read, not trained
+    inference_options: dict = field(default_factory=dict)
+
+    @property
+    def module(self) -> str:
+        return f"literate.models.{self.name}"
+
+    def function(self, kind: str) -> Callable:
+        """One of the family's three functions: "from_hf_config", "check", "load"."""
+        names = {"from_hf_config": f"{self.name}_from_hf_config",
+                 "check": f"check_{self.name}_config", "load": f"load_hf_{self.name}"}
+        if kind not in names:
+            raise ValueError(f"kind must be one of {sorted(names)}, got {kind!r}")
+        return getattr(importlib.import_module(self.module), names[kind])
+
+
+FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
+    Family("gpt2", "GPT2Config", "GPT2LMHeadModel", "eras/gpt2.md",
+           "tests/test_gpt2.py::"
+           "test_model_logits_and_gradients_equal_gpt2lmheadmodel",
+           inference_options={"inference": True}),
+    Family("llama", "LlamaConfig", "LlamaForCausalLM", "modern/modern-block.md",
+           "tests/test_llama.py::"
+           "test_logits_and_every_gradient_equal_llama_for_causal_lm"),
+    Family("mixtral", "MixtralConfig", "MixtralForCausalLM",
+           "moe/mixture-of-experts.md",
+           "tests/test_mixtral.py::"
+           "test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
+    Family("mistral", "MistralConfig", "MistralForCausalLM",
+           "long-context/long-context.md",
+           "tests/test_mistral_window.py::"
+           "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
+    Family("gemma3", "Gemma3TextConfig", "Gemma3ForCausalLM",
+           "long-context/long-context.md",
+           "tests/test_gemma3_model.py::"
+           "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
+    Family("gpt_oss", "GptOssConfig", "GptOssForCausalLM",
+           "long-context/long-context.md",
+           "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
+    Family("deepseek_v3", "DeepseekV3Config", "DeepseekV3ForCausalLM",
+           "long-context/long-context.md",
+           "tests/test_mla.py::"
+           "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
+)
+
+
+def family(name: str) -> Family:
+    """The row of a family, by its name."""
+    for row in FAMILIES:
+        if row.name == name:
+            return row
+    raise ValueError(f"no model family {name!r}; known: {[f.name for f in FAMILIES]}")
+
+
+def family_of_config(config_class: str) -> Family:
+    """The row of the family a Hugging Face configuration class (by its name) loads
+    into."""
+    for row in FAMILIES:
+        if row.hf_config == config_class:
+            return row
+    raise ValueError(f"no loader here for a {config_class}; the families load "
+                     f"{[f.hf_config for f in FAMILIES]}")
+# --8<-- [end:families]
