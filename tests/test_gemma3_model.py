@@ -34,10 +34,10 @@
 
 Tolerances as in tests/test_modern_blocks.py: HF's Gemma3RMSNorm computes in float32 (HF's
 embedding scale is a float32 tensor, sqrt(32) rounded to float32 even in a float64 model,
-and so is ours). (1) HF as it is: each tensor within F32_BOUND of its largest entry, and
+and so is ours). (1) HF as it is: each tensor within DEEP_F32_BOUND of its largest entry, and
 further than 1e-12; (2) HF with its norms in the input dtype (a test-harness patch): max
 |diff| <= 1e-10. Measured: (1) 17.5 float32 ulps at
-worst (a k_proj gradient of a local layer; the logits 3.4), F32_BOUND = 64 ulps, four times
+worst (a k_proj gradient of a local layer; the logits 3.4), DEEP_F32_BOUND = 64 ulps, four times
 the single block's 16 of tests/test_modern_blocks.py, for six blocks of six norms; (2)
 1.4e-13 (the logits 0); with linear factor 8 on the global layer, (1) 18.1 ulps (a
 q_proj gradient; the logits 4.3), (2) 8.5e-14. A wrong window, base, scale or scaled
@@ -77,7 +77,7 @@ from literate.tools.syncs import host_reads
 from harness import assert_float32_limited
 
 F64 = torch.float64
-F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 norms each
+DEEP_F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 norms each
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_HEAD, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 16, 48, 4, 12, 2, 61, 6
@@ -196,7 +196,7 @@ def test_the_model_is_what_we_think_it_is(pair):
 def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(which, request):
     ours, theirs = request.getfixturevalue(which)
     labels, got, want = model_grads(ours, theirs)
-    assert_float32_limited(labels, got, want, bound=F32_BOUND)  # 64 ulps: 6 layers
+    assert_float32_limited(labels, got, want, bound=DEEP_F32_BOUND)
     lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[0]
     assert not lookup[0].any() and lookup[ids()[0, 0]].any()  # the pad row: no gradient
     with hf_exact(theirs):
@@ -236,7 +236,7 @@ def test_the_scaled_model_divides_the_global_layers_frequencies_only(scaled_pair
     tokens = ids()
     with torch.no_grad():
         want = theirs(input_ids=tokens).logits
-        assert (ours(tokens) - want).abs().max() <= F32_BOUND * want.abs().max()
+        assert (ours(tokens) - want).abs().max() <= DEEP_F32_BOUND * want.abs().max()
         for local_factor, global_factor in ((8.0, None), (None, None)):
             other = gemma3_model(VOCAB, 64, D, H, H_KV, D_FF, d_head=D_HEAD,
                                  layer_types=gemma3_layer_types(LAYERS), window=W,
