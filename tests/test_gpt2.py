@@ -511,9 +511,9 @@ def test_ids_on_another_device_than_the_model_are_refused():
          rf"^top_k must be in \[1, vocabulary size {VOCAB}\], got {VOCAB + 1}$"),
         # The sampling keywords of before are gone: a loud TypeError, never silently ignored.
         (dict(do_sample=True), TypeError,
-         r"^GPTLanguageModel\.generate\(\) got an unexpected keyword argument 'do_sample'$"),
+         r"^DecoderLanguageModel\.generate\(\) got an unexpected keyword argument 'do_sample'$"),
         (dict(temperature=0.5), TypeError,
-         r"^GPTLanguageModel\.generate\(\) got an unexpected keyword argument 'temperature'$"),
+         r"^DecoderLanguageModel\.generate\(\) got an unexpected keyword argument 'temperature'$"),
     ],
 )
 def test_generate_refuses_bad_settings(small, kwargs, error, pattern):
@@ -547,7 +547,7 @@ def test_next_token_loss_checks_every_id_the_target_column_too(small):
     with pytest.raises(ValueError, match=r"^ids has 8 tokens > max_length=7$"):  # context + 1: inputs and targets
         next_token_loss(small, torch.zeros(1, 8, dtype=torch.long))
     assert torch.isfinite(next_token_loss(small, torch.zeros(1, 7, dtype=torch.long)))
-    with pytest.raises(TypeError, match=r"^model must be a GPTLanguageModel, got PreNormBlock$"):
+    with pytest.raises(TypeError, match=r"^model must be a DecoderLanguageModel, got PreNormBlock$"):
         next_token_loss(small.blocks[0], ok)
 
 

@@ -480,3 +480,25 @@ def test_fullgraph_compile_of_the_model_equals_eager():
     tokens = ids()
     with torch.no_grad():
         torch.testing.assert_close(compiled(tokens), model(tokens), atol=0, rtol=0)
+
+
+def test_the_language_models_share_one_interface():
+    """Checking, running, generating and the loss are DecoderLanguageModel's, written
+    once: GPT-2's and Llama's models give only their parts, `embed` and `context`
+    (Llama borrowed GPT-2's methods, and chapter 5's loss refused a Llama)."""
+    import torch.nn.functional as F
+
+    from literate.models.decoder import DecoderLanguageModel
+    from literate.models.gpt2 import GPTLanguageModel, next_token_loss
+    from literate.models.llama import llama_model
+
+    for cls in (GPTLanguageModel, LlamaLanguageModel):
+        assert issubclass(cls, DecoderLanguageModel)
+        assert {"check", "forward", "run", "generate", "vocab_size"}.isdisjoint(vars(cls))
+        assert {"embed", "context"} <= set(vars(cls))
+    torch.manual_seed(0)
+    model = llama_model(61, 16, 32, 4, 2, 2, 48).double()
+    ids = torch.randint(0, 61, (2, 9))
+    logits = model.run(ids[:, :-1])
+    expected = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
+    torch.testing.assert_close(next_token_loss(model, ids), expected, rtol=0, atol=0)

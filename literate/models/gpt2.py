@@ -12,13 +12,14 @@ the stack GPT-2 puts
 * an output projection that *is* the token embedding, transposed (weight tying, Press &
   Wolf 2017; Hugging Face's `lm_head` is tied to `wte` the same way).
 
-Checks at the boundary: `GPTLanguageModel.check` reads the ids' metadata and makes one
-host sync for their values; `run` and the layers read no values (under torch.compile the
-value check is skipped: check eagerly, compile `run`). Generation appends one token at a
-time, re-reading at most `context` tokens (the number of learned positions). The token
-is chosen by a function passed in, `choose`: `greedy` by default, or chapter 6's
-`literate.decoding.sampling.sampler`. Host syncs of `generate`: one for the prompt's ids, one per
-token for the EOS test (none without `eos_id`); choosing adds none.
+Checks at the boundary: `check`, which the model has from `DecoderLanguageModel`
+(literate/models/decoder.py), reads the ids' metadata and makes one host sync for their
+values; `run` and the layers read no values (under torch.compile the value check is
+skipped: check eagerly, compile `run`). Generation appends one token at a time,
+re-reading at most `context` tokens (the number of learned positions). The token is
+chosen by a function passed in, `choose`: `greedy` by default, or chapter 6's
+`literate.decoding.sampling.sampler`. Host syncs of `generate`: one for the prompt's
+ids, one per token for the EOS test (none without `eos_id`); choosing adds none.
 
 Weights load from Hugging Face's GPT-2 by name. Its `Conv1D` layers store the weight as
 `[in, out]` (`y = x @ W + b`), the transpose of `nn.Linear`'s `[out, in]`, and `c_attn`
@@ -40,16 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.decoding.sampling import greedy
+from literate.models.decoder import DecoderLanguageModel
 from literate.parts.blocks import PreNormBlock, gpt2_block, same_width
 from literate.parts.checks import (
     boolean,
-    ids_in_vocabulary,
-    non_negative_int,
     positive_float,
     positive_int,
     probability,
-    token_ids,
 )
 from literate.parts.ffn import DenseFFN, gelu_tanh
 from literate.parts.norms import LayerNorm
@@ -76,14 +74,14 @@ __all__ = [
 
 
 # --8<-- [start:gpt_language_model]
-class GPTLanguageModel(nn.Module):
+class GPTLanguageModel(DecoderLanguageModel):
     """Decoder-only language model in GPT-2's layout (Radford et al. 2019, sec. 2.3).
 
     ids [B, T] -> token embedding + learned positions -> dropout -> causal blocks ->
     final norm -> logits [B, T, V], where logits[:, t] scores the token at t + 1. The
     output projection is the token embedding itself (tied: Press & Wolf 2017).
-    `forward` = `run(check(ids))`: `check` is the one value check (ids in the
-    vocabulary, one host sync); `run` is unchecked, for ids the model made itself.
+    Checking, running and generating are `DecoderLanguageModel`'s; GPT-2's own are its
+    parts, how it embeds (learned positions added) and its context.
     """
 
     def __init__(self, token_embedding: nn.Embedding, positions: LearnedPositions,
@@ -115,26 +113,9 @@ class GPTLanguageModel(nn.Module):
         self.lm_head.weight = self.token_embedding.weight  # tied: one [V, d] tensor
 
     @property
-    def vocab_size(self) -> int:
-        return self.token_embedding.num_embeddings
-
-    @property
     def context(self) -> int:
         """The longest input: the number of learned positions."""
         return self.positions.max_length
-
-    def check(self, ids: object, *, max_length: int | None) -> Tensor:
-        """Ids from outside: metadata, then one host sync for their values (a value
-        check that torch.compile skips: call `check` eagerly, compile `run`)."""
-        ids = token_ids("ids", ids, max_length=max_length)
-        if ids.device != self.token_embedding.weight.device:
-            raise ValueError(f"ids is on {ids.device}, the model on "
-                             f"{self.token_embedding.weight.device}")
-        ids_in_vocabulary({"ids": ids}, vocab_size=self.vocab_size)
-        return ids
-
-    def forward(self, ids: Tensor) -> Tensor:
-        return self.run(self.check(ids, max_length=self.context))
 
     def embed(self, ids: Tensor, *, offset: int = 0,
               positions: Tensor | None = None) -> Tensor:
@@ -142,51 +123,6 @@ class GPTLanguageModel(nn.Module):
         offset .. offset + T - 1, or each row's own (`positions` [B, T], chapter 8)."""
         x = self.token_embedding(ids)  # [B, T, d]
         return self.dropout(self.positions(x, offset=offset, positions=positions))
-
-    def run(self, ids: Tensor) -> Tensor:
-        """ids [B, T] -> logits [B, T, V], unchecked."""
-        x = self.embed(ids)  # [B, T, d]
-        for block in self.blocks:
-            x = block(x)  # causal: position t reads positions 0..t only
-        return self.lm_head(self.final_norm(x))  # [B, T, V]
-
-    @torch.no_grad()
-    def generate(self, ids: Tensor, max_new_tokens: int, *, eos_id: int | None = None,
-                 choose: Callable[[Tensor], Tensor] = greedy) -> Tensor:
-        """Append up to `max_new_tokens` tokens to every row of `ids` [B, T0]; returns
-        [B, T0 + n], the prompt first. `choose` turns the last position's logits [B, V]
-        into ids [B]: `greedy` by default, or a sampler (chapter 6). Stops when every
-        row has produced `eos_id` (kept; a finished row repeats it while the others go
-        on) or after `max_new_tokens`. Each step reads the last `context` tokens only,
-        so a prompt may be longer than the context. Rows share one length: no padding.
-        Runs in eval mode, restoring the previous mode after. Host syncs: one for the
-        prompt's ids, one per token for the EOS test (after every token but the last;
-        none without `eos_id`); `greedy` and `sampler` add none.
-        """
-        ids = self.check(ids, max_length=None)  # any length: cropped below
-        max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
-        if eos_id is not None and non_negative_int("eos_id", eos_id) >= self.vocab_size:
-            raise ValueError(f"eos_id must be < vocabulary size {self.vocab_size}, "
-                             f"got {eos_id}")
-        if not callable(choose):
-            raise TypeError(f"choose must be a function logits -> ids, "
-                            f"got {type(choose).__name__}")
-        finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # [B]
-        was_training = self.training
-        self.eval()
-        try:
-            for step in range(max_new_tokens):
-                logits = self.run(ids[:, -self.context:])[:, -1]  # [B, V]: the last one
-                next_id = choose(logits)  # [B]
-                if eos_id is not None:
-                    next_id = next_id.masked_fill(finished, eos_id)  # done: repeat it
-                    finished |= next_id == eos_id
-                ids = torch.cat((ids, next_id[:, None]), dim=1)  # [B, T + 1]
-                if eos_id is not None and step + 1 < max_new_tokens and finished.all():
-                    break  # the one host sync of a step
-        finally:
-            self.train(was_training)
-        return ids
 # --8<-- [end:gpt_language_model]
 
 
@@ -461,13 +397,14 @@ def copy_hf_gpt2_block(ours: PreNormBlock, theirs: nn.Module) -> PreNormBlock:
 
 
 # --8<-- [start:next_token_loss]
-def next_token_loss(model: GPTLanguageModel, ids: Tensor) -> Tensor:
+def next_token_loss(model: DecoderLanguageModel, ids: Tensor) -> Tensor:
     """Mean negative log-likelihood, in nats per token, of each next token of `ids`
     [B, T + 1]: the logits at position t are scored against the token at t + 1 (the
     shift is the whole trick of language modelling: no labels beyond the text itself).
     Every id is checked, the targets in the last column too."""
-    if not isinstance(model, GPTLanguageModel):
-        raise TypeError(f"model must be a GPTLanguageModel, got {type(model).__name__}")
+    if not isinstance(model, DecoderLanguageModel):
+        raise TypeError(f"model must be a DecoderLanguageModel, "
+                        f"got {type(model).__name__}")
     ids = model.check(ids, max_length=model.context + 1)
     if ids.shape[1] < 2:
         raise ValueError(f"ids must have T + 1 >= 2 tokens (inputs and their next), "

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from literate.models.gpt2 import GPTLanguageModel
+from literate.models.decoder import DecoderLanguageModel
 from literate.parts.blocks import llama_block, same_width
 from literate.parts.checks import boolean, positive_float, positive_int
 from literate.parts.multi_head import MultiHeadAttention
@@ -48,9 +48,10 @@ __all__ = [
 
 
 # --8<-- [start:llama_language_model]
-class LlamaLanguageModel(nn.Module):
+class LlamaLanguageModel(DecoderLanguageModel):
     """ids [B, T] -> token embedding -> blocks (RoPE inside) -> final norm -> logits
-    [B, T, V]. `lm_head` None: the output projection is the embedding (tied)."""
+    [B, T, V]. `lm_head` None: the output projection is the embedding (tied).
+    Checking, running and generating are `DecoderLanguageModel`'s (chapter 5)."""
 
     def __init__(self, token_embedding: nn.Embedding, blocks: Sequence[nn.Module],
                  final_norm: nn.Module, lm_head: nn.Linear | None, *,
@@ -80,32 +81,15 @@ class LlamaLanguageModel(nn.Module):
         self.max_positions = positive_int("context", context)
 
     @property
-    def vocab_size(self) -> int:
-        return self.token_embedding.num_embeddings
-
-    @property
     def context(self) -> int:
         """The longest input `generate` feeds back (the configured maximum)."""
         return self.max_positions
-
-    check = GPTLanguageModel.check  # ids from outside: metadata, then one host sync
-    generate = GPTLanguageModel.generate  # chapter 5's, with chapter 6's `choose`
-
-    def forward(self, ids: Tensor) -> Tensor:
-        return self.run(self.check(ids, max_length=self.context))
 
     def embed(self, ids: Tensor, *, offset: int = 0,
               positions: Tensor | None = None) -> Tensor:
         """ids [B, T] -> [B, T, d]: no position is added, RoPE turns q and k inside
         each attention (the arguments are GPT-2's `embed`'s, for chapter 8)."""
         return self.token_embedding(ids)
-
-    def run(self, ids: Tensor) -> Tensor:
-        """ids [B, T] -> logits [B, T, V], unchecked."""
-        x = self.embed(ids)  # [B, T, d]
-        for block in self.blocks:
-            x = block(x)
-        return self.lm_head(self.final_norm(x))  # [B, T, V]
 # --8<-- [end:llama_language_model]
 
 

@@ -105,7 +105,8 @@ ERAS: dict[str, Era] = {
         "cache: left-padded batches, chunked prefill, beam search", "chapters 1-6 and 8",
         CHECKS + ATTENTION + MODELS + (
             ("parts.ffn", "gelu_tanh"), ("parts.blocks", "pre_norm_block"), ("parts.blocks", "builder_gpt2"),
-            ("decoding.sampling", "greedy"), ("models.gpt2", "gpt_language_model"), ("models.gpt2", "gpt2_init"),
+            ("decoding.sampling", "greedy"), ("models.decoder", "decoder_language_model"),
+            ("models.gpt2", "gpt_language_model"), ("models.gpt2", "gpt2_init"),
             ("models.gpt2", "gpt2_model"), ("models.gpt2", "hf_activation"),
             ("models.gpt2", "gpt2_from_hf_config"), ("models.gpt2", "check_gpt2_config"),
             ("models.gpt2", "load_hf_gpt2"), ("models.gpt2", "next_token_loss"),
@@ -127,7 +128,7 @@ ERAS: dict[str, Era] = {
             ("parts.blocks", "parallel_block"), ("parts.blocks", "builder_llama"),
             ("parts.blocks", "builder_qwen3"), ("parts.blocks", "builder_olmo2"),
             ("parts.blocks", "builder_gemma3"), ("parts.blocks", "builders_parallel"),
-            ("decoding.sampling", "greedy"), ("models.gpt2", "gpt_language_model"),
+            ("decoding.sampling", "greedy"), ("models.decoder", "decoder_language_model"),
             ("models.gpt2", "next_token_loss"),
             ("decoding.sampling", "checks"), ("decoding.sampling", "top_k_filter"), ("decoding.sampling", "top_p_filter"),
             ("decoding.sampling", "filter_logits"), ("decoding.sampling", "next_token_distribution"),
