@@ -1,6 +1,6 @@
 """The package's layout shows its architecture: layers by role, imports only downward.
 
-    parts < decoding < models < numbers < tools < figures < site
+    minimal < parts < decoding < models < numbers < tools < figures < site
 
 A part (what the chapters teach as building blocks) never imports a model; a model never
 imports a number, a tool, a figure or the site; nothing outside `site/` imports `site/`.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "literate"
-LAYERS = ("parts", "decoding", "models", "numbers", "tools", "figures", "site")
+LAYERS = ("minimal", "parts", "decoding", "models", "numbers", "tools", "figures", "site")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
