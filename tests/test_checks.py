@@ -405,3 +405,61 @@ def test_ids_in_vocabulary_is_skipped_while_compiling(monkeypatch):
     with HostSyncs() as syncs:
         assert ids_in_vocabulary({"ids": torch.tensor([[99]])}, vocab_size=6) is None
     assert syncs.calls == []
+
+
+# --------------------------------------------------------------------------------------
+# once per entry: checked_entry
+# --------------------------------------------------------------------------------------
+def test_inside_a_checked_entry_the_checks_return_their_argument_and_the_flag_comes_back():
+    from literate.parts.checks import checked_entry, input_checked
+
+    assert not input_checked()
+    with pytest.raises(ValueError, match="boom"), checked_entry():
+        assert input_checked()
+        assert positive_int("n", -3) == -3  # not checked: the entry vouches for it
+        assert float_tensor("x", "not a tensor") == "not a tensor"
+        raise ValueError("boom")
+    assert not input_checked()  # restored after the error
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        positive_int("n", -3)
+
+
+def test_the_flag_is_per_thread():
+    import threading
+
+    from literate.parts.checks import checked_entry, input_checked
+
+    seen = []
+    with checked_entry():
+        worker = threading.Thread(target=lambda: seen.append(input_checked()))
+        worker.start()
+        worker.join()
+    assert seen == [False]  # another thread's layers still check their input
+
+
+def test_a_model_forward_checks_its_input_once_and_its_layers_never_again(monkeypatch):
+    """A 2-layer Mixtral's forward: the entry checks the ids (2 checks), and every check
+    its layers reach returns at once (before: 74 checks did work). A layer called on
+    its own is an entry and still checks."""
+    import literate.parts.checks as checks
+    import literate.parts.mla as mla
+    import literate.parts.multi_head as multi_head
+    from literate.models.mixtral import mixtral_model
+
+    torch.manual_seed(0)
+    model = mixtral_model(vocab_size=64, context=16, d_model=32, n_heads=4,
+                          n_kv_heads=2, n_layers=2, d_ff=48, n_experts=4, top_k=2)
+    answers = []
+
+    def recorded() -> bool:
+        answers.append(checks._ENTRY.checked)
+        return answers[-1]
+
+    for module in (checks, multi_head, mla):
+        monkeypatch.setattr(module, "input_checked", recorded)
+    model(torch.randint(0, 64, (2, 8)))
+    assert answers and all(answers)  # every layer check was reached inside the entry
+    answers.clear()
+    with pytest.raises(ValueError, match="x must have last axis 32"):
+        model.blocks[0].attn_norm(torch.zeros(2, 8, 31))
+    assert answers and not any(answers)

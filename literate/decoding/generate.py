@@ -27,7 +27,13 @@ from torch import Tensor, nn
 
 from literate.decoding.sampling import greedy
 from literate.parts.cache import DecodeCache
-from literate.parts.checks import bool_tensor, non_negative_int, positive_int, token_ids
+from literate.parts.checks import (
+    bool_tensor,
+    checked_entry,
+    non_negative_int,
+    positive_int,
+    token_ids,
+)
 
 __all__ = ["new_decode_cache", "cached_run", "check_prompt", "check_request", "generate"]
 
@@ -46,13 +52,15 @@ def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
     start = cache.next_pos
     key_valid, positions = cache.advance(ids.shape[1], valid)
     try:
-        x = model.embed(ids, offset=start, positions=positions)  # [B, T, d]
-        for block, layer_cache in zip(model.blocks, cache.layers, strict=True):
-            x = block(x, key_valid=key_valid, cache=layer_cache, positions=positions,
-                      empty_row="zero")  # a padding query may see no real key
-        if last:
-            x = x[:, -1]  # [B, d]
-        return model.lm_head(model.final_norm(x))
+        with checked_entry():  # the layers do not check again
+            x = model.embed(ids, offset=start, positions=positions)  # [B, T, d]
+            for block, layer_cache in zip(model.blocks, cache.layers, strict=True):
+                x = block(x, key_valid=key_valid, cache=layer_cache,
+                          positions=positions,
+                          empty_row="zero")  # a padding query may see no real key
+            if last:
+                x = x[:, -1]  # [B, d]
+            return model.lm_head(model.final_norm(x))
     except BaseException:  # a failed call leaves no token in any layer's cache
         for layer_cache in cache.layers:
             if layer_cache.next_pos > start:

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from literate.decoding.sampling import greedy
 from literate.parts.checks import (
+    checked_entry,
     ids_in_vocabulary,
     non_negative_int,
     positive_int,
@@ -66,11 +67,13 @@ class DecoderLanguageModel(nn.Module):
         return self.run(self.check(ids, max_length=self.context))
 
     def run(self, ids: Tensor) -> Tensor:
-        """ids [B, T] -> logits [B, T, V], unchecked."""
-        x = self.embed(ids)  # [B, T, d]
-        for block in self.blocks:
-            x = block(x)  # causal: position t reads positions 0..t only
-        return self.lm_head(self.final_norm(x))  # [B, T, V]
+        """ids [B, T] -> logits [B, T, V], unchecked: the blocks and parts it calls do
+        not check the hidden states again (`checked_entry`)."""
+        with checked_entry():
+            x = self.embed(ids)  # [B, T, d]
+            for block in self.blocks:
+                x = block(x)  # causal: position t reads positions 0..t only
+            return self.lm_head(self.final_norm(x))  # [B, T, V]
 
     @torch.no_grad()
     def generate(self, ids: Tensor, max_new_tokens: int, *, eos_id: int | None = None,

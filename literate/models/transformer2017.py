@@ -43,6 +43,7 @@ from torch import Tensor, nn
 
 from literate.parts.blocks import decoder_layer_2017, encoder_layer_2017
 from literate.parts.checks import (
+    checked_entry,
     float_tensor,
     ids_in_vocabulary,
     non_negative_int,
@@ -275,13 +276,15 @@ class EncoderDecoder(nn.Module):
         return self.run(*self.check(source=source, targets=targets))
 
     def run(self, source: Tensor, targets: Tensor) -> Tensor:
-        """`forward` without the checks."""
+        """`forward` without the checks; the layers it calls do not check either."""
         decoder_input = shift_right(targets, self.bos_id)  # [B, T]
         source_valid = source != self.pad_id  # [B, S]: True = a real token
-        memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
-        hidden = self.decode(self.embed(decoder_input), memory,
-                             decoder_input != self.pad_id, source_valid)  # [B, T, d]
-        return self.logits(hidden)  # [B, T, V]
+        with checked_entry():
+            memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
+            hidden = self.decode(self.embed(decoder_input), memory,
+                                 decoder_input != self.pad_id,
+                                 source_valid)  # [B, T, d]
+            return self.logits(hidden)  # [B, T, V]
 
     def loss(self, source: Tensor, targets: Tensor, *,
              label_smoothing: float = 0.1) -> Tensor:
@@ -313,21 +316,22 @@ class EncoderDecoder(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            b, device = source.shape[0], source.device
-            source_valid = source != self.pad_id  # [B, S]
-            memory = self.encode(self.embed(source), source_valid)  # [B, S, d], once
-            out = torch.full((b, 1), self.bos_id, device=device)  # [B, 1]: BOS
-            done = torch.zeros(b, dtype=torch.bool, device=device)  # [B]
-            for step in range(max_new_tokens):
-                hidden = self.decode(self.embed(out), memory, out != self.pad_id,
-                                     source_valid)  # [B, t, d]
-                logits = self.logits(hidden[:, -1])  # [B, V]: the next token's
-                logits[:, [self.pad_id, self.bos_id]] = -math.inf
-                token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
-                out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
-                done |= token == self.eos_id
-                if step + 1 < max_new_tokens and done.all():  # one host sync a token
-                    break
+            with checked_entry():  # the layers do not check again
+                b, device = source.shape[0], source.device
+                source_valid = source != self.pad_id  # [B, S]
+                memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
+                out = torch.full((b, 1), self.bos_id, device=device)  # [B, 1]: BOS
+                done = torch.zeros(b, dtype=torch.bool, device=device)  # [B]
+                for step in range(max_new_tokens):
+                    hidden = self.decode(self.embed(out), memory, out != self.pad_id,
+                                         source_valid)  # [B, t, d]
+                    logits = self.logits(hidden[:, -1])  # [B, V]: the next token's
+                    logits[:, [self.pad_id, self.bos_id]] = -math.inf
+                    token = logits.argmax(dim=-1).masked_fill(done, self.pad_id)  # [B]
+                    out = torch.cat((out, token[:, None]), dim=1)  # [B, t + 1]
+                    done |= token == self.eos_id
+                    if step + 1 < max_new_tokens and done.all():  # one sync a token
+                        break
         finally:
             self.train(was_training)
         return out[:, 1:]  # [B, L], without the BOS

@@ -41,7 +41,13 @@ from literate.decoding.beam import (
 )
 from literate.models.transformer2017 import EncoderDecoder
 from literate.parts.cache import KVCache, MemoryKV
-from literate.parts.checks import bool_tensor, features, positive_int, token_ids
+from literate.parts.checks import (
+    bool_tensor,
+    checked_entry,
+    features,
+    positive_int,
+    token_ids,
+)
 
 __all__ = ["Seq2SeqCache", "new_seq2seq_cache", "cached_decode_step",
            "cached_greedy_decode", "beam_translate"]
@@ -149,13 +155,14 @@ def cached_decode_step(model: EncoderDecoder, tokens: Tensor,
                          f"capacity={cache.capacity}")
     cache.target_valid[:, start:end] = tokens != model.pad_id  # PAD: hidden from now on
     target_valid = cache.target_valid[:, :end]  # [B, end]: every key the queries see
-    y = model.embed(tokens, offset=start)  # [B, T, d]: positions start .. end - 1
-    parts = zip(model.decoder, cache.layers, cache.memory, strict=True)
-    for layer, kv, memory in parts:  # memory: this layer's keys and values of it
-        y = layer(y, memory, target_valid=target_valid,
-                  memory_valid=cache.source_valid, cache=kv,
-                  empty_row="zero")  # key 0 (BOS) is real: no row is empty
-    return model.logits(y)  # [B, T, V]
+    with checked_entry():  # the layers do not check again
+        y = model.embed(tokens, offset=start)  # [B, T, d]: positions start .. end - 1
+        parts = zip(model.decoder, cache.layers, cache.memory, strict=True)
+        for layer, kv, memory in parts:  # memory: this layer's keys and values of it
+            y = layer(y, memory, target_valid=target_valid,
+                      memory_valid=cache.source_valid, cache=kv,
+                      empty_row="zero")  # key 0 (BOS) is real: no row is empty
+        return model.logits(y)  # [B, T, V]
 # --8<-- [end:cached_decode_step]
 
 

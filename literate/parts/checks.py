@@ -11,18 +11,28 @@ Two kinds, kept apart on purpose:
 
 Every check raises a `TypeError` (wrong kind of thing) or a `ValueError` (right kind,
 wrong value) that names the argument; none uses `assert`, which `python -O` removes.
+
+**Once per entry.** A model's entry (its `forward`, `generate` or loss) checks what the
+caller gave it, then runs its blocks and parts inside `checked_entry()`: there the
+metadata checks below return their argument at once, so a hidden state is not checked
+again at every floor (an RMSNorm, the attention, its heads, RoPE...). A part called on
+its own, outside any entry, is an entry itself and checks everything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from numbers import Integral, Real
 
 import torch
 from torch import Tensor
 
 __all__ = [
+    "checked_entry",
+    "input_checked",
     "positive_int",
     "non_negative_int",
     "positive_float",
@@ -39,9 +49,36 @@ __all__ = [
 ]
 
 
+# --8<-- [start:checked_entry]
+class _Entry(threading.local):
+    checked = False  # per thread: True inside an entry that has checked its input
+
+
+_ENTRY = _Entry()
+
+
+def input_checked() -> bool:
+    """True inside `checked_entry()`: the input was checked where it came in."""
+    return _ENTRY.checked
+
+
+@contextlib.contextmanager
+def checked_entry() -> Iterator[None]:
+    """The body runs on input its entry has checked: the checks of this module return
+    their argument at once (a flag per thread; torch.compile traces it away)."""
+    before, _ENTRY.checked = _ENTRY.checked, True
+    try:
+        yield
+    finally:
+        _ENTRY.checked = before
+# --8<-- [end:checked_entry]
+
+
 # --8<-- [start:positive_int]
 def positive_int(name: str, value: object) -> int:
     """`value` if it is an int >= 1. `True` is an int in Python, but not a length."""
+    if input_checked():
+        return value  # checked where it came in
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 1:
@@ -53,6 +90,8 @@ def positive_int(name: str, value: object) -> int:
 # --8<-- [start:non_negative_int]
 def non_negative_int(name: str, value: object) -> int:
     """`value` if it is an int >= 0 (bools refused)."""
+    if input_checked():
+        return value  # checked where it came in
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 0:
@@ -64,6 +103,8 @@ def non_negative_int(name: str, value: object) -> int:
 # --8<-- [start:positive_float]
 def positive_float(name: str, value: object) -> float:
     """`value` as a float if it is a finite real number > 0 (bools refused)."""
+    if input_checked():
+        return value  # checked where it came in
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
@@ -80,6 +121,8 @@ def positive_float(name: str, value: object) -> float:
 def probability(name: str, value: object) -> float:
     """`value` as a float in [0, 1): a dropout rate or a smoothing weight (1 would
     remove everything). Bools refused."""
+    if input_checked():
+        return value  # checked where it came in
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number in [0, 1), "
                         f"got {type(value).__name__}")
@@ -92,6 +135,8 @@ def probability(name: str, value: object) -> float:
 # --8<-- [start:boolean]
 def boolean(name: str, value: object) -> bool:
     """`value` if it is a bool: `bias="no"` or `bias=1` is a mistake, not a choice."""
+    if input_checked():
+        return value  # checked where it came in
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
@@ -101,6 +146,8 @@ def boolean(name: str, value: object) -> bool:
 # --8<-- [start:choice]
 def choice(name: str, value: object, options: tuple[str, ...]) -> str:
     """`value` if it is one of the allowed strings."""
+    if input_checked():
+        return value  # checked where it came in
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, one of {list(options)}, "
                         f"got {type(value).__name__}")
@@ -116,6 +163,8 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 def float_dtype(name: str, dtype: object) -> torch.dtype:
     """`dtype` if it is one of the floating dtypes a table or a buffer can hold."""
+    if input_checked():
+        return dtype  # checked where it came in
     if dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name} must be one of {list(FLOAT_DTYPES)}, got {dtype!r}")
     return dtype  # type: ignore[return-value]
@@ -127,6 +176,8 @@ def float_tensor(name: str, value: object, *, ndim: int | None = None) -> Tensor
     """`value` if it is a floating-point tensor (of rank `ndim`, if given).
 
     Metadata only: NaN passes, as it does through PyTorch's own layers."""
+    if input_checked():
+        return value  # checked where it came in
     if not isinstance(value, Tensor) or not value.is_floating_point():
         kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
         raise TypeError(f"{name} must be a floating-point tensor, got {kind}")
@@ -139,6 +190,8 @@ def float_tensor(name: str, value: object, *, ndim: int | None = None) -> Tensor
 # --8<-- [start:bool_tensor]
 def bool_tensor(name: str, value: object) -> Tensor:
     """`value` if it is a boolean tensor (a mask: True = may attend)."""
+    if input_checked():
+        return value  # checked where it came in
     if not isinstance(value, Tensor) or value.dtype != torch.bool:
         kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
         raise TypeError(f"{name} must be a bool tensor (True = may attend), "
@@ -152,6 +205,8 @@ def features(name: str, value: object, *, width: int, like: Tensor) -> Tensor:
     """The input of a layer: a float tensor whose last axis is `width`, with the dtype
     and device of the layer's parameter `like`. Checked here, so that a mistake names
     the argument instead of surfacing from inside a matrix product."""
+    if input_checked():
+        return value  # checked where it came in
     value = float_tensor(name, value)
     if value.ndim == 0 or value.shape[-1] != width:
         raise ValueError(f"{name} must have last axis {width}, "

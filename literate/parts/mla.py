@@ -81,6 +81,7 @@ from literate.parts.checks import (
     choice,
     features,
     float_tensor,
+    input_checked,
     non_negative_int,
     positive_float,
     positive_int,
@@ -261,7 +262,11 @@ def check_mla_call(layer: "MultiHeadLatentAttention", x: object, *, causal: obje
                    return_weights: object) -> tuple[int, int]:
     """Everything `MultiHeadLatentAttention.forward` refuses, from metadata alone,
     before anything is projected or cached (chapter 3's `check_call`, self-attention
-    only). Returns (start, T_k): the position of x[:, 0], the keys the queries see."""
+    only). Returns (start, T_k): the position of x[:, 0], the keys the queries see.
+    Inside a checked entry, only that."""
+    if input_checked():
+        start = cache.next_pos if cache is not None else start_pos or 0
+        return start, start + x.shape[1] if cache is not None else x.shape[1]
     x = features("x", x, width=layer.d_model, like=layer.kv_a_proj_with_mqa.weight)
     if x.ndim != 3:
         raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "

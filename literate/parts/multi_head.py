@@ -50,6 +50,7 @@ from literate.parts.checks import (
     choice,
     features,
     float_tensor,
+    input_checked,
     non_negative_int,
     positive_float,
     positive_int,
@@ -63,6 +64,7 @@ __all__ = [
     "fused_attention",
     "attention_allowed",
     "head_counts",
+    "call_span",
     "check_call",
     "MultiHeadAttention",
     "pack_qkv",
@@ -265,13 +267,27 @@ def check_qk_norm(qk_norm: object, q_norm: object, k_norm: object,
     return placement
 
 
+def call_span(x: Tensor, memory: Tensor | MemoryKV | None, cache: KVCache | None,
+              start_pos: int | None) -> tuple[int, int]:
+    """(start, T_k) of a call: the absolute position of x[:, 0], and the number of keys
+    the queries see (the memory's S; else the cached and the new tokens)."""
+    start = cache.next_pos if cache is not None else start_pos or 0
+    if memory is not None:
+        return start, memory.k.shape[-2] if isinstance(memory, MemoryKV) \
+            else memory.shape[1]
+    return start, start + x.shape[1] if cache is not None else x.shape[1]
+
+
 def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
                causal: object, key_valid: object, cache: object, start_pos: object,
                positions: object, empty_row: object,
                return_weights: object) -> tuple[int, int]:
     """Everything `MultiHeadAttention.forward` refuses, from metadata alone, before
     anything is projected or cached. Returns (start, T_k): the absolute position of
-    x[:, 0] and the number of keys the queries see."""
+    x[:, 0] and the number of keys the queries see. Inside a checked entry, only that.
+    """
+    if input_checked():
+        return call_span(x, memory, cache, start_pos)
     x = features("x", x, width=layer.d_model, like=layer.q_proj.weight)
     if x.ndim != 3:
         raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "
@@ -332,9 +348,7 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
             raise ValueError("the cache holds another layer's keys and values; give "
                              "each layer its own cache (layer.new_cache), or reset() "
                              "this one")
-    t_k = t_q if cache is None else start + t_q  # with a cache: cached and new tokens
-    t_k = t_k if memory is None else memory[0].shape[-2] if isinstance(
-        memory, MemoryKV) else memory.shape[1]
+    t_k = call_span(x, memory, cache, start)[1]
     if key_valid is not None:
         if bool_tensor("key_valid", key_valid).shape != (b, t_k):
             raise ValueError(f"key_valid must be [B={b}, T_k={t_k}] (one flag per key "

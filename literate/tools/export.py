@@ -47,7 +47,7 @@ def production(family_name: str) -> str:
 
 
 CHECKS = tuple(("parts.checks", s) for s in (
-    "positive_int", "non_negative_int", "positive_float", "probability", "boolean", "choice",
+    "checked_entry", "positive_int", "non_negative_int", "positive_float", "probability", "boolean", "choice",
     "float_dtype", "float_tensor", "bool_tensor", "features"))
 ATTENTION = (  # chapters 1-3, in reading order
     ("parts.attention", "empty_row_policies"), ("parts.attention", "check_mask"),
