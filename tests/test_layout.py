@@ -101,6 +101,27 @@ def test_no_import_cycle():
     assert cycles(import_graph()) == []
 
 
+def test_the_minimal_blocks_import_only_torch_the_standard_library_and_each_other():
+    """What a reader pastes stands alone: `literate.minimal` imports no other part of
+    the package, and nothing but torch and the standard library from outside it."""
+    import sys
+
+    graph = import_graph()
+    for name, targets in graph.items():
+        if name.startswith("literate.minimal"):
+            assert all(t.startswith("literate.minimal") for t in targets), (name, targets)
+    for path in sorted((PACKAGE / "minimal").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                roots = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots = {node.module.split(".")[0]}
+            else:
+                continue
+            outside = roots - {"torch", "literate", "__future__"}
+            assert outside <= set(sys.stdlib_module_names), (path.name, outside)
+
+
 def test_nothing_outside_site_imports_site():
     graph = import_graph()
     assert sorted(a for a, bs in graph.items() if layer(a) != LAYERS.index("site")
