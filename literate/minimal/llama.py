@@ -1,0 +1,62 @@
+"""The modern decoder (Llama 2 and 3, Touvron et al. 2023; Qwen3 with `qk_norm=True`):
+pre-norm with RMSNorm, grouped-query attention with RoPE, SwiGLU, no biases, no
+position embedding (RoPE turns q and k inside every attention). `cache`: one KVCache per
+block, for decoding. Shapes: B batch, T tokens, V vocabulary, d_model model width.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from literate.minimal.ffn import SwiGLU
+from literate.minimal.multi_head import GQAttention
+from literate.minimal.norms import RMSNorm
+
+
+# --8<-- [start:llama_block]
+class LlamaBlock(nn.Module):
+    """x = x + Attn(RMSNorm(x)); x = x + SwiGLU(RMSNorm(x)). qk_norm=True: Qwen3's
+    block, whose attention RMS-normalises each head's q and k before RoPE."""
+
+    def __init__(self, *, d_model, n_heads, n_kv_heads, d_ff, d_head=None,
+                 rope_base=10000.0, eps=1e-5, qk_norm=False):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model=d_model, eps=eps)  # HF's input_layernorm
+        self.attn = GQAttention(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                                d_head=d_head, rope_base=rope_base, qk_norm=qk_norm,
+                                eps=eps)
+        self.ffn_norm = RMSNorm(d_model=d_model, eps=eps)  # post_attention_layernorm
+        self.ffn = SwiGLU(d_model=d_model, d_ff=d_ff)
+
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.attn_norm(x), cache)
+        return x + self.ffn(self.ffn_norm(x))
+# --8<-- [end:llama_block]
+
+
+# --8<-- [start:llama_model]
+class LlamaModel(nn.Module):
+    """ids [B, T] -> logits [B, T, V]: token embedding, blocks, final RMSNorm, lm_head
+    (its own matrix; tied=True makes it the embedding, as Llama 3.2 1B and Qwen3's
+    small models do). cache: a list of KVCache, one per block (`generate`)."""
+
+    def __init__(self, *, vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff,
+                 d_head=None, rope_base=10000.0, eps=1e-5, qk_norm=False, tied=False):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, d_model)  # HF's embed_tokens
+        self.blocks = nn.ModuleList(
+            LlamaBlock(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                       d_ff=d_ff, d_head=d_head, rope_base=rope_base, eps=eps,
+                       qk_norm=qk_norm)
+            for _ in range(n_layers))
+        self.final_norm = RMSNorm(d_model=d_model, eps=eps)  # HF's model.norm
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        if tied:
+            self.lm_head.weight = self.token_embedding.weight
+
+    def forward(self, ids, cache=None):
+        x = self.token_embedding(ids)  # [B, T, d_model]
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if cache is None else cache[i])
+        return self.lm_head(self.final_norm(x))  # [B, T, V]
+# --8<-- [end:llama_model]
