@@ -287,6 +287,64 @@ def test_llama_file_equals_hugging_face(files):
     cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_llama)
 
 
+@pytest.mark.parametrize("family", ["LlamaForCausalLM", "Qwen3ForCausalLM"])
+def test_quick_file_equals_hugging_face(files, family):
+    """The quick path's file against `LlamaForCausalLM` and `Qwen3ForCausalLM`
+    (float64, every gain random; Qwen3: heads of 16 on a width of 32, QK-norm): logits
+    within 16 float32 units of their largest entry as HF computes them (its RMSNorms
+    work in float32), within 1e-12 with its norms in float64, every loss gradient
+    too, and the same greedy tokens as HF's generate, decoded with the cache."""
+    import transformers
+
+    era = load(files["quick"])
+    qwen3 = family == "Qwen3ForCausalLM"
+    config = getattr(transformers, "Qwen3Config" if qwen3 else "LlamaConfig")(
+        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=48, num_hidden_layers=2, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6 if qwen3 else 1e4},
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        tie_word_embeddings=False, attn_implementation="sdpa",
+        **({"head_dim": 16} if qwen3 else {}))
+    torch.manual_seed(0)
+    theirs = getattr(transformers, family)(config).double().eval()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            if p.ndim == 1:
+                p.normal_(1.0, 0.3)
+    ours = era.LlamaModel(vocab_size=61, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2,
+                          d_ff=48, d_head=16 if qwen3 else None, eps=1e-6, qk_norm=qwen3,
+                          rope_base=config.rope_parameters["rope_theta"]).double().eval()
+    era.load_hf_llama(ours, theirs.state_dict())
+    ids = torch.randint(0, 61, (2, 9))
+    with torch.no_grad():
+        got, want = ours(ids), theirs(ids).logits
+    assert 1e-12 < (got - want).abs().max() <= F32_BOUND * want.abs().max()
+    norms = [m for m in theirs.modules() if type(m).__name__.endswith("RMSNorm")]
+    assert len(norms) == (2 * 2 + 1) + (2 * 2 if qwen3 else 0)
+    for m in norms:  # HF's own formula, in the input's dtype
+        m.forward = (lambda x, m=m: m.weight * x * torch.rsqrt(
+            x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon))
+    try:
+        for model, logits in ((ours, ours(ids)), (theirs, theirs(ids).logits)):
+            model.zero_grad()
+            nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1),
+                                        ids[:, 1:].flatten()).backward()
+        torch.testing.assert_close(ours(ids), theirs(ids).logits, atol=1e-12, rtol=0)
+    finally:
+        for m in norms:
+            del m.forward
+    mine = dict(ours.named_parameters())
+    for name, p in theirs.named_parameters():
+        for hf_name, our_name in era.HF_LLAMA_NAMES:
+            name = re.sub(hf_name, our_name, name)
+        torch.testing.assert_close(mine[name].grad, p.grad, atol=1e-12, rtol=0)
+    prompt = ids[:, :4]
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
+                           max_new_tokens=8, do_sample=False)
+    assert torch.equal(era.generate(ours, prompt, max_new_tokens=8), want)
+    assert len(set(want[:, 4:].flatten().tolist())) >= 3  # not one repeated token
+
+
 def worst(labels, ours, theirs) -> dict[str, tuple[float, float]]:
     """label -> (max |ours - theirs|, max |theirs|); a gradient that is None on both
     sides (the tensor does not reach the loss) is left out, on one side only refused."""

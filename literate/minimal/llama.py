@@ -6,6 +6,8 @@ block, for decoding. Shapes: B batch, T tokens, V vocabulary, d_model model widt
 
 from __future__ import annotations
 
+import re
+
 from torch import nn
 
 from literate.minimal.ffn import SwiGLU
@@ -36,9 +38,8 @@ class LlamaBlock(nn.Module):
 
 # --8<-- [start:llama_model]
 class LlamaModel(nn.Module):
-    """ids [B, T] -> logits [B, T, V]: token embedding, blocks, final RMSNorm, lm_head
-    (its own matrix; tied=True makes it the embedding, as Llama 3.2 1B and Qwen3's
-    small models do). cache: a list of KVCache, one per block (`generate`)."""
+    """ids [B, T] -> logits [B, T, V]. tied=True: lm_head is the embedding (Llama 3.2
+    1B, Qwen3's small models). cache: a list of KVCache, one per block (`generate`)."""
 
     def __init__(self, *, vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff,
                  d_head=None, rope_base=10000.0, eps=1e-5, qk_norm=False, tied=False):
@@ -60,3 +61,24 @@ class LlamaModel(nn.Module):
             x = block(x, None if cache is None else cache[i])
         return self.lm_head(self.final_norm(x))  # [B, T, V]
 # --8<-- [end:llama_model]
+
+
+# --8<-- [start:load_hf_llama]
+HF_LLAMA_NAMES = [  # (Hugging Face's name, ours), applied in turn to every key
+    (r"^model\.", ""), (r"^embed_tokens\.", "token_embedding."),
+    (r"^norm\.", "final_norm."), (r"^layers\.", "blocks."), (r"self_attn\.", "attn."),
+    (r"mlp\.", "ffn."), (r"input_layernorm\.", "attn_norm."),
+    (r"post_attention_layernorm\.", "ffn_norm.")]
+
+
+def load_hf_llama(model, state_dict):
+    """Copy a Hugging Face LlamaForCausalLM's (or Qwen3ForCausalLM's) state dict into
+    a LlamaModel of the same configuration, renaming each key; every key must match."""
+    renamed = {}
+    for key, value in state_dict.items():
+        for theirs, ours in HF_LLAMA_NAMES:
+            key = re.sub(theirs, ours, key)
+        renamed[key] = value
+    model.load_state_dict(renamed)
+    return model
+# --8<-- [end:load_hf_llama]

@@ -17,6 +17,11 @@ definition. No block imports `literate.figures`: plotting code never computes wh
 claim proves. The same reading checks an exported era file (`literate.tools.export`): there
 every name must be defined above its first use, or imported from the standard library
 or torch.
+
+The minimal blocks (`literate/minimal/`) and the hardened ones share names on purpose
+(`RMSNorm`, `KVCache`): a name shown from `literate/minimal/` is kept apart from the same
+name shown from the rest of the package, and an import is looked up among the names of
+its own kind.
 """
 
 from __future__ import annotations
@@ -37,6 +42,12 @@ from literate.tools.standalone import (
 __all__ = ["PageReport", "check_page", "check_pages", "nav_pages"]
 
 LINK = re.compile(r"\]\((?P<target>[^)\s#]+)(?:#[^)]*)?\)")
+MINIMAL_INCLUDE = re.compile(r'--8<--\s+"literate/minimal/')
+
+
+def shown_key(name: str, *, minimal: bool) -> str:
+    """How a shown name is recorded: a minimal block's apart from the hardened one's."""
+    return f"minimal:{name}" if minimal else name
 
 
 def nav_pages(config: dict | None = None) -> list[str]:
@@ -120,8 +131,10 @@ def check_page(page: str, text: str, earlier: dict[str, str]) -> PageReport:
                 source_module = module if isinstance(stmt, ast.ImportFrom) else alias.name
                 if library(source_module):
                     available[bound] = "library"
-                elif source_module.startswith("literate") and alias.name in earlier:
-                    available[bound] = f"earlier:{earlier[alias.name]}"
+                elif source_module.startswith("literate") and (key := shown_key(
+                        alias.name, minimal=source_module.startswith("literate.minimal")
+                )) in earlier:
+                    available[bound] = f"earlier:{earlier[key]}"
                 elif source_module.startswith("literate") or block.includes_snippet:
                     available[bound] = "hidden"
                 else:  # a visible import of a reference (transformers) for a proof
@@ -145,10 +158,11 @@ def check_page(page: str, text: str, earlier: dict[str, str]) -> PageReport:
                 why = ("imported from a module no earlier page shows it from" if origin == "hidden"
                        else "not shown on this page or an earlier one")
                 report.problems.append(Problem(f"{where}+{definition.line - 1}", label, name, why))
+        minimal = bool(MINIMAL_INCLUDE.search(block.source))
         for definition in definitions:
             for name in definition.names:
                 available[name] = "page"
-                report.shown.add(name)
+                report.shown.add(shown_key(name, minimal=minimal))
         # Plain statements (x = ...) also bind names for later blocks on the same page.
         for stmt in ast.parse(source).body:
             for name in defined_by(stmt):

@@ -36,9 +36,10 @@ class Era:
     title: str
     chapters: str  # which pages show these sections
     sections: tuple[tuple[str, str], ...]  # (dotted module under literate, section name)
-    self_check: str  # a function of literate/tools/selfcheck.py
+    self_check: str  # a function of `check_module` (literate/tools/selfcheck.py)
     # the production classes tests/test_export.py proves the file's layers equal to
     equals: tuple[str, ...] = ()
+    check_module: str = "tools.selfcheck"
 
 
 def production(family_name: str) -> str:
@@ -182,6 +183,20 @@ ERAS["long_context"] = Era(
      "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention",
      production("deepseek_v3")))
 
+ERAS["quick"] = Era(
+    "The quick path: a modern decoder-only model (Llama, Qwen3 with QK-norm) in\n"
+    "plain PyTorch: RMSNorm, RoPE, grouped-query attention, SwiGLU, a KV cache,\n"
+    "generate, and loading Hugging Face weights", "the quick path",
+    tuple(("minimal." + m, s) for m, s in (
+        ("attention", "scaled_dot_product_attention"), ("attention", "causal_mask"),
+        ("positions", "rope_tables"), ("positions", "apply_rope"),
+        ("multi_head", "split_heads"), ("multi_head", "merge_heads"), ("cache", "kv_cache"),
+        ("norms", "rms_norm"), ("multi_head", "gq_attention"), ("ffn", "swiglu"),
+        ("llama", "llama_block"), ("llama", "llama_model"), ("generate", "generate"),
+        ("llama", "load_hf_llama"))),
+    "check_quick", (production("llama"), "transformers.Qwen3ForCausalLM"),
+    check_module="minimal.check")
+
 MARKER = "# --8<-- [{kind}:{name}]"
 
 
@@ -255,7 +270,7 @@ def assemble(name: str) -> str:
         raise KeyError(f"no era {name!r}; eras: {sorted(ERAS)}")
     era = ERAS[name]
     parts, modules = [], []
-    for module, section in era.sections + (("tools.selfcheck", era.self_check),):
+    for module, section in era.sections + ((era.check_module, era.self_check),):
         parts.append(section_source(module, section))
         modules.append(module)
     body = "\n\n\n".join(parts)
