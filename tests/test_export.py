@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from literate.site.docblocks import ROOT
-from literate.tools.export import ERAS, assemble, main, section_source
+from literate.tools.export import ERAS, assemble, main, section_source, used_sections
 
 from harness import F32_BOUND
 
@@ -144,6 +144,28 @@ def test_assembled_files_are_deterministic_and_start_with_their_story(files):
         assert "literate" not in "\n".join(l for l in text.splitlines() if l.startswith(("import", "from")))
         long = [line for line in text.splitlines() if len(line) > 88]
         assert not long, f"{name}: lines over 88 characters: {long[:3]}"
+
+
+def test_a_file_holds_only_what_its_era_uses(files):
+    """Chapters 1-3's parts enter a later era's file only where it uses them: the Llama
+    file has no sinusoidal table, no host-read counter and no published attention
+    sizes; and every section taken from an era's library defines a name the rest of
+    the file uses."""
+    llama = files["llama"].read_text(encoding="utf-8")
+    for absent in ("def sinusoidal_table", "class HostReads", "class PublishedAttention",
+                   "def pack_qkv"):
+        assert absent not in llama, absent
+    assert "def sinusoidal_table" in files["transformer2017"].read_text(encoding="utf-8")
+    for name, era in ERAS.items():
+        chosen = used_sections(era)
+        for section in chosen:
+            if section not in era.library:
+                continue
+            others = "\n".join(section_source(*s) for s in chosen if s != section)
+            defined = re.findall(r"^(?:def|class) (\w+)|^(\w+)\s*[:=]",
+                                 section_source(*section), re.M)
+            names = {a or b for a, b in defined}
+            assert any(re.search(rf"\b{n}\b", others) for n in names), (name, section)
 
 
 def test_cli_lists_writes_and_refuses_an_unknown_era(tmp_path, capsys):

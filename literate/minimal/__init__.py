@@ -1,4 +1,4 @@
-"""The minimal version of every block the site teaches: plain PyTorch a reader can paste.
+"""The minimal version of every block the site teaches: plain PyTorch to paste.
 
 No argument checks, no hooks for later chapters, no caches unless the block is about the
 cache; keyword-only configuration and shape comments. Each is proven equal, forward and

@@ -38,8 +38,8 @@ def check_quick() -> None:
             raise AssertionError(f"cached generate differs: {out.tolist()}")
     q, k, v = (torch.randn(2, 4, 6, 8, dtype=torch.float64) for _ in range(3))
     out, _ = scaled_dot_product_attention(q, k, v, causal_mask(6, 6))
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                               atol=1e-12, rtol=0)
+    fused = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, fused, atol=1e-12, rtol=0)
     x = torch.randn(3, 16, dtype=torch.float64)
     norm = RMSNorm(d_model=16, eps=1e-6).double()
     torch.testing.assert_close(norm(x), F.rms_norm(x, (16,), norm.weight, 1e-6),

@@ -54,7 +54,7 @@ class DecoderLayer(nn.Module):
         t = x.shape[1]
         a = self.self_attn(x, allowed=causal_mask(t, t, device=x.device))
         x = self.self_attn_norm(x + self.dropout(a))
-        c = self.cross_attn(x, memory, allowed=memory_allowed)  # queries read the source
+        c = self.cross_attn(x, memory, allowed=memory_allowed)  # read the source
         x = self.cross_attn_norm(x + self.dropout(c))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 # --8<-- [end:decoder_layer]

@@ -28,7 +28,7 @@ from literate.tools.standalone import check_module_source, library
 
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["Era", "ERAS", "section_source", "assemble", "main"]
+__all__ = ["Era", "ERAS", "section_source", "used_sections", "assemble", "main"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class Era:
     # the production classes tests/test_export.py proves the file's layers equal to
     equals: tuple[str, ...] = ()
     check_module: str = "tools.selfcheck"
+    # sections taken only where the file uses a name they define (chapters 1-3's
+    # parts in a later era's file: no sinusoidal table in the Llama file)
+    library: tuple[tuple[str, str], ...] = ()
 
 
 def production(family_name: str) -> str:
@@ -76,6 +79,8 @@ MODELS = (("parts.checks", "token_ids"), ("parts.checks", "ids_in_vocabulary"),
           ("parts.norms", "layer_norm"), ("parts.norms", "layer_norm_module"),
           ("parts.ffn", "check_activation"), ("parts.ffn", "dense_ffn"), ("parts.blocks", "same_width"))
 
+LIBRARY = CHECKS + ATTENTION + MODELS
+
 ERAS: dict[str, Era] = {
     "attention": Era(
         "Attention: scaled dot-product attention, positions, multi-head,\ngrouped-query "
@@ -86,7 +91,7 @@ ERAS: dict[str, Era] = {
         "The 2017 encoder-decoder (Vaswani et al. 2017): post-norm layers,\nthe model, its "
         "learning-rate schedule, label smoothing, greedy decoding, and\ndecoding with "
         "caches and beam search (chapter 8)", "chapters 1-4 and 8",
-        CHECKS + ATTENTION + MODELS + (
+        (
             ("parts.blocks", "post_norm_encoder_layer"), ("parts.blocks", "post_norm_decoder_layer"),
             ("parts.blocks", "builders_2017"), ("models.transformer2017", "shift_right"),
             ("models.transformer2017", "transformer_lr"), ("models.transformer2017", "smoothing_targets"),
@@ -99,12 +104,12 @@ ERAS: dict[str, Era] = {
             ("models.transformer2017_decoding", "cached_greedy_decode"),
             ("models.transformer2017_decoding", "beam_translate")),
         "check_transformer2017",
-        ("torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder")),
+        ("torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder"), library=LIBRARY),
     "gpt2": Era(
         "GPT-2 (Radford et al. 2019): the pre-norm block, the language model,\ngenerate, "
         "sampling, loading Hugging Face GPT-2 weights by name, and decoding\nwith a KV "
         "cache: left-padded batches, chunked prefill, beam search", "chapters 1-6 and 8",
-        CHECKS + ATTENTION + MODELS + (
+        (
             ("parts.ffn", "gelu_tanh"), ("parts.blocks", "pre_norm_block"), ("parts.blocks", "builder_gpt2"),
             ("decoding.sampling", "greedy"), ("models.decoder", "decoder_language_model"),
             ("models.gpt2", "gpt_language_model"), ("models.gpt2", "gpt2_init"),
@@ -115,13 +120,13 @@ ERAS: dict[str, Era] = {
             ("decoding.sampling", "filter_logits"), ("decoding.sampling", "next_token_distribution"),
             ("decoding.sampling", "greedy_step"), ("decoding.sampling", "draw"), ("decoding.sampling", "sample_step"),
             ("decoding.sampling", "sampler")) + DECODING,
-        "check_gpt2", (production("gpt2"),)),
+        "check_gpt2", (production("gpt2"),), library=LIBRARY),
     "llama": Era(
         "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
         "model with generate and Hugging Face Llama loading; QK-norm, the sandwich, the\n"
         "output norm and the parallel residual (Qwen3, OLMo 2, Gemma 3, GPT-J, GPT-NeoX,\n"
         "Cohere); decoding with a KV cache and beam search (chapter 8)", "chapters 1-8",
-        CHECKS + ATTENTION + MODELS + (
+        (
             ("parts.ffn", "gelu_tanh"), ("parts.norms", "rms_norm"), ("parts.norms", "rms_norm_module"),
             ("parts.norms", "zero_centred_rms_norm"), ("parts.ffn", "gated_ffn"),
             ("parts.ffn", "llama_ffn_width"), ("parts.blocks", "pre_norm_block"),
@@ -138,7 +143,7 @@ ERAS: dict[str, Era] = {
             ("models.llama", "llama_model"), ("models.llama", "llama_from_hf_config"),
             ("models.llama", "check_llama_config"), ("models.llama", "load_renamed"),
             ("models.llama", "load_hf_llama")) + DECODING,
-        "check_llama", (production("llama"),)),
+        "check_llama", (production("llama"),), library=LIBRARY),
 }
 MOE = tuple(("parts.routers", s) for s in (  # chapter 9, in reading order
     "router_logits_and_k", "switch_router", "mixtral_router", "qwen3_moe_router",
@@ -157,7 +162,7 @@ ERAS["mixtral"] = Era(
     "Face Mixtral loading; the tiny MoE of its notebook; with everything of the\n"
     "Llama file (chapters 1-8)",
     "chapters 1-9", ERAS["llama"].sections + MOE + MIXTRAL, "check_mixtral",
-    (production("mixtral"),))
+    (production("mixtral"),), library=LIBRARY)
 
 LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
     ("parts.window", "window_allowed"), ("parts.window", "window_attention_allowed"),
@@ -181,7 +186,7 @@ ERAS["long_context"] = Era(
     "chapters 1-10", ERAS["mixtral"].sections + LONG_CONTEXT, "check_long_context",
     (production("mistral"),
      "transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention",
-     production("deepseek_v3")))
+     production("deepseek_v3")), library=LIBRARY)
 
 ERAS["quick"] = Era(
     "The quick path: a modern decoder-only model (Llama, Qwen3 with QK-norm) in\n"
@@ -264,13 +269,32 @@ def _top_level_names(stmt: ast.stmt) -> list[str]:
     return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
+def used_sections(era: Era) -> list[tuple[str, str]]:
+    """The era's sections and its self-check, with the sections of its library that
+    they use (by name, transitively), all in the library's then the era's order."""
+    kept = list(era.sections) + [(era.check_module, era.self_check)]
+    library = [s for s in era.library if s not in kept]
+    defines = {s: {n for stmt in ast.parse(section_source(*s)).body
+                   for n in _top_level_names(stmt)} for s in library}
+    wanted = set(kept)
+    todo = [section_source(*s) for s in kept]
+    while todo:
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", todo.pop()))
+        for s in library:
+            if s not in wanted and defines[s] & used:
+                wanted.add(s)
+                todo.append(section_source(*s))
+    return [s for s in library if s in wanted] + kept
+
+
 def assemble(name: str) -> str:
     """The standalone file of era `name`, as text."""
     if name not in ERAS:
         raise KeyError(f"no era {name!r}; eras: {sorted(ERAS)}")
     era = ERAS[name]
+    chosen = used_sections(era)
     parts, modules = [], []
-    for module, section in era.sections + ((era.check_module, era.self_check),):
+    for module, section in chosen:
         parts.append(section_source(module, section))
         modules.append(module)
     body = "\n\n\n".join(parts)
