@@ -34,6 +34,7 @@ build: setup  ## build the static site into site/
 # namespace and run in order, so a file never splits across workers.
 test: setup  ## lint, build the site, then run every test and every block on every page
 	$(BIN)/ruff check literate tests conftest.py docs/notebooks
+	$(BIN)/ruff format --check literate tests conftest.py docs/notebooks
 	$(BIN)/mkdocs build --strict
 	$(BIN)/pytest -n 2 --dist loadfile -m "not readers"
 

@@ -27,9 +27,13 @@ from literate.parts.attention import causal_allowed
 F32_BOUND = 16 * 2.0**-23  # times the largest |entry| of the tensor compared
 
 
-def assert_float32_limited(labels: Sequence[str], ours: Sequence[Tensor],
-                           theirs: Sequence[Tensor], *, bound: float = F32_BOUND
-                           ) -> float:
+def assert_float32_limited(
+    labels: Sequence[str],
+    ours: Sequence[Tensor],
+    theirs: Sequence[Tensor],
+    *,
+    bound: float = F32_BOUND,
+) -> float:
     """Each pair differs by at most `bound` times the reference's largest |entry|, and
     the largest difference is above float64 rounding. Returns that largest difference."""
     diffs = {}
@@ -45,7 +49,9 @@ def hf_causal_mask(t: int) -> Tensor:
     """An eager HF attention with attention_mask=None attends everywhere: the causal
     mask in HF's additive form (0 = may attend, -inf = blocked), [1, 1, T, T]."""
     blocked = ~causal_allowed(t, t)
-    return torch.zeros(t, t, dtype=torch.float64).masked_fill(blocked, -math.inf)[None, None]
+    return torch.zeros(t, t, dtype=torch.float64).masked_fill(blocked, -math.inf)[
+        None, None
+    ]
 
 
 @contextlib.contextmanager
@@ -54,19 +60,27 @@ def hf_in_input_dtype(module: torch.nn.Module, modeling: ModuleType) -> Iterator
     `transformers.models.llama.modeling_llama`) inside `module` computes its own formula
     in the input dtype (HF: float32), and `modeling`'s eager attention takes its softmax
     in the input dtype (HF: float32). Undone on exit."""
-    norms = [m for m in module.modules() if type(m).__module__ == modeling.__name__
-             and type(m).__name__.endswith("RMSNorm")]
+    norms = [
+        m
+        for m in module.modules()
+        if type(m).__module__ == modeling.__name__
+        and type(m).__name__.endswith("RMSNorm")
+    ]
     if not norms:
         raise ValueError(f"no RMSNorm of {modeling.__name__} in the module")
     for m in norms:
+
         def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
+            return m.weight * (
+                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
+            )
+
         m.forward = forward
     eager = modeling.eager_attention_forward
 
-    def eager_in_input_dtype(module, query, key, value, attention_mask, scaling,
-                             dropout=0.0, **kwargs):
+    def eager_in_input_dtype(
+        module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs
+    ):
         key = modeling.repeat_kv(key, module.num_key_value_groups)
         value = modeling.repeat_kv(value, module.num_key_value_groups)
         scores = query @ key.transpose(2, 3) * scaling

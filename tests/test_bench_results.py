@@ -41,25 +41,47 @@ def committed():
 
 def test_the_committed_file_fits_the_schema_and_is_pinned(committed):
     assert check_results(committed) == []
-    assert hashlib.sha256(RESULTS_PATH.read_bytes()).hexdigest() == bench_results.RESULTS_SHA256
+    assert (
+        hashlib.sha256(RESULTS_PATH.read_bytes()).hexdigest()
+        == bench_results.RESULTS_SHA256
+    )
     assert load_results() == committed
 
 
 def test_the_committed_file_is_a_full_run_of_every_row(committed):
     assert committed["quick"] is False
-    assert [(row["group"], row["name"], row["reference"]) for row in committed["rows"]] == [
-        (row.group, row.name, row.reference) for row in ROWS]
+    assert [
+        (row["group"], row["name"], row["reference"]) for row in committed["rows"]
+    ] == [(row.group, row.name, row.reference) for row in ROWS]
     for row, spec in zip(committed["rows"], ROWS):
-        assert row["rounds"] == max(9, spec.rounds), row["name"]  # the default --rounds 9
+        assert row["rounds"] == max(9, spec.rounds), row[
+            "name"
+        ]  # the default --rounds 9
 
 
 def _valid() -> dict:
-    row = {"group": "g", "name": "a", "reference": "b", "ours_s": 0.002, "theirs_s": 0.001,
-           "ratio": 2.0, "min": 1.5, "max": 2.5, "rounds": 3, "calls": 10, "max_abs_diff": 0.0}
-    return {"machine": {"cpu": "x", "cores": 2, "threads": 1},
-            "versions": {"python": "3", "torch": "2", "transformers": "5"},
-            "date": "2025-01-31T12:00:00+00:00", "commit": None, "quick": True,
-            "seconds": 1, "rows": [row]}
+    row = {
+        "group": "g",
+        "name": "a",
+        "reference": "b",
+        "ours_s": 0.002,
+        "theirs_s": 0.001,
+        "ratio": 2.0,
+        "min": 1.5,
+        "max": 2.5,
+        "rounds": 3,
+        "calls": 10,
+        "max_abs_diff": 0.0,
+    }
+    return {
+        "machine": {"cpu": "x", "cores": 2, "threads": 1},
+        "versions": {"python": "3", "torch": "2", "transformers": "5"},
+        "date": "2025-01-31T12:00:00+00:00",
+        "commit": None,
+        "quick": True,
+        "seconds": 1,
+        "rows": [row],
+    }
 
 
 def _broken(edit) -> list[str]:
@@ -70,31 +92,49 @@ def _broken(edit) -> list[str]:
 
 def test_the_checker_names_what_is_wrong():
     assert check_results(_valid()) == []
-    assert _broken(lambda d: d["machine"].pop("cpu")) == ["results.machine: missing key 'cpu'"]
+    assert _broken(lambda d: d["machine"].pop("cpu")) == [
+        "results.machine: missing key 'cpu'"
+    ]
     assert _broken(lambda d: d.update(extra=1)) == ["results: unexpected key 'extra'"]
     assert _broken(lambda d: d["rows"][0].update(rounds=3.0)) == [
-        "results.rows[0].rounds: expected int, got 3.0"]
+        "results.rows[0].rounds: expected int, got 3.0"
+    ]
     assert _broken(lambda d: d["machine"].update(threads=True)) == [
-        "results.machine.threads: expected int, got True"]
+        "results.machine.threads: expected int, got True"
+    ]
     assert _broken(lambda d: d["rows"][0].update(max_abs_diff="0")) == [
-        "results.rows[0].max_abs_diff: expected float or null, got '0'"]
-    assert _broken(lambda d: d.update(rows={})) == ["results.rows: expected a list, got dict"]
+        "results.rows[0].max_abs_diff: expected float or null, got '0'"
+    ]
+    assert _broken(lambda d: d.update(rows={})) == [
+        "results.rows: expected a list, got dict"
+    ]
     assert _broken(lambda d: d["rows"][0].update(min=2.1)) == [
-        "results.rows[0]: expected min <= ratio <= max, got 2.1, 2.0, 2.5"]
-    assert _broken(lambda d: d["rows"][0].update(ours_s=float("inf"), max=float("inf"))) == [
+        "results.rows[0]: expected min <= ratio <= max, got 2.1, 2.0, 2.5"
+    ]
+    assert _broken(
+        lambda d: d["rows"][0].update(ours_s=float("inf"), max=float("inf"))
+    ) == [
         "results.rows[0].ours_s: expected a finite positive number, got inf",
-        "results.rows[0].max: expected a finite positive number, got inf"]
+        "results.rows[0].max: expected a finite positive number, got inf",
+    ]
     assert _broken(lambda d: d["rows"][0].update(calls=0)) == [
-        "results.rows[0].calls: expected at least 1, got 0"]
+        "results.rows[0].calls: expected at least 1, got 0"
+    ]
     assert _broken(lambda d: d.update(date="2025-01-31T13:00:00+01:00")) == [
-        "results.date: expected a UTC date, got '2025-01-31T13:00:00+01:00'"]
+        "results.date: expected a UTC date, got '2025-01-31T13:00:00+01:00'"
+    ]
     assert _broken(lambda d: d.update(date="yesterday")) == [
-        "results.date: expected an ISO 8601 date, got 'yesterday'"]
+        "results.date: expected an ISO 8601 date, got 'yesterday'"
+    ]
     assert _broken(lambda d: d.update(commit="abc")) == [
-        "results.commit: expected 40 hex digits or null, got 'abc'"]
+        "results.commit: expected 40 hex digits or null, got 'abc'"
+    ]
     assert _broken(lambda d: d["rows"].append(dict(d["rows"][0]))) == [
-        "results.rows[1]: ('a', 'b') appears twice"]
-    assert _broken(lambda d: d.update(rows=[])) == ["results.rows: expected at least one row"]
+        "results.rows[1]: ('a', 'b') appears twice"
+    ]
+    assert _broken(lambda d: d.update(rows=[])) == [
+        "results.rows: expected at least one row"
+    ]
 
 
 def test_a_committed_file_whose_digest_is_not_pinned_is_refused(tmp_path, monkeypatch):
@@ -102,25 +142,37 @@ def test_a_committed_file_whose_digest_is_not_pinned_is_refused(tmp_path, monkey
     target.write_text(json.dumps(_valid()), encoding="utf-8")
     assert load_results(target) == _valid()  # an explicit path: no pin
     monkeypatch.setattr(bench_results, "RESULTS_PATH", target)
-    with pytest.raises(ValueError, match=r"^bench\.json has sha256 [0-9a-f]{64}, but RESULTS_SHA256 "
-                                         r"pins [0-9a-f]{64}: regenerate it with `make bench`"):
+    with pytest.raises(
+        ValueError,
+        match=r"^bench\.json has sha256 [0-9a-f]{64}, but RESULTS_SHA256 "
+        r"pins [0-9a-f]{64}: regenerate it with `make bench`",
+    ):
         load_results()
     target.write_text(json.dumps({**_valid(), "rows": []}), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"is not a results file:\nresults.rows: expected at least one row$"):
+    with pytest.raises(
+        ValueError,
+        match=r"is not a results file:\nresults.rows: expected at least one row$",
+    ):
         load_results(target)
 
 
 def test_pin_finds_its_line_in_the_module():
     source = Path(bench_results.__file__).read_text(encoding="utf-8")
-    assert re.findall(r'^RESULTS_SHA256 = "([0-9a-f]{64})"$', source, flags=re.MULTILINE) == [
-        bench_results.RESULTS_SHA256]
+    assert re.findall(
+        r'^RESULTS_SHA256 = "([0-9a-f]{64})"$', source, flags=re.MULTILINE
+    ) == [bench_results.RESULTS_SHA256]
 
 
 def test_pin_rewrites_the_one_digest_line(tmp_path):
     source = tmp_path / "results.py"
-    source.write_text('x = 1\nRESULTS_SHA256 = "' + "0" * 64 + '"  # pinned\n', encoding="utf-8")
+    source.write_text(
+        'x = 1\nRESULTS_SHA256 = "' + "0" * 64 + '"  # pinned\n', encoding="utf-8"
+    )
     bench_results.pin("ab" * 32, source)
-    assert source.read_text(encoding="utf-8") == 'x = 1\nRESULTS_SHA256 = "' + "ab" * 32 + '"  # pinned\n'
+    assert (
+        source.read_text(encoding="utf-8")
+        == 'x = 1\nRESULTS_SHA256 = "' + "ab" * 32 + '"  # pinned\n'
+    )
     source.write_text("x = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="expected one RESULTS_SHA256 line, found 0"):
         bench_results.pin("ab" * 32, source)
@@ -137,16 +189,23 @@ def test_the_page_prints_the_run_and_one_table_row_per_result(committed):
     machine = committed["machine"]
     assert run.splitlines()[:2] == [
         f"measured on {committed['date']} (UTC), commit {committed['commit']}",
-        f"CPU {machine['cpu']}, {machine['cores']} logical cores, {machine['threads']} intra-op thread(s)"]
+        f"CPU {machine['cpu']}, {machine['cores']} logical cores, {machine['threads']} intra-op thread(s)",
+    ]
     lines = table.splitlines()
     assert lines[1] == "|---|---|---|--:|--:|--:|:-:|"
     body = lines[2:]
     assert len(body) == len(committed["rows"])
     for line, row in zip(body, committed["rows"]):
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        assert cells == [row["group"], row["name"], row["reference"], f"{row['ours_s'] * 1e3:.3f}",
-                         f"{row['theirs_s'] * 1e3:.3f}", f"{row['ratio']:.2f}",
-                         f"{row['min']:.2f}-{row['max']:.2f}"]
+        assert cells == [
+            row["group"],
+            row["name"],
+            row["reference"],
+            f"{row['ours_s'] * 1e3:.3f}",
+            f"{row['theirs_s'] * 1e3:.3f}",
+            f"{row['ratio']:.2f}",
+            f"{row['min']:.2f}-{row['max']:.2f}",
+        ]
     above = [row for row in committed["rows"] if row["ratio"] > 1.0]
     assert slower.splitlines()[-1] == f"{len(above)} of {len(committed['rows'])} rows"
     assert len(slower.splitlines()) == len(above) + 1
@@ -160,15 +219,27 @@ def test_the_figure_plots_each_rows_ratio_and_min_max_from_the_file(committed):
     fig = FIGURES["bench-ratios"].draw(theme="dark")
     ax = fig.axes[0]
     rows = committed["rows"]
-    (dots,) = [c for c in ax.collections if isinstance(c, PathCollection) and c.get_gid() == "ratio"]
-    assert dots.get_offsets().tolist() == [[row["ratio"], i] for i, row in enumerate(rows)]
-    (bars,) = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_gid() == "spread"]
+    (dots,) = [
+        c
+        for c in ax.collections
+        if isinstance(c, PathCollection) and c.get_gid() == "ratio"
+    ]
+    assert dots.get_offsets().tolist() == [
+        [row["ratio"], i] for i, row in enumerate(rows)
+    ]
+    (bars,) = [
+        c
+        for c in ax.collections
+        if isinstance(c, LineCollection) and c.get_gid() == "spread"
+    ]
     assert [s.tolist() for s in bars.get_segments()] == [
-        [[row["min"], i], [row["max"], i]] for i, row in enumerate(rows)]
+        [[row["min"], i], [row["max"], i]] for i, row in enumerate(rows)
+    ]
     (one,) = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert list(one.get_xdata()) == [1.0, 1.0]
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        f"{row['name']}  vs  {row['reference']}" for row in rows]
+        f"{row['name']}  vs  {row['reference']}" for row in rows
+    ]
     assert ax.get_xscale() == "log"
     assert ax.get_ylim() == (len(rows) - 0.5, -0.5)  # the first row on top
     fig.clear()
@@ -176,11 +247,16 @@ def test_the_figure_plots_each_rows_ratio_and_min_max_from_the_file(committed):
 
 def test_the_figure_colours_faster_and_slower_rows_apart():
     data = _valid()
-    data["rows"].append({**data["rows"][0], "name": "c", "ratio": 0.5, "min": 0.25, "max": 0.75})
+    data["rows"].append(
+        {**data["rows"][0], "name": "c", "ratio": 0.5, "min": 0.25, "max": 0.75}
+    )
     fig = FIGURES["bench-ratios"].draw(theme="light", results=data)
     (dots,) = [c for c in fig.axes[0].collections if c.get_gid() == "ratio"]
     series = PALETTES["light"].series
-    assert [tuple(c) for c in dots.get_facecolors()] == [to_rgba(series[1]), to_rgba(series[0])]
+    assert [tuple(c) for c in dots.get_facecolors()] == [
+        to_rgba(series[1]),
+        to_rgba(series[0]),
+    ]
     fig.clear()
 
 
@@ -195,15 +271,26 @@ def test_json_writes_a_file_that_fits_the_schema(tmp_path, monkeypatch, capsys):
 
         def theirs():
             return None
+
         times = {ours: iter(ours_times), theirs: iter(theirs_times)}
         return (lambda: (ours, theirs, diff)), times
 
-    build_a, times_a = pair([0.012, 0.25, 0.375, 0.5], [0.012, 0.125, 0.125, 0.125], 0.0)
-    build_b, times_b = pair([0.04, 0.125, 0.125, 0.125], [0.04, 0.25, 0.25, 0.25], float("nan"))
+    build_a, times_a = pair(
+        [0.012, 0.25, 0.375, 0.5], [0.012, 0.125, 0.125, 0.125], 0.0
+    )
+    build_b, times_b = pair(
+        [0.04, 0.125, 0.125, 0.125], [0.04, 0.25, 0.25, 0.25], float("nan")
+    )
     times = {**times_a, **times_b}
-    monkeypatch.setattr(bench, "ROWS", [Row("tiny", "A", "ref A", build_a),
-                                        Row("tiny", "B", "ref B", build_b, rounds=41),
-                                        Row("other", "C", "ref C", build_a)])
+    monkeypatch.setattr(
+        bench,
+        "ROWS",
+        [
+            Row("tiny", "A", "ref A", build_a),
+            Row("tiny", "B", "ref B", build_b, rounds=41),
+            Row("other", "C", "ref C", build_a),
+        ],
+    )
     monkeypatch.setattr(timing, "time_calls", lambda fn, n: next(times[fn]))
     threads = torch.get_num_threads()
     target = tmp_path / "out" / "bench.json"
@@ -219,17 +306,41 @@ def test_json_writes_a_file_that_fits_the_schema(tmp_path, monkeypatch, capsys):
     # Rounds alternate ours-first and theirs-first; each fn takes its next time in turn.
     # --quick: 3 rounds of ~50 ms (a row's own minimum of rounds is not applied).
     assert data["rows"] == [
-        {"group": "tiny", "name": "A", "reference": "ref A", "ours_s": 0.375, "theirs_s": 0.125,
-         "ratio": 3.0, "min": 2.0, "max": 4.0, "rounds": 3, "calls": 4, "max_abs_diff": 0.0},
-        {"group": "tiny", "name": "B", "reference": "ref B", "ours_s": 0.125, "theirs_s": 0.25,
-         "ratio": 0.5, "min": 0.5, "max": 0.5, "rounds": 3, "calls": 1, "max_abs_diff": None},
+        {
+            "group": "tiny",
+            "name": "A",
+            "reference": "ref A",
+            "ours_s": 0.375,
+            "theirs_s": 0.125,
+            "ratio": 3.0,
+            "min": 2.0,
+            "max": 4.0,
+            "rounds": 3,
+            "calls": 4,
+            "max_abs_diff": 0.0,
+        },
+        {
+            "group": "tiny",
+            "name": "B",
+            "reference": "ref B",
+            "ours_s": 0.125,
+            "theirs_s": 0.25,
+            "ratio": 0.5,
+            "min": 0.5,
+            "max": 0.5,
+            "rounds": 3,
+            "calls": 1,
+            "max_abs_diff": None,
+        },
     ]
 
 
 def test_bad_arguments_are_refused(capsys):
-    for argv, message in [(["--only", "nope"], "--only must be one of"),
-                          (["--json", "/tmp/elsewhere.json", "--pin"], "--pin needs --json"),
-                          (["--threads", "0"], "--threads must be at least 1, got 0")]:
+    for argv, message in [
+        (["--only", "nope"], "--only must be one of"),
+        (["--json", "/tmp/elsewhere.json", "--pin"], "--pin needs --json"),
+        (["--threads", "0"], "--threads must be at least 1, got 0"),
+    ]:
         with pytest.raises(SystemExit) as exit:
             bench.main(argv)
         assert exit.value.code == 2

@@ -17,10 +17,14 @@ from literate.tools.syncs import HostReads as HostSyncs
 F64 = torch.float64
 
 
-def kv(seed: int, b: int = 2, h: int = 3, t: int = 1, d: int = 4, dtype: torch.dtype = F64):
+def kv(
+    seed: int, b: int = 2, h: int = 3, t: int = 1, d: int = 4, dtype: torch.dtype = F64
+):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, h, t, d, generator=g, dtype=F64).to(dtype),
-            torch.randn(b, h, t, d, generator=g, dtype=F64).to(dtype))
+    return (
+        torch.randn(b, h, t, d, generator=g, dtype=F64).to(dtype),
+        torch.randn(b, h, t, d, generator=g, dtype=F64).to(dtype),
+    )
 
 
 def test_buffers_are_preallocated_and_written_in_place():
@@ -34,8 +38,12 @@ def test_buffers_are_preallocated_and_written_in_place():
         written_k.append(k_new)
         written_v.append(v_new)
         k_all, v_all = cache.append(k_new, v_new)
-        assert cache.k.data_ptr() == k_ptr and cache.v.data_ptr() == v_ptr  # never reallocated
-        assert k_all.data_ptr() == k_ptr and v_all.data_ptr() == v_ptr  # views, not copies
+        assert (
+            cache.k.data_ptr() == k_ptr and cache.v.data_ptr() == v_ptr
+        )  # never reallocated
+        assert (
+            k_all.data_ptr() == k_ptr and v_all.data_ptr() == v_ptr
+        )  # views, not copies
         assert k_all.shape == (2, 3, cache.next_pos, 4)
     assert cache.next_pos == 6
     assert torch.equal(cache.k, torch.cat(written_k, dim=2))
@@ -53,9 +61,20 @@ def test_properties_and_nbytes():
     assert (cache.batch, cache.n_kv_heads, cache.capacity, cache.d_head) == (2, 1, 7, 8)
     assert cache.dtype == torch.float16 and cache.device == torch.device("cpu")
     # plain attributes, set once by the constructor (not properties recomputed per call)
-    assert {"batch", "n_kv_heads", "capacity", "d_head", "dtype", "device", "owner"} <= set(vars(cache))
+    assert {
+        "batch",
+        "n_kv_heads",
+        "capacity",
+        "d_head",
+        "dtype",
+        "device",
+        "owner",
+    } <= set(vars(cache))
     assert cache.nbytes == 2 * (2 * 1 * 7 * 8) * 2  # K and V, 2 bytes each
-    assert cache.nbytes == cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
+    assert (
+        cache.nbytes
+        == cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
+    )
 
 
 def test_reset_forgets_the_sequence_and_keeps_the_buffers():
@@ -73,8 +92,11 @@ def test_capacity_overflow_is_refused_without_writing():
     cache = KVCache(2, 3, 3, 4, dtype=F64)
     cache.append(*kv(3, t=2))
     before = cache.k.clone()
-    with pytest.raises(ValueError, match=r"^appending 2 token\(s\) at next_pos=2 needs capacity >= 4, "
-                                         r"the cache has capacity=3$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^appending 2 token\(s\) at next_pos=2 needs capacity >= 4, "
+        r"the cache has capacity=3$",
+    ):
         cache.append(*kv(4, t=2))
     assert cache.next_pos == 2 and torch.equal(cache.k, before)
 
@@ -89,9 +111,13 @@ def layout(batch, n_kv_heads, d_head, dtype, device) -> str:
 
 def layout_refusal(ours: tuple, theirs: tuple) -> str:
     """The anchored message of a layout refusal: what the cache holds, what the call has."""
-    return (r"^the cache holds \[batch, n_kv_heads, d_head, dtype, device\] = " + layout(*ours)
-            + ", this call has " + layout(*theirs)
-            + r"; make a cache for this layer and batch \(layer\.new_cache\)$")
+    return (
+        r"^the cache holds \[batch, n_kv_heads, d_head, dtype, device\] = "
+        + layout(*ours)
+        + ", this call has "
+        + layout(*theirs)
+        + r"; make a cache for this layer and batch \(layer\.new_cache\)$"
+    )
 
 
 CACHE_LAYOUT = (2, 3, 4, F64, CPU)
@@ -103,8 +129,14 @@ CACHE_LAYOUT = (2, 3, 4, F64, CPU)
         (torch.zeros(1, 3, 1, 4, dtype=F64), (1, 3, 4, F64, CPU)),  # batch
         (torch.zeros(2, 2, 1, 4, dtype=F64), (2, 2, 4, F64, CPU)),  # heads
         (torch.zeros(2, 3, 1, 5, dtype=F64), (2, 3, 5, F64, CPU)),  # head width
-        (torch.zeros(2, 3, 1, 4, dtype=torch.float32), (2, 3, 4, torch.float32, CPU)),  # dtype
-        (torch.zeros(2, 3, 1, 4, dtype=F64, device="meta"), (2, 3, 4, F64, torch.device("meta"))),  # device
+        (
+            torch.zeros(2, 3, 1, 4, dtype=torch.float32),
+            (2, 3, 4, torch.float32, CPU),
+        ),  # dtype
+        (
+            torch.zeros(2, 3, 1, 4, dtype=F64, device="meta"),
+            (2, 3, 4, F64, torch.device("meta")),
+        ),  # device
     ],
     ids=["batch", "n_kv_heads", "d_head", "dtype", "device"],
 )
@@ -118,14 +150,23 @@ def test_append_refuses_another_layout_naming_both(k_new, theirs):
 @pytest.mark.parametrize(
     "bad, error, message",
     [
-        (torch.zeros(2, 3, 4, dtype=F64), ValueError, r"^{} must have 4 axes, got \(2, 3, 4\)$"),
-        (torch.zeros(2, 3, 1, 4, dtype=torch.int64), TypeError,
-         r"^{} must be a floating-point tensor, got torch\.int64$"),
+        (
+            torch.zeros(2, 3, 4, dtype=F64),
+            ValueError,
+            r"^{} must have 4 axes, got \(2, 3, 4\)$",
+        ),
+        (
+            torch.zeros(2, 3, 1, 4, dtype=torch.int64),
+            TypeError,
+            r"^{} must be a floating-point tensor, got torch\.int64$",
+        ),
         ([[0.0]], TypeError, r"^{} must be a floating-point tensor, got list$"),
     ],
     ids=["3d", "int", "list"],
 )
-def test_append_refuses_what_is_not_a_4d_float_tensor_naming_k_new_or_v_new(bad, error, message):
+def test_append_refuses_what_is_not_a_4d_float_tensor_naming_k_new_or_v_new(
+    bad, error, message
+):
     cache = KVCache(2, 3, 4, 4, dtype=F64)
     good = torch.zeros(2, 3, 1, 4, dtype=F64)
     with pytest.raises(error, match=message.format("k_new")):
@@ -140,7 +181,12 @@ def test_seed_d11_mismatched_batch_after_a_first_append():
     cache.append(torch.randn(1, 4, 2, 8), torch.randn(1, 4, 2, 8))
     before = cache.k.clone()
     wrong = torch.randn(2, 4, 1, 8)
-    with pytest.raises(ValueError, match=layout_refusal((1, 4, 8, torch.float32, CPU), (2, 4, 8, torch.float32, CPU))):
+    with pytest.raises(
+        ValueError,
+        match=layout_refusal(
+            (1, 4, 8, torch.float32, CPU), (2, 4, 8, torch.float32, CPU)
+        ),
+    ):
         cache.append(wrong, wrong)
     assert cache.next_pos == 2 and torch.equal(cache.k, before)
 
@@ -151,17 +197,28 @@ def test_check_refuses_layout_and_capacity_from_metadata_alone():
         assert cache.check(2, 3, 5, 4, F64, CPU) is None  # exactly the capacity
         assert cache.check(2, 3, 1, 4, F64, "cpu") is None  # a device given by name
     assert syncs.calls == []
-    for theirs in [(1, 3, 4, F64, CPU), (2, 1, 4, F64, CPU), (2, 3, 8, F64, CPU), (2, 3, 4, torch.float16, CPU),
-                   (2, 3, 4, F64, torch.device("meta"))]:
+    for theirs in [
+        (1, 3, 4, F64, CPU),
+        (2, 1, 4, F64, CPU),
+        (2, 3, 8, F64, CPU),
+        (2, 3, 4, torch.float16, CPU),
+        (2, 3, 4, F64, torch.device("meta")),
+    ]:
         b, h, d, dtype, device = theirs
         with pytest.raises(ValueError, match=layout_refusal(CACHE_LAYOUT, theirs)):
             cache.check(b, h, 1, d, dtype, device)
-    with pytest.raises(ValueError, match=r"^appending 6 token\(s\) at next_pos=0 needs capacity >= 6, "
-                                         r"the cache has capacity=5$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^appending 6 token\(s\) at next_pos=0 needs capacity >= 6, "
+        r"the cache has capacity=5$",
+    ):
         cache.check(2, 3, 6, 4, F64, CPU)
     cache.append(*kv(8, t=4))
-    with pytest.raises(ValueError, match=r"^appending 2 token\(s\) at next_pos=4 needs capacity >= 6, "
-                                         r"the cache has capacity=5$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^appending 2 token\(s\) at next_pos=4 needs capacity >= 6, "
+        r"the cache has capacity=5$",
+    ):
         cache.check(2, 3, 2, 4, F64, CPU)
     assert cache.next_pos == 4  # check never writes
 
@@ -178,7 +235,10 @@ def test_append_reads_no_value_and_stores_nan_as_given():
 
 def test_k_and_v_must_have_one_shape():
     cache = KVCache(2, 3, 4, 4, dtype=F64)
-    with pytest.raises(ValueError, match=r"^k_new \(2, 3, 2, 4\) and v_new \(2, 3, 1, 4\) must have one shape$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^k_new \(2, 3, 2, 4\) and v_new \(2, 3, 1, 4\) must have one shape$",
+    ):
         cache.append(*kv(5, t=2)[:1], kv(6, t=1)[1])
     assert cache.next_pos == 0
 
@@ -187,9 +247,13 @@ def test_tensors_that_require_grad_are_refused_outside_no_grad():
     cache = KVCache(2, 3, 4, 4, dtype=F64)
     k_new, v_new = kv(7)
     k_new.requires_grad_()
-    with pytest.raises(ValueError, match=r"^k_new requires grad: decode under torch\.no_grad\(\)$"):
+    with pytest.raises(
+        ValueError, match=r"^k_new requires grad: decode under torch\.no_grad\(\)$"
+    ):
         cache.append(k_new, v_new)
-    with pytest.raises(ValueError, match=r"^v_new requires grad: decode under torch\.no_grad\(\)$"):
+    with pytest.raises(
+        ValueError, match=r"^v_new requires grad: decode under torch\.no_grad\(\)$"
+    ):
         cache.append(v_new, k_new)
     assert cache.next_pos == 0 and (cache.k == 0).all()
     with torch.no_grad():
@@ -206,8 +270,13 @@ def test_tensors_that_require_grad_are_refused_outside_no_grad():
         ((1, True, 4, 4), {}, TypeError, r"^n_kv_heads must be an int, got bool$"),
         ((1, 1, 0, 4), {}, ValueError, r"^capacity must be >= 1, got 0$"),
         ((1, 1, 4, 2.0), {}, TypeError, r"^d_head must be an int, got float$"),
-        ((1, 1, 4, 4), {"dtype": torch.int32}, TypeError, r"^dtype must be one of \[torch\.float16, torch\.bfloat16, "
-                                                          r"torch\.float32, torch\.float64\], got torch\.int32$"),
+        (
+            (1, 1, 4, 4),
+            {"dtype": torch.int32},
+            TypeError,
+            r"^dtype must be one of \[torch\.float16, torch\.bfloat16, "
+            r"torch\.float32, torch\.float64\], got torch\.int32$",
+        ),
     ],
 )
 def test_constructor_errors(args, kwargs, error, match):
@@ -221,7 +290,11 @@ def test_truncate_forgets_the_tail_and_checks_its_argument():
     cache.append(k, -k)
     cache.truncate(1)
     assert cache.next_pos == 1
-    assert torch.equal(cache.k[:, :, :1], k[:, :, :1]) and (cache.k[:, :, 1:] == 0).all() and (cache.v[:, :, 1:] == 0).all()
+    assert (
+        torch.equal(cache.k[:, :, :1], k[:, :, :1])
+        and (cache.k[:, :, 1:] == 0).all()
+        and (cache.v[:, :, 1:] == 0).all()
+    )
     with pytest.raises(ValueError, match=r"^length must be <= next_pos=1, got 2$"):
         cache.truncate(2)
     with pytest.raises(ValueError, match=r"^length must be >= 0, got -1$"):
@@ -238,8 +311,11 @@ def test_bind_ties_the_cache_to_one_layer_until_reset():
     cache.bind(a)
     cache.bind(a)  # the same layer again: fine
     assert cache.owner == id(a)
-    with pytest.raises(ValueError, match=r"^the cache holds another layer's keys and values; give each layer its "
-                                         r"own cache \(layer\.new_cache\), or reset\(\) this one$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the cache holds another layer's keys and values; give each layer its "
+        r"own cache \(layer\.new_cache\), or reset\(\) this one$",
+    ):
         cache.bind(b)
     assert cache.owner == id(a)
     cache.reset()
@@ -268,13 +344,21 @@ def test_a_decode_cache_refuses_layers_out_of_step_and_reset_starts_again():
     with torch.no_grad():
         expected = cached_run(model, ids, cache)
         cache.layers[1].reset()  # one layer reset on its own
-        with pytest.raises(ValueError, match=r"^the layers' caches hold \[5, 0\] tokens: they must move in step"):
+        with pytest.raises(
+            ValueError,
+            match=r"^the layers' caches hold \[5, 0\] tokens: they must move in step",
+        ):
             cached_run(model, ids[:, :1], cache)
         cache.reset()
         assert cache.next_pos == 0 and all(c.next_pos == 0 for c in cache.layers)
-        torch.testing.assert_close(cached_run(model, ids, cache), expected, atol=0, rtol=0)
+        torch.testing.assert_close(
+            cached_run(model, ids, cache), expected, atol=0, rtol=0
+        )
     used = model.blocks[0].attn.new_cache(1, 8)
-    used.append(torch.zeros(1, 1, 2, 8, dtype=torch.float64), torch.zeros(1, 1, 2, 8, dtype=torch.float64))
+    used.append(
+        torch.zeros(1, 1, 2, 8, dtype=torch.float64),
+        torch.zeros(1, 1, 2, 8, dtype=torch.float64),
+    )
     with pytest.raises(ValueError, match=r"^the layers' caches hold \[2, 0\] tokens"):
         DecodeCache([used, model.blocks[1].attn.new_cache(1, 8)])
 
@@ -304,7 +388,9 @@ def test_a_call_that_fails_half_way_leaves_nothing_cached():
         del first.forward
     assert [c.next_pos for c in cache.layers] == [0, 0]
     with torch.no_grad():
-        torch.testing.assert_close(cached_run(model, ids, cache), expected, atol=0, rtol=0)
+        torch.testing.assert_close(
+            cached_run(model, ids, cache), expected, atol=0, rtol=0
+        )
 
 
 def test_a_call_that_fails_after_every_layer_wrote_leaves_nothing_cached():
@@ -325,11 +411,16 @@ def test_a_call_that_fails_after_every_layer_wrote_leaves_nothing_cached():
         finally:
             model.lm_head.forward = head
         assert cache.next_pos == 0 and all(c.next_pos == 0 for c in cache.layers)
-        torch.testing.assert_close(cached_run(model, ids, cache), expected, atol=0, rtol=0)
+        torch.testing.assert_close(
+            cached_run(model, ids, cache), expected, atol=0, rtol=0
+        )
 
 
 def test_reorder_refuses_rows_of_another_length():
     cache = KVCache(2, 1, 4, 8)
-    with pytest.raises(ValueError, match=r"^rows must be torch.long \[batch=2\], the row each row continues, "
-                                         r"got torch.int64 \(1,\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^rows must be torch.long \[batch=2\], the row each row continues, "
+        r"got torch.int64 \(1,\)$",
+    ):
         cache.reorder(torch.tensor([1]))

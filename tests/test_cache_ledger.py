@@ -61,11 +61,15 @@ def test_per_token_per_layer_is_two_kv_heads_d_head_bytes_and_mla_r_plus_d_rope(
     llama = published_cache("Llama 3 8B")
     assert cache_bytes_per_token_per_layer(llama) == 2 * 8 * 128 * 2 == 4096
     assert cache_bytes_per_token_per_layer(llama) * 32 == kv_cache_bytes_per_token(
-        32, 8, 128, 2)
+        32, 8, 128, 2
+    )
     ds = published_cache("DeepSeek-V3")
     assert cache_bytes_per_token_per_layer(ds) == (512 + 64) * 2
-    assert cache_bytes_per_token_per_layer(ds) * 61 == latent_cache_bytes_per_token(
-        61, 512, 64, 2) == 70_272
+    assert (
+        cache_bytes_per_token_per_layer(ds) * 61
+        == latent_cache_bytes_per_token(61, 512, 64, 2)
+        == 70_272
+    )
 
 
 @pytest.mark.parametrize("shape", PUBLISHED_CACHES, ids=lambda s: s.name)
@@ -85,7 +89,9 @@ def test_past_the_windows_only_global_layers_grow():
         per = cache_bytes_per_token_per_layer(shape)
         step = cache_bytes(shape, stop + 1000) - cache_bytes(shape, stop)
         assert step == 1000 * per * shape.global_layers
-        below = cache_bytes(shape, stop) - cache_bytes(shape, stop - 1) if stop > 1 else 0
+        below = (
+            cache_bytes(shape, stop) - cache_bytes(shape, stop - 1) if stop > 1 else 0
+        )
         if stop > 1:  # the last position of the window: every layer still grows
             assert below == per * shape.n_layers
 
@@ -95,8 +101,12 @@ def test_kinds_windows_and_refusals():
     assert interleaved_windows(4, 7, every=2) == (7, None, 7, None)
     assert interleaved_windows(3, 7) == (7, 7, 7)
     assert interleaved_windows(2, None, every=2) == (None, None)
-    assert kv_cache_shape("m", n_layers=2, n_heads=4, n_kv_heads=1, d_head=8,
-                          window=3).kind == "MQA + sliding"
+    assert (
+        kv_cache_shape(
+            "m", n_layers=2, n_heads=4, n_kv_heads=1, d_head=8, window=3
+        ).kind
+        == "MQA + sliding"
+    )
     with pytest.raises(ValueError, match="n_kv_heads"):
         attention_kind(6, 4)
     with pytest.raises(TypeError, match="n_layers"):
@@ -156,49 +166,82 @@ D, H, D_FF = 16, 4, 32
 def test_llama_caches_are_the_formula(n_kv_heads):
     torch.manual_seed(0)
     model = llama_model(50, 32, D, H, n_kv_heads, 2, D_FF)
-    shape = kv_cache_shape("tiny", n_layers=2, n_heads=H, n_kv_heads=n_kv_heads,
-                           d_head=D // H)
+    shape = kv_cache_shape(
+        "tiny", n_layers=2, n_heads=H, n_kv_heads=n_kv_heads, d_head=D // H
+    )
     assert shape.kind == ["MQA", "GQA", "MHA"][[1, 2, 4].index(n_kv_heads)]
     for context in (5, 12):
         assert allocated(model, context - 2, 2, context) == cache_bytes(
-            shape, context, bytes_per_value=4)
+            shape, context, bytes_per_value=4
+        )
 
 
 @pytest.mark.parametrize("context", [3, 6, 13])  # below, at and past the window of 6
 def test_mistral_rings_are_the_formula(context):
     torch.manual_seed(0)
     model = mistral_model(50, 32, D, H, 2, 2, D_FF, window=6)
-    shape = kv_cache_shape("tiny", n_layers=2, n_heads=H, n_kv_heads=2, d_head=D // H,
-                           window=6)
-    assert allocated(model, max(1, context - 3), min(3, context - 1), context) \
-        == cache_bytes(shape, context, bytes_per_value=4)
+    shape = kv_cache_shape(
+        "tiny", n_layers=2, n_heads=H, n_kv_heads=2, d_head=D // H, window=6
+    )
+    assert allocated(
+        model, max(1, context - 3), min(3, context - 1), context
+    ) == cache_bytes(shape, context, bytes_per_value=4)
 
 
-@pytest.mark.parametrize("every", [3, 2], ids=["Gemma 3 (local, local, global)",
-                                               "gpt-oss (alternating)"])
+@pytest.mark.parametrize(
+    "every", [3, 2], ids=["Gemma 3 (local, local, global)", "gpt-oss (alternating)"]
+)
 @pytest.mark.parametrize("context", [3, 5, 14])
 def test_interleaved_caches_are_the_formula(every, context):
     torch.manual_seed(0)
     kinds = gemma3_layer_types(6, pattern=every)
-    model = gemma3_model(50, 32, D, H, 2, D_FF, d_head=8, layer_types=kinds, window=5,
-                         query_pre_attn_scalar=8.0)
-    shape = kv_cache_shape("tiny", n_layers=6, n_heads=H, n_kv_heads=2, d_head=8,
-                           window=5, every=every)
+    model = gemma3_model(
+        50,
+        32,
+        D,
+        H,
+        2,
+        D_FF,
+        d_head=8,
+        layer_types=kinds,
+        window=5,
+        query_pre_attn_scalar=8.0,
+    )
+    shape = kv_cache_shape(
+        "tiny", n_layers=6, n_heads=H, n_kv_heads=2, d_head=8, window=5, every=every
+    )
     assert [w is None for w in shape.windows] == [k == "full_attention" for k in kinds]
-    assert allocated(model, max(1, context - 2), min(2, context - 1), context) \
-        == cache_bytes(shape, context, bytes_per_value=4)
+    assert allocated(
+        model, max(1, context - 2), min(2, context - 1), context
+    ) == cache_bytes(shape, context, bytes_per_value=4)
 
 
 def tiny_deepseek() -> DeepseekV3Config:
     return DeepseekV3Config(
-        vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-        n_shared_experts=1, n_routed_experts=4, num_experts_per_tok=2, n_group=2,
-        topk_group=1, first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16,
-        qk_nope_head_dim=10, qk_rope_head_dim=6, v_head_dim=12,
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        n_shared_experts=1,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        first_k_dense_replace=1,
+        q_lora_rank=24,
+        kv_lora_rank=16,
+        qk_nope_head_dim=10,
+        qk_rope_head_dim=6,
+        v_head_dim=12,
         max_position_embeddings=32,
         rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
-        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
 
 
 @pytest.mark.parametrize("context", [4, 11])
@@ -207,21 +250,35 @@ def test_latent_caches_are_the_formula(context):
     model = deepseek_v3_from_hf_config(tiny_deepseek())
     shape = latent_cache_shape("tiny", n_layers=2, kv_lora_rank=16, qk_rope_head_dim=6)
     assert allocated(model, context - 2, 2, context) == cache_bytes(
-        shape, context, bytes_per_value=4)
+        shape, context, bytes_per_value=4
+    )
 
 
 # --- against Hugging Face -----------------------------------------------------------------
 def hf_configs() -> dict[str, object]:
     """The published configurations, as transformers' config classes hold them."""
     return {
-        "Llama 3 8B": LlamaConfig(num_hidden_layers=32, hidden_size=4096,
-                                  num_attention_heads=32, num_key_value_heads=8),
-        "Llama 3 70B": LlamaConfig(num_hidden_layers=80, hidden_size=8192,
-                                   num_attention_heads=64, num_key_value_heads=8),
+        "Llama 3 8B": LlamaConfig(
+            num_hidden_layers=32,
+            hidden_size=4096,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+        ),
+        "Llama 3 70B": LlamaConfig(
+            num_hidden_layers=80,
+            hidden_size=8192,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+        ),
         "Mistral 7B v0.1": MistralConfig(),  # the defaults are Mistral 7B v0.1
-        "Gemma 3 27B": Gemma3TextConfig(num_hidden_layers=62, hidden_size=5376,
-                                        num_attention_heads=32, num_key_value_heads=16,
-                                        head_dim=128, sliding_window=1024),
+        "Gemma 3 27B": Gemma3TextConfig(
+            num_hidden_layers=62,
+            hidden_size=5376,
+            num_attention_heads=32,
+            num_key_value_heads=16,
+            head_dim=128,
+            sliding_window=1024,
+        ),
         "gpt-oss-120b": GptOssConfig(),  # the defaults are gpt-oss-120b
         "DeepSeek-V3": DeepseekV3Config(),  # the defaults are DeepSeek-V3
     }
@@ -229,28 +286,45 @@ def hf_configs() -> dict[str, object]:
 
 def test_config_defaults_are_the_published_models():
     mistral, oss, ds = MistralConfig(), GptOssConfig(), DeepseekV3Config()
-    assert (mistral.num_hidden_layers, mistral.num_key_value_heads, mistral.head_dim,
-            mistral.sliding_window) == (32, 8, 128, 4096)
-    assert (oss.num_hidden_layers, oss.num_attention_heads, oss.num_key_value_heads,
-            oss.head_dim, oss.sliding_window) == (36, 64, 8, 64, 128)
+    assert (
+        mistral.num_hidden_layers,
+        mistral.num_key_value_heads,
+        mistral.head_dim,
+        mistral.sliding_window,
+    ) == (32, 8, 128, 4096)
+    assert (
+        oss.num_hidden_layers,
+        oss.num_attention_heads,
+        oss.num_key_value_heads,
+        oss.head_dim,
+        oss.sliding_window,
+    ) == (36, 64, 8, 64, 128)
     assert (ds.num_hidden_layers, ds.kv_lora_rank, ds.qk_rope_head_dim) == (61, 512, 64)
     # HF's layer types give our windows: Gemma 3's 5:1 and gpt-oss's alternation
     for name, config in hf_configs().items():
         ours = published_cache(name)
         assert ours.n_layers == config.num_hidden_layers, name
-        kinds = getattr(config, "layer_types", None) or ["full_attention"] * ours.n_layers
+        kinds = (
+            getattr(config, "layer_types", None) or ["full_attention"] * ours.n_layers
+        )
         if name == "Mistral 7B v0.1":
             kinds = ["sliding_attention"] * 32  # sliding_window set, layer_types absent
         assert [w is None for w in ours.windows] == [
-            k == "full_attention" for k in kinds], name
+            k == "full_attention" for k in kinds
+        ], name
         window = getattr(config, "sliding_window", None)
         assert {w for w in ours.windows if w is not None} <= {window}, name
 
 
 def meta_attention(name: str, config) -> torch.nn.Module:
-    cls = {"Llama 3 8B": LlamaAttention, "Llama 3 70B": LlamaAttention,
-           "Mistral 7B v0.1": MistralAttention, "Gemma 3 27B": Gemma3Attention,
-           "gpt-oss-120b": GptOssAttention, "DeepSeek-V3": DeepseekV3Attention}[name]
+    cls = {
+        "Llama 3 8B": LlamaAttention,
+        "Llama 3 70B": LlamaAttention,
+        "Mistral 7B v0.1": MistralAttention,
+        "Gemma 3 27B": Gemma3Attention,
+        "gpt-oss-120b": GptOssAttention,
+        "DeepSeek-V3": DeepseekV3Attention,
+    }[name]
     with torch.device("meta"):
         return cls(config, layer_idx=0)
 
@@ -280,11 +354,16 @@ def hf_static_cache_bytes(config, context: int) -> int:
     if isinstance(config, DeepseekV3Config):
         heads, k_dim, v_dim = 1, config.kv_lora_rank, config.qk_rope_head_dim
     else:
-        heads, k_dim, v_dim = config.num_key_value_heads, config.head_dim, config.head_dim
+        heads, k_dim, v_dim = (
+            config.num_key_value_heads,
+            config.head_dim,
+            config.head_dim,
+        )
     for layer in cache.layers:
         layer.lazy_initialization(
             torch.empty(1, heads, 1, k_dim, dtype=torch.bfloat16, device="meta"),
-            torch.empty(1, heads, 1, v_dim, dtype=torch.bfloat16, device="meta"))
+            torch.empty(1, heads, 1, v_dim, dtype=torch.bfloat16, device="meta"),
+        )
     return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
 
 
@@ -299,38 +378,56 @@ def test_hf_static_cache_allocates_the_ledger(name, context):
 
 def tiny_hf(family: str):
     """A tiny HF model of each family and our CacheShape of it."""
-    common = {"vocab_size": 50, "hidden_size": 16, "intermediate_size": 8,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
-              "max_position_embeddings": 32, "bos_token_id": None,
-              "eos_token_id": None, "pad_token_id": None}
+    common = {
+        "vocab_size": 50,
+        "hidden_size": 16,
+        "intermediate_size": 8,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 4,
+        "max_position_embeddings": 32,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+    }
     if family == "llama":
         config = LlamaConfig(num_hidden_layers=2, **common)
         shape = kv_cache_shape(family, n_layers=2, n_heads=4, n_kv_heads=2, d_head=4)
         return LlamaForCausalLM(config), shape
     if family == "mistral":
         config = MistralConfig(num_hidden_layers=2, sliding_window=5, **common)
-        shape = kv_cache_shape(family, n_layers=2, n_heads=4, n_kv_heads=2, d_head=4,
-                               window=5)
+        shape = kv_cache_shape(
+            family, n_layers=2, n_heads=4, n_kv_heads=2, d_head=4, window=5
+        )
         return MistralForCausalLM(config), shape
     if family == "gemma3":
-        config = Gemma3TextConfig(num_hidden_layers=6, sliding_window=5,
-                                  query_pre_attn_scalar=4, **common)
-        shape = kv_cache_shape(family, n_layers=6, n_heads=4, n_kv_heads=2, d_head=4,
-                               window=5, every=6)
+        config = Gemma3TextConfig(
+            num_hidden_layers=6, sliding_window=5, query_pre_attn_scalar=4, **common
+        )
+        shape = kv_cache_shape(
+            family, n_layers=6, n_heads=4, n_kv_heads=2, d_head=4, window=5, every=6
+        )
         return Gemma3ForCausalLM(config), shape
     if family == "gpt_oss":
-        config = GptOssConfig(num_hidden_layers=4, sliding_window=5,
-                              num_local_experts=2, num_experts_per_tok=1, **common)
-        shape = kv_cache_shape(family, n_layers=4, n_heads=4, n_kv_heads=2, d_head=4,
-                               window=5, every=2)
+        config = GptOssConfig(
+            num_hidden_layers=4,
+            sliding_window=5,
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            **common,
+        )
+        shape = kv_cache_shape(
+            family, n_layers=4, n_heads=4, n_kv_heads=2, d_head=4, window=5, every=2
+        )
         return GptOssForCausalLM(config), shape
     config = tiny_deepseek()
     shape = latent_cache_shape(family, n_layers=2, kv_lora_rank=16, qk_rope_head_dim=6)
     return DeepseekV3ForCausalLM(config), shape
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral", "gemma3", "gpt_oss",
-                                    "deepseek_v3"])
+@pytest.mark.parametrize(
+    "family", ["llama", "mistral", "gemma3", "gpt_oss", "deepseek_v3"]
+)
 @pytest.mark.parametrize("context", [4, 9])  # below and past the window of 5
 def test_hf_models_allocate_the_ledger_at_small_scale(family, context):
     """HF's own models, prefilling `context` tokens into a StaticCache of `context`
@@ -360,8 +457,14 @@ def test_the_figure_plots_the_ledger():
         line = next(v for k, v in lines.items() if k.startswith(shape.name + " ("))
         assert list(line.get_xdata()) == list(CONTEXTS)
         assert list(line.get_ydata()) == [cache_bytes(shape, n) / GIB for n in CONTEXTS]
-    stops = {(m.get_xdata()[0], m.get_ydata()[0]) for m in fig.axes[0].get_lines()
-             if m.get_markerfacecolor() == "none" and len(m.get_xdata()) == 1}
-    assert stops == {(growth_stops(s), cache_bytes(s, growth_stops(s)) / GIB)
-                     for s in PUBLISHED_CACHES if growth_stops(s) is not None}
+    stops = {
+        (m.get_xdata()[0], m.get_ydata()[0])
+        for m in fig.axes[0].get_lines()
+        if m.get_markerfacecolor() == "none" and len(m.get_xdata()) == 1
+    }
+    assert stops == {
+        (growth_stops(s), cache_bytes(s, growth_stops(s)) / GIB)
+        for s in PUBLISHED_CACHES
+        if growth_stops(s) is not None
+    }
     plt.close(fig)

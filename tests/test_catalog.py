@@ -52,7 +52,9 @@ def test_every_cell_is_read_from_the_block_and_equals_the_published_number(built
 @pytest.mark.parametrize("name", SPECS)
 def test_parameter_count_from_numel_on_meta_equals_the_formula(built, name):
     block = built[name]
-    assert sum(p.numel() for p in block.parameters()) == block_parameter_count(SPECS[name])
+    assert sum(p.numel() for p in block.parameters()) == block_parameter_count(
+        SPECS[name]
+    )
 
 
 def test_parameter_counts_by_hand():
@@ -75,7 +77,11 @@ def test_built_on_meta_nothing_has_storage_and_the_block_runs(built, name):
     block = built[name]
     tensors = [*block.parameters(), *block.buffers()]
     assert tensors and all(t.is_meta for t in tensors)
-    assert {n.rsplit(".", 1)[-1] for n, _ in block.named_buffers()} == {"cos", "sin", "signed_sin"}
+    assert {n.rsplit(".", 1)[-1] for n, _ in block.named_buffers()} == {
+        "cos",
+        "sin",
+        "signed_sin",
+    }
     y = block(torch.empty(2, 5, block.d_model, device="meta"))
     assert y.is_meta and y.shape == (2, 5, block.d_model)
     assert block.attn.rope.cos.is_meta and block.attn.rope.cos.shape[0] >= 5
@@ -97,8 +103,9 @@ def test_activation_names_are_hugging_faces_functions(built, hf_name):
 def test_llama3_width_is_metas_rule():
     """Llama 3 8B's 14336 is Meta's rule with multiple_of 1024 and ffn_dim_multiplier
     1.3; the rule's other anchors: Llama 2 7B 11008, the 70B models 28672."""
-    assert SPECS["Llama 3 8B"].d_ff == llama_ffn_width(4096, multiple_of=1024,
-                                                       ffn_dim_multiplier=1.3)
+    assert SPECS["Llama 3 8B"].d_ff == llama_ffn_width(
+        4096, multiple_of=1024, ffn_dim_multiplier=1.3
+    )
     assert llama_ffn_width(4096) == 11008
     assert llama_ffn_width(8192, multiple_of=4096, ffn_dim_multiplier=1.3) == 28672
 
@@ -132,9 +139,15 @@ def test_describe_reads_a_gpt2_block_too():
     with torch.device("meta"):
         cells = describe_block(gpt2_block(768, 12))
     assert (cells["placement"], cells["norm"], cells["norm eps"]) == (
-        "pre-norm", "LayerNorm", "1e-05")
+        "pre-norm",
+        "LayerNorm",
+        "1e-05",
+    )
     assert (cells["FFN"], cells["FFN width"], cells["activation"]) == (
-        "dense", "3072", "gelu (tanh)")
+        "dense",
+        "3072",
+        "gelu (tanh)",
+    )
     assert (cells["RoPE base"], cells["biases"]) == ("none", "attention, FFN")
 
 

@@ -52,7 +52,10 @@ NOTEBOOK_PAGES = notebook_pages(NAV)
 URLS = default_page_urls(NAV)
 SITE = "https://example.org/blocks/"
 BUILT_SITE = ROOT / "site"
-KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # as conftest.py's one thread
+KERNEL_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}  # as conftest.py's one thread
 JOBS = 2  # kernels at a time
 
 
@@ -71,13 +74,18 @@ def load(path: Path) -> dict:
 def relative(tmp_path_factory) -> dict[str, Path]:
     """Every download, written without a site_url: file name -> path."""
     out = tmp_path_factory.mktemp("relative")
-    return {d.path.name: d.path for d in write_notebooks(NAV, out_dir=out, site_name="S")}
+    return {
+        d.path.name: d.path for d in write_notebooks(NAV, out_dir=out, site_name="S")
+    }
 
 
 @pytest.fixture(scope="module")
 def absolute(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("absolute")
-    return {d.path.name: d.path for d in write_notebooks(NAV, site_url=SITE, out_dir=out, site_name="S")}
+    return {
+        d.path.name: d.path
+        for d in write_notebooks(NAV, site_url=SITE, out_dir=out, site_name="S")
+    }
 
 
 def name_of(page: str) -> str:
@@ -146,20 +154,32 @@ raise SystemExit
 """
 
 SMALL_CELLS = [
-    ("markdown", "*This notebook is [chapter 3](../../part/page/) of S, made from its page: "),
-    ("markdown", "# 3. A page\n\nText with [a link](../../part/other/#sec), [home](../../), an "
-                 "[anchor](../../part/page/#here), a\n[wrapped\nlink](../x.py) and "
-                 "`[not](a-link.md)` in code.\n\n"
-                 f"![{FIGURES['attention-masks'].alt}](../../figures/attention-masks-light.svg)\n\n"
-                 "*From `literate/x.py`:*"),
+    (
+        "markdown",
+        "*This notebook is [chapter 3](../../part/page/) of S, made from its page: ",
+    ),
+    (
+        "markdown",
+        "# 3. A page\n\nText with [a link](../../part/other/#sec), [home](../../), an "
+        "[anchor](../../part/page/#here), a\n[wrapped\nlink](../x.py) and "
+        "`[not](a-link.md)` in code.\n\n"
+        f"![{FIGURES['attention-masks'].alt}](../../figures/attention-masks-light.svg)\n\n"
+        "*From `literate/x.py`:*",
+    ),
     ("code", "x = 1"),
-    ("markdown", "> **Claim `demo.one`**\n>\n> One is one,\n> always.\n>\n> Even here.\n\n"
-                 "**Proof**\n\nBecause:"),
+    (
+        "markdown",
+        "> **Claim `demo.one`**\n>\n> One is one,\n> always.\n>\n> Even here.\n\n"
+        "**Proof**\n\nBecause:",
+    ),
     ("code", "assert 1 == 1"),
     ("markdown", "## Exercises\n\n**Exercise 1: two**\n\nMake two.\n\n**Solution**"),
     ("code", "two = 1 + 1"),
-    ("markdown", "It is [two](https://example.org/two).\n\n**Tab A**\n\nIn tab A.\n\n"
-                 "```python\nraise SystemExit\n```\n\n**Note**\n\nPlain."),
+    (
+        "markdown",
+        "It is [two](https://example.org/two).\n\n**Tab A**\n\nIn tab A.\n\n"
+        "```python\nraise SystemExit\n```\n\n**Note**\n\nPlain.",
+    ),
 ]
 
 
@@ -167,16 +187,22 @@ def small_page(tmp_path: Path) -> tuple[Path, SnippetExpander, dict[str, str]]:
     docs = tmp_path / "docs"
     (docs / "part").mkdir(parents=True)
     (docs / "part" / "page.md").write_text(SMALL_PAGE, encoding="utf-8")
-    (tmp_path / "snip.py").write_text("# --8<-- [start:part]\nx = 1\n# --8<-- [end:part]\n",
-                                      encoding="utf-8")
+    (tmp_path / "snip.py").write_text(
+        "# --8<-- [start:part]\nx = 1\n# --8<-- [end:part]\n", encoding="utf-8"
+    )
     expander = SnippetExpander({"base_path": [str(tmp_path)], "check_paths": True})
-    return docs, expander, default_page_urls(["index.md", "part/page.md", "part/other.md"])
+    return (
+        docs,
+        expander,
+        default_page_urls(["index.md", "part/page.md", "part/other.md"]),
+    )
 
 
 def test_a_small_page_becomes_these_cells(tmp_path):
     docs, expander, urls = small_page(tmp_path)
-    nb = chapter_notebook("part/page.md", page_urls=urls, docs_dir=docs, expander=expander,
-                          site_name="S")
+    nb = chapter_notebook(
+        "part/page.md", page_urls=urls, docs_dir=docs, expander=expander, site_name="S"
+    )
     got = [(c["cell_type"], c["source"]) for c in nb["cells"]]
     assert got[0][0] == "markdown" and got[0][1].startswith(SMALL_CELLS[0][1])
     assert got[1:] == SMALL_CELLS[1:]
@@ -187,14 +213,21 @@ def test_a_small_page_becomes_these_cells(tmp_path):
 
 def test_with_a_site_url_the_links_are_absolute(tmp_path):
     docs, expander, urls = small_page(tmp_path)
-    nb = chapter_notebook("part/page.md", page_urls=urls, site_url="https://h.example/sub",
-                          docs_dir=docs, expander=expander)
+    nb = chapter_notebook(
+        "part/page.md",
+        page_urls=urls,
+        site_url="https://h.example/sub",
+        docs_dir=docs,
+        expander=expander,
+    )
     links = [t for source in cells(nb, "markdown") for t in markdown_links(source)]
     assert links == [
         "https://h.example/sub/part/page/",
-        "https://h.example/sub/part/other/#sec", "https://h.example/sub/",
+        "https://h.example/sub/part/other/#sec",
+        "https://h.example/sub/",
         "https://h.example/sub/part/page/#here",
-        "https://h.example/sub/downloads/x.py", "https://h.example/sub/figures/attention-masks-light.svg",
+        "https://h.example/sub/downloads/x.py",
+        "https://h.example/sub/figures/attention-masks-light.svg",
         "https://example.org/two",
     ]
 
@@ -202,22 +235,32 @@ def test_with_a_site_url_the_links_are_absolute(tmp_path):
 def test_a_link_to_a_page_outside_the_nav_is_an_error(tmp_path):
     docs, expander, urls = small_page(tmp_path)
     del urls["part/other.md"]
-    with pytest.raises(ValueError, match=r"part/page.md: link 'other.md#sec': no page 'part/other.md'"):
-        chapter_notebook("part/page.md", page_urls=urls, docs_dir=docs, expander=expander)
+    with pytest.raises(
+        ValueError, match=r"part/page.md: link 'other.md#sec': no page 'part/other.md'"
+    ):
+        chapter_notebook(
+            "part/page.md", page_urls=urls, docs_dir=docs, expander=expander
+        )
 
 
 # ---------------------------------------------------------------------------------------
 # The chapters
 
 
-def test_the_chapters_are_the_eleven_numbered_pages_in_reading_order(relative):
-    numbers = [json.loads(relative[name_of(p)].read_text())["metadata"]["literate"]["chapter"]
-               for p in CHAPTERS]
-    assert numbers == list(range(1, 12))
-    assert sorted(name for name in relative if name.endswith(".ipynb"))[:11] == sorted(
-        name_of(p) for p in CHAPTERS)
-    assert NOTEBOOK_PAGES == ["notebooks/attention_playground.py", "notebooks/seq2seq_reverse.py",
-                              "notebooks/moe_balance.py"]
+def test_the_chapters_are_the_quick_path_and_eleven_numbered_pages_in_order(relative):
+    numbers = [
+        json.loads(relative[name_of(p)].read_text())["metadata"]["literate"]["chapter"]
+        for p in CHAPTERS
+    ]
+    assert numbers == list(range(0, 12))  # 0: the quick path
+    assert sorted(name for name in relative if name.endswith(".ipynb"))[:12] == sorted(
+        name_of(p) for p in CHAPTERS
+    )
+    assert NOTEBOOK_PAGES == [
+        "notebooks/attention_playground.py",
+        "notebooks/seq2seq_reverse.py",
+        "notebooks/moe_balance.py",
+    ]
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
@@ -226,11 +269,14 @@ def test_the_code_cells_are_exactly_what_pytest_runs(relative, page):
     expected = [source.rstrip("\n") for source in code_cells(page)]
     assert cells(nb, "code") == expected
     assert not any("--8<--" in source for source in cells(nb, "code"))
-    assert all(c["outputs"] == [] and c["execution_count"] is None
-               for c in nb["cells"] if c["cell_type"] == "code")
+    assert all(
+        c["outputs"] == [] and c["execution_count"] is None
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    )
 
 
-_MARKER = re.compile(r'^[ \t]*(?:!!!|\?\?\?\+?|===)[ \t]', re.M)
+_MARKER = re.compile(r"^[ \t]*(?:!!!|\?\?\?\+?|===)[ \t]", re.M)
 _FENCE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 
 
@@ -243,7 +289,12 @@ def _prose_lines(text: str) -> list[str]:
             fenced = not fenced
             continue
         stripped = line.strip()
-        if fenced or not stripped or _MARKER.match(line) or stripped.startswith(("<!--", "![")):
+        if (
+            fenced
+            or not stripped
+            or _MARKER.match(line)
+            or stripped.startswith(("<!--", "!["))
+        ):
             continue
         if "](" in line or "[" in line:
             continue
@@ -261,10 +312,14 @@ def test_the_prose_is_all_there_and_every_box_reads_as_text(relative, page):
     assert not _MARKER.search(markdown), _MARKER.search(markdown)
     for claim in iter_claims(text):
         assert f"> **Claim `{claim.id}`**" in markdown, claim.id
-    for kind, title in re.findall(r'^[ \t]*\?\?\?\+? (exercise|success) "([^"]*)"', text, re.M):
+    for kind, title in re.findall(
+        r'^[ \t]*\?\?\?\+? (exercise|success) "([^"]*)"', text, re.M
+    ):
         assert markdown.count(f"**{title}**") >= 1, title
     assert markdown.count("**Solution**") == text.count('??? success "Solution"')
-    assert markdown.count("**Exercise ") == len(re.findall(r"^\?\?\? exercise ", text, re.M))
+    assert markdown.count("**Exercise ") == len(
+        re.findall(r"^\?\?\? exercise ", text, re.M)
+    )
     assert "#only-dark" not in markdown and "#only-light" not in markdown
     assert "{ .figure }" not in markdown
 
@@ -278,15 +333,22 @@ def _site_path(link: str, served_at: str = NOTEBOOK_DIR + "/") -> str:
     return resolved + (f"#{fragment}" if fragment else "")
 
 
-SITE_FILES = ({url for url in URLS.values()} | {f"figures/{name}-light.svg" for name in FIGURES}
-              | {f"downloads/{era}.py" for era in ERAS})
+SITE_FILES = (
+    {url for url in URLS.values()}
+    | {f"figures/{name}-light.svg" for name in FIGURES}
+    | {f"downloads/{era}.py" for era in ERAS}
+)
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_every_link_points_at_the_site(relative, absolute, page):
     name = name_of(page)
-    near = [t for s in cells(load(relative[name]), "markdown") for t in markdown_links(s)]
-    far = [t for s in cells(load(absolute[name]), "markdown") for t in markdown_links(s)]
+    near = [
+        t for s in cells(load(relative[name]), "markdown") for t in markdown_links(s)
+    ]
+    far = [
+        t for s in cells(load(absolute[name]), "markdown") for t in markdown_links(s)
+    ]
     assert len(near) == len(far) > 0
     for a, b in zip(near, far):
         if a.startswith(("http://", "https://")) and not b.startswith(SITE):
@@ -296,16 +358,25 @@ def test_every_link_points_at_the_site(relative, absolute, page):
         path = _site_path(a)
         assert path.split("#")[0] in SITE_FILES, f"{page}: {a} -> {path}"
         assert b == SITE + path, (a, b)
-    assert any("figures/" in a for a in near) == ("![" in (ROOT / "docs" / page).read_text())
+    assert any("figures/" in a for a in near) == (
+        "![" in (ROOT / "docs" / page).read_text()
+    )
 
 
 def test_the_same_inputs_give_the_same_bytes(relative, tmp_path):
-    again = {d.path.name: d.path for d in write_notebooks(NAV, out_dir=tmp_path, site_name="S")}
+    again = {
+        d.path.name: d.path
+        for d in write_notebooks(NAV, out_dir=tmp_path, site_name="S")
+    }
     assert sorted(again) == sorted(relative)
     for name, path in relative.items():
         assert again[name].read_bytes() == path.read_bytes(), name
     text = relative[name_of(CHAPTERS[0])].read_text(encoding="utf-8")
-    assert text == json.dumps(json.loads(text), sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    assert (
+        text
+        == json.dumps(json.loads(text), sort_keys=True, indent=1, ensure_ascii=False)
+        + "\n"
+    )
     assert not re.search(r"20\d\d-\d\d-\d\d", text)  # no dates
     before = {name: path.stat().st_mtime_ns for name, path in again.items()}
     write_notebooks(NAV, out_dir=tmp_path, site_name="S")  # unchanged: not rewritten
@@ -317,7 +388,9 @@ def test_the_same_inputs_give_the_same_bytes(relative, tmp_path):
 
 
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES)
-def test_a_notebook_page_download_changes_only_its_links_and_they_resolve(relative, absolute, page):
+def test_a_notebook_page_download_changes_only_its_links_and_they_resolve(
+    relative, absolute, page
+):
     import jupytext
 
     stem = Path(page).stem
@@ -353,20 +426,31 @@ def _site_is_fresh() -> bool:
     built = min(f.stat().st_mtime for f in BUILT_SITE.rglob("*") if f.is_file())
     sources = [ROOT / "mkdocs.yml"]
     for folder in ("docs", "literate"):
-        sources += [f for f in (ROOT / folder).rglob("*") if f.is_file() and "__pycache__" not in f.parts
-                    and not any(p.startswith(".") for p in f.relative_to(ROOT / folder).parts)]
+        sources += [
+            f
+            for f in (ROOT / folder).rglob("*")
+            if f.is_file()
+            and "__pycache__" not in f.parts
+            and not any(p.startswith(".") for p in f.relative_to(ROOT / folder).parts)
+        ]
     return built > max(f.stat().st_mtime for f in sources)
 
 
-_DOWNLOAD_LINK = re.compile(r'<a href="(?P<href>[^"]+\.(?:ipynb|py))"[^>]*\bdownload\b[^>]*>')
+_DOWNLOAD_LINK = re.compile(
+    r'<a href="(?P<href>[^"]+\.(?:ipynb|py))"[^>]*\bdownload\b[^>]*>'
+)
 
 
 @pytest.fixture(scope="module")
 def built_site() -> Path:
     if not _site_is_fresh():
         if os.environ.get("CI"):
-            pytest.fail("site/ is missing or older than its sources: run `mkdocs build --strict`")
-        pytest.skip("site/ is missing or older than its sources (`mkdocs build --strict` first)")
+            pytest.fail(
+                "site/ is missing or older than its sources: run `mkdocs build --strict`"
+            )
+        pytest.skip(
+            "site/ is missing or older than its sources (`mkdocs build --strict` first)"
+        )
     return BUILT_SITE
 
 
@@ -385,7 +469,11 @@ def test_the_built_page_offers_its_notebook_and_the_file_is_there(built_site, pa
     if page in CHAPTERS:
         assert cells(notebook, "code") == [s.rstrip("\n") for s in code_cells(page)]
     else:
-        assert (built_site / wanted[1]).read_text(encoding="utf-8").startswith("# ---\n# jupyter:")
+        assert (
+            (built_site / wanted[1])
+            .read_text(encoding="utf-8")
+            .startswith("# ---\n# jupyter:")
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -398,15 +486,22 @@ assert "serve" not in dir() and "stub" not in dir()
 print(os.getcwd(), os.environ["OMP_NUM_THREADS"])"""
 
 
-async def _execute(warm, path: Path, cwd: Path, env: dict[str, str]) -> tuple[float, dict, str | None]:
+async def _execute(
+    warm, path: Path, cwd: Path, env: dict[str, str]
+) -> tuple[float, dict, str | None]:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, km=warm.manager(), timeout=900, allow_errors=False,
-                            extra_arguments=["--HistoryManager.hist_file=:memory:"],
-                            resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(
+        nb,
+        km=warm.manager(),
+        timeout=900,
+        allow_errors=False,
+        extra_arguments=["--HistoryManager.hist_file=:memory:"],
+        resources={"metadata": {"path": str(cwd)}},
+    )
     start = time.perf_counter()
     error = None
     try:
@@ -427,13 +522,19 @@ def executed(relative, tmp_path_factory) -> dict[str, tuple[float, dict, str | N
     folder = tmp_path_factory.mktemp("kernels")
     paths = {page: relative[name_of(page)] for page in CHAPTERS}
     sources = [c for p in paths.values() for c in cells(load(p), "code")]
-    sources += [f.read_text(encoding="utf-8") for f in sorted((ROOT / "literate").rglob("*.py"))]
+    sources += [
+        f.read_text(encoding="utf-8") for f in sorted((ROOT / "literate").rglob("*.py"))
+    ]
     env = {**os.environ, **KERNEL_ENV}
     started = time.perf_counter()
-    warm = WarmKernels(str(folder), ["torch", "transformers", *third_party_imports(sources)], env)
+    warm = WarmKernels(
+        str(folder), ["torch", "transformers", *third_party_imports(sources)], env
+    )
     server = time.perf_counter() - started
     probe = folder / "probe.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)]), probe)
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)]), probe
+    )
 
     async def run_all() -> dict[str, tuple[float, dict, str | None]]:
         limit = asyncio.Semaphore(JOBS)
@@ -443,14 +544,20 @@ def executed(relative, tmp_path_factory) -> dict[str, tuple[float, dict, str | N
                 cwd = tmp_path_factory.mktemp("cwd")
                 return name, (cwd, *await _execute(warm, path, cwd, env))
 
-        return dict(await asyncio.gather(one("probe", probe), *(one(p, n) for p, n in paths.items())))
+        return dict(
+            await asyncio.gather(
+                one("probe", probe), *(one(p, n) for p, n in paths.items())
+            )
+        )
 
     try:
         results = asyncio.run(run_all())
     finally:
         warm.close()
     total = time.perf_counter() - started
-    print(f"\nchapter notebooks, {JOBS} kernels at a time (server start {server:.1f} s):")
+    print(
+        f"\nchapter notebooks, {JOBS} kernels at a time (server start {server:.1f} s):"
+    )
     for page, (_, seconds, _, error) in results.items():
         print(f"  {page:<34} {seconds:6.1f} s{'  FAILED' if error else ''}")
     print(f"  {'all (wall)':<34} {total:6.1f} s", flush=True)
@@ -471,7 +578,9 @@ def _page_outputs(page: str) -> list[str] | None:
     from literate.site.figure_files import code_fingerprint as _code_fingerprint
     from literate.site.outputs import cache_path
 
-    path = cache_path((ROOT / "docs" / page).read_text(encoding="utf-8"), _code_fingerprint())
+    path = cache_path(
+        (ROOT / "docs" / page).read_text(encoding="utf-8"), _code_fingerprint()
+    )
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
@@ -483,10 +592,17 @@ def test_the_chapter_notebook_runs_top_to_bottom_in_a_fresh_kernel(executed, pag
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
-    printed = ["".join(o.text for o in c.outputs if o.output_type == "stream" and o.name == "stdout")
-               for c in code]
+    printed = [
+        "".join(
+            o.text
+            for o in c.outputs
+            if o.output_type == "stream" and o.name == "stdout"
+        )
+        for c in code
+    ]
     on_the_page = _page_outputs(page)
     if on_the_page is not None:  # the build ran the page (make test builds first)
         differ = [i for i, (a, b) in enumerate(zip(printed, on_the_page)) if a != b]
         assert len(on_the_page) == len(printed) and differ == [], (
-            f"{page}: cells {differ[:5]} print otherwise than the page's blocks")
+            f"{page}: cells {differ[:5]} print otherwise than the page's blocks"
+        )

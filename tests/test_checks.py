@@ -72,7 +72,9 @@ def test_positive_int_rejects_zero_and_negatives(value):
 
 @pytest.mark.parametrize("value", [-1, np.int64(-3)])
 def test_non_negative_int_rejects_negatives(value):
-    with pytest.raises(ValueError, match=rf"^start_pos must be >= 0, got {int(value)}$"):
+    with pytest.raises(
+        ValueError, match=rf"^start_pos must be >= 0, got {int(value)}$"
+    ):
         non_negative_int("start_pos", value)
 
 
@@ -83,8 +85,15 @@ def test_non_negative_int_rejects_negatives(value):
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(2, 2.0), (0.5, 0.5), (1e-300, 1e-300), (np.float64(0.25), 0.25), (np.float32(0.5), 0.5),
-     (np.int64(3), 3.0), (Fraction(1, 4), 0.25)],
+    [
+        (2, 2.0),
+        (0.5, 0.5),
+        (1e-300, 1e-300),
+        (np.float64(0.25), 0.25),
+        (np.float32(0.5), 0.5),
+        (np.int64(3), 3.0),
+        (Fraction(1, 4), 0.25),
+    ],
 )
 def test_positive_float_accepts_reals_and_returns_float(value, expected):
     result = positive_float("temperature", value)
@@ -105,15 +114,26 @@ def test_positive_float_warns_about_nothing_for_a_numpy_float32():
 
 @pytest.mark.parametrize(
     ("value", "kind"),
-    [(True, "bool"), (np.bool_(False), "bool_?"), ("1.0", "str"), (None, "NoneType"), (1 + 0j, "complex"),
-     (torch.tensor(1.0), "Tensor")],
+    [
+        (True, "bool"),
+        (np.bool_(False), "bool_?"),
+        ("1.0", "str"),
+        (None, "NoneType"),
+        (1 + 0j, "complex"),
+        (torch.tensor(1.0), "Tensor"),
+    ],
 )
 def test_positive_float_rejects_non_reals_with_type_error(value, kind):
-    with pytest.raises(TypeError, match=rf"^temperature must be a real number, got {kind}$"):
+    with pytest.raises(
+        TypeError, match=rf"^temperature must be a real number, got {kind}$"
+    ):
         positive_float("temperature", value)
 
 
-@pytest.mark.parametrize("value", [0, 0.0, -0.0, -1.5, math.nan, math.inf, -math.inf, np.float64("nan"), 10**400])
+@pytest.mark.parametrize(
+    "value",
+    [0, 0.0, -0.0, -1.5, math.nan, math.inf, -math.inf, np.float64("nan"), 10**400],
+)
 def test_positive_float_rejects_zero_negative_and_non_finite(value):
     with pytest.raises(ValueError, match=r"^temperature must be finite and > 0"):
         positive_float("temperature", value)
@@ -133,13 +153,22 @@ def test_choice_returns_the_option(value):
 
 @pytest.mark.parametrize("value", ["nan", "Zero", "", " zero"])
 def test_choice_rejects_unknown_strings_with_value_error(value):
-    with pytest.raises(ValueError, match=rf"^empty_row must be one of \['error', 'zero'\], got {value!r}$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^empty_row must be one of \['error', 'zero'\], got {value!r}$",
+    ):
         choice("empty_row", value, OPTIONS)
 
 
-@pytest.mark.parametrize(("value", "kind"), [(None, "NoneType"), (0, "int"), (["zero"], "list"), (b"zero", "bytes")])
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(None, "NoneType"), (0, "int"), (["zero"], "list"), (b"zero", "bytes")],
+)
 def test_choice_rejects_non_strings_with_type_error(value, kind):
-    with pytest.raises(TypeError, match=rf"^empty_row must be a str, one of \['error', 'zero'\], got {kind}$"):
+    with pytest.raises(
+        TypeError,
+        match=rf"^empty_row must be a str, one of \['error', 'zero'\], got {kind}$",
+    ):
         choice("empty_row", value, OPTIONS)
 
 
@@ -151,10 +180,25 @@ def test_choice_rejects_non_strings_with_type_error(value, kind):
 def test_the_sync_counter_sees_every_kind_of_value_read():
     x = torch.tensor([1.0, 2.0])
     with HostSyncs() as syncs:
-        bool(x[0]), x.tolist(), x[0].item(), int(x[0]), float(x[0]), [7, 8][torch.tensor(1)]
+        (
+            bool(x[0]),
+            x.tolist(),
+            x[0].item(),
+            int(x[0]),
+            float(x[0]),
+            [7, 8][torch.tensor(1)],
+        )
         if (x > 0).any():
             pass
-    assert syncs.calls == ["__bool__", "tolist", "item", "__int__", "__float__", "__index__", "__bool__"]
+    assert syncs.calls == [
+        "__bool__",
+        "tolist",
+        "item",
+        "__int__",
+        "__float__",
+        "__index__",
+        "__bool__",
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -162,19 +206,29 @@ def test_the_sync_counter_sees_every_kind_of_value_read():
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+)
 def test_float_tensor_returns_the_same_tensor(dtype):
     x = torch.linspace(-1.0, 1.0, 6, dtype=dtype).reshape(2, 3)
     assert float_tensor("x", x) is x
     assert float_tensor("x", x, ndim=2) is x
     scalar = torch.tensor(1.5, dtype=dtype)
-    assert float_tensor("x", scalar) is scalar and float_tensor("x", scalar, ndim=0) is scalar
+    assert (
+        float_tensor("x", scalar) is scalar
+        and float_tensor("x", scalar, ndim=0) is scalar
+    )
 
 
 @pytest.mark.parametrize(
     "value",
-    [torch.tensor([1.0, math.nan]), torch.tensor([1.0, math.inf]),
-     torch.tensor([-math.inf, 1.0], dtype=torch.float16), torch.ones(0), torch.ones(2, 0, 3)],
+    [
+        torch.tensor([1.0, math.nan]),
+        torch.tensor([1.0, math.inf]),
+        torch.tensor([-math.inf, 1.0], dtype=torch.float16),
+        torch.ones(0),
+        torch.ones(2, 0, 3),
+    ],
     ids=["nan", "inf", "neg_inf_half", "empty", "empty_axis"],
 )
 def test_float_tensor_reads_no_value_so_nan_inf_and_empty_tensors_pass(value):
@@ -191,9 +245,18 @@ def test_float_tensor_reads_no_value_so_nan_inf_and_empty_tensors_pass(value):
         (np.ones(3), r"^x must be a floating-point tensor, got ndarray$"),
         (1.0, r"^x must be a floating-point tensor, got float$"),
         (None, r"^x must be a floating-point tensor, got NoneType$"),
-        (torch.ones(3, dtype=torch.int64), r"^x must be a floating-point tensor, got torch\.int64$"),
-        (torch.ones(3, dtype=torch.bool), r"^x must be a floating-point tensor, got torch\.bool$"),
-        (torch.ones(3, dtype=torch.complex64), r"^x must be a floating-point tensor, got torch\.complex64$"),
+        (
+            torch.ones(3, dtype=torch.int64),
+            r"^x must be a floating-point tensor, got torch\.int64$",
+        ),
+        (
+            torch.ones(3, dtype=torch.bool),
+            r"^x must be a floating-point tensor, got torch\.bool$",
+        ),
+        (
+            torch.ones(3, dtype=torch.complex64),
+            r"^x must be a floating-point tensor, got torch\.complex64$",
+        ),
     ],
 )
 def test_float_tensor_rejects_what_is_not_a_float_tensor(value, pattern):
@@ -202,9 +265,13 @@ def test_float_tensor_rejects_what_is_not_a_float_tensor(value, pattern):
     assert type(info.value) is TypeError
 
 
-@pytest.mark.parametrize(("shape", "ndim"), [((4,), 2), ((1, 4), 1), ((), 1), ((2, 3, 4), 4)])
+@pytest.mark.parametrize(
+    ("shape", "ndim"), [((4,), 2), ((1, 4), 1), ((), 1), ((2, 3, 4), 4)]
+)
 def test_float_tensor_ndim_is_an_exact_rank(shape, ndim):
-    with pytest.raises(ValueError, match=rf"^q must have {ndim} axes, got {re.escape(str(shape))}$"):
+    with pytest.raises(
+        ValueError, match=rf"^q must have {ndim} axes, got {re.escape(str(shape))}$"
+    ):
         float_tensor("q", torch.ones(shape), ndim=ndim)
 
 
@@ -260,15 +327,23 @@ def test_float_dtype_accepts_the_four_float_dtypes_and_names_the_argument():
     for dtype in FLOAT_DTYPES:
         assert float_dtype("dtype", dtype) is dtype
     listed = re.escape(str(list(FLOAT_DTYPES)))
-    for bad, shown in ((torch.int32, r"torch\.int32"), ("float32", "'float32'"), (None, "None")):
-        with pytest.raises(TypeError, match=rf"^dtype must be one of {listed}, got {shown}$"):
+    for bad, shown in (
+        (torch.int32, r"torch\.int32"),
+        ("float32", "'float32'"),
+        (None, "None"),
+    ):
+        with pytest.raises(
+            TypeError, match=rf"^dtype must be one of {listed}, got {shown}$"
+        ):
             float_dtype("dtype", bad)
 
 
 def test_probability_accepts_the_half_open_unit_interval():
     from literate.parts.checks import probability
 
-    assert probability("dropout", 0) == 0.0 and isinstance(probability("dropout", 0), float)
+    assert probability("dropout", 0) == 0.0 and isinstance(
+        probability("dropout", 0), float
+    )
     assert probability("dropout", 0.1) == 0.1
     for bad in (1.0, 1, -0.1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match=r"^dropout must be in \[0, 1\)"):
@@ -282,7 +357,13 @@ def test_boolean_and_features():
     from literate.parts.checks import boolean, features
 
     assert boolean("bias", True) is True and boolean("bias", False) is False
-    for bad, kind in ((1, "int"), (0, "int"), ("no", "str"), (None, "NoneType"), (np.bool_(True), "bool_?")):
+    for bad, kind in (
+        (1, "int"),
+        (0, "int"),
+        ("no", "str"),
+        (None, "NoneType"),
+        (np.bool_(True), "bool_?"),
+    ):
         with pytest.raises(TypeError, match=rf"^bias must be a bool, got {kind}$"):
             boolean("bias", bad)
     w = torch.zeros(3, 4)
@@ -292,14 +373,20 @@ def test_boolean_and_features():
         features("x", torch.ones(2, 5), width=4, like=w)
     with pytest.raises(ValueError, match=r"^x must have last axis 4, got \(\)$"):
         features("x", torch.tensor(1.0), width=4, like=w)
-    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
+    with pytest.raises(
+        TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"
+    ):
         features("x", torch.ones(2, 4, dtype=torch.long), width=4, like=w)
-    with pytest.raises(TypeError, match=r"^x is torch\.float64, the layer's parameters torch\.float32$"):
+    with pytest.raises(
+        TypeError, match=r"^x is torch\.float64, the layer's parameters torch\.float32$"
+    ):
         features("x", x.double(), width=4, like=w)
     with pytest.raises(ValueError, match=r"^x is on cpu, the layer on meta$"):
         features("x", x, width=4, like=w.to("meta"))
     with pytest.raises(ValueError, match=r"^p must be in \[0, 1\), got 1000"):
-        __import__("literate.parts.checks", fromlist=["probability"]).probability("p", 10**400)
+        __import__("literate.parts.checks", fromlist=["probability"]).probability(
+            "p", 10**400
+        )
 
 
 def test_features_reads_no_value():
@@ -322,7 +409,11 @@ def test_no_module_of_the_package_validates_with_assert():
     found = []
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        found += [f"{path.relative_to(root)}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+        found += [
+            f"{path.relative_to(root)}:{n.lineno}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assert)
+        ]
     assert len(list(root.rglob("*.py"))) > 20
     assert found == []
 
@@ -338,18 +429,40 @@ def test_token_ids_checks_kind_shape_and_length_from_metadata_only():
     ids = torch.tensor([[3, 4, 0], [5, 0, 0]])
     assert token_ids("ids", ids) is ids
     assert token_ids("ids", ids, max_length=3) is ids
-    outside = torch.tensor([[-1, 10**6]])  # values are not read here: ids_in_vocabulary reads them
+    outside = torch.tensor(
+        [[-1, 10**6]]
+    )  # values are not read here: ids_in_vocabulary reads them
     with HostSyncs() as syncs:
         assert token_ids("ids", outside, max_length=2) is outside
     assert syncs.calls == []
     cases = [
         ([[1]], TypeError, r"^ids must hold token ids as torch\.long, got list$"),
-        (ids.float(), TypeError, r"^ids must hold token ids as torch\.long, got torch\.float32$"),
-        (ids.int(), TypeError, r"^ids must hold token ids as torch\.long, got torch\.int32$"),
+        (
+            ids.float(),
+            TypeError,
+            r"^ids must hold token ids as torch\.long, got torch\.float32$",
+        ),
+        (
+            ids.int(),
+            TypeError,
+            r"^ids must hold token ids as torch\.long, got torch\.int32$",
+        ),
         (ids[0], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(3,\)$"),
-        (ids[:, :0], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(2, 0\)$"),
-        (ids[:0], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(0, 3\)$"),
-        (ids[None], ValueError, r"^ids must have shape \[B, T\], B, T >= 1, got \(1, 2, 3\)$"),
+        (
+            ids[:, :0],
+            ValueError,
+            r"^ids must have shape \[B, T\], B, T >= 1, got \(2, 0\)$",
+        ),
+        (
+            ids[:0],
+            ValueError,
+            r"^ids must have shape \[B, T\], B, T >= 1, got \(0, 3\)$",
+        ),
+        (
+            ids[None],
+            ValueError,
+            r"^ids must have shape \[B, T\], B, T >= 1, got \(1, 2, 3\)$",
+        ),
     ]
     for value, error, pattern in cases:
         with pytest.raises(error, match=pattern):
@@ -357,14 +470,19 @@ def test_token_ids_checks_kind_shape_and_length_from_metadata_only():
     with pytest.raises(ValueError, match=r"^ids has 3 tokens > max_length=2$"):
         token_ids("ids", ids, max_length=2)
     with pytest.raises(TypeError, match="vocab_size"):
-        token_ids("ids", ids, vocab_size=6)  # the value check moved to ids_in_vocabulary
+        token_ids(
+            "ids", ids, vocab_size=6
+        )  # the value check moved to ids_in_vocabulary
 
 
 def test_ids_in_vocabulary_accepts_good_ids_with_one_host_sync_for_all_tensors():
     from literate.parts.checks import ids_in_vocabulary
 
-    ids = {"source": torch.tensor([[3, 4, 0], [5, 1, 0]]), "target": torch.tensor([[1, 2]] * 2),
-           "more": torch.tensor([[2]])}
+    ids = {
+        "source": torch.tensor([[3, 4, 0], [5, 1, 0]]),
+        "target": torch.tensor([[1, 2]] * 2),
+        "more": torch.tensor([[2]]),
+    }
     with HostSyncs() as syncs:
         assert ids_in_vocabulary(ids, vocab_size=6) is None
         assert ids_in_vocabulary(ids, vocab_size=6, pad_id=0) is None
@@ -374,17 +492,46 @@ def test_ids_in_vocabulary_accepts_good_ids_with_one_host_sync_for_all_tensors()
 @pytest.mark.parametrize(
     ("ids", "pad_id", "pattern"),
     [
-        ({"ids": torch.tensor([[3, 6]])}, None, r"^ids\[0, 1\] = 6 is outside the vocabulary \[0, 6\)$"),
-        ({"ids": torch.tensor([[2, 2], [-1, 2]])}, None, r"^ids\[1, 0\] = -1 is outside the vocabulary \[0, 6\)$"),
-        ({"source": torch.tensor([[1, 2]]), "target": torch.tensor([[0, 1, 2], [5, 4, 9]])}, None,
-         r"^target\[1, 2\] = 9 is outside the vocabulary \[0, 6\)$"),
-        ({"ids": torch.tensor([[3, 0], [0, 0]])}, 0, r"^ids row 1 is nothing but PAD=0$"),
-        ({"source": torch.tensor([[1, 5]]), "target": torch.tensor([[5, 5]])}, 5,
-         r"^target row 0 is nothing but PAD=5$"),
+        (
+            {"ids": torch.tensor([[3, 6]])},
+            None,
+            r"^ids\[0, 1\] = 6 is outside the vocabulary \[0, 6\)$",
+        ),
+        (
+            {"ids": torch.tensor([[2, 2], [-1, 2]])},
+            None,
+            r"^ids\[1, 0\] = -1 is outside the vocabulary \[0, 6\)$",
+        ),
+        (
+            {
+                "source": torch.tensor([[1, 2]]),
+                "target": torch.tensor([[0, 1, 2], [5, 4, 9]]),
+            },
+            None,
+            r"^target\[1, 2\] = 9 is outside the vocabulary \[0, 6\)$",
+        ),
+        (
+            {"ids": torch.tensor([[3, 0], [0, 0]])},
+            0,
+            r"^ids row 1 is nothing but PAD=0$",
+        ),
+        (
+            {"source": torch.tensor([[1, 5]]), "target": torch.tensor([[5, 5]])},
+            5,
+            r"^target row 0 is nothing but PAD=5$",
+        ),
     ],
-    ids=["too_large", "negative", "second_tensor_named", "pad_row", "pad_row_of_second_tensor"],
+    ids=[
+        "too_large",
+        "negative",
+        "second_tensor_named",
+        "pad_row",
+        "pad_row_of_second_tensor",
+    ],
 )
-def test_ids_in_vocabulary_names_the_tensor_and_the_first_bad_place(ids, pad_id, pattern):
+def test_ids_in_vocabulary_names_the_tensor_and_the_first_bad_place(
+    ids, pad_id, pattern
+):
     from literate.parts.checks import ids_in_vocabulary
 
     with pytest.raises(ValueError, match=pattern):
@@ -447,8 +594,17 @@ def test_a_model_forward_checks_its_input_once_and_its_layers_never_again(monkey
     from literate.models.mixtral import mixtral_model
 
     torch.manual_seed(0)
-    model = mixtral_model(vocab_size=64, context=16, d_model=32, n_heads=4,
-                          n_kv_heads=2, n_layers=2, d_ff=48, n_experts=4, top_k=2)
+    model = mixtral_model(
+        vocab_size=64,
+        context=16,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        n_layers=2,
+        d_ff=48,
+        n_experts=4,
+        top_k=2,
+    )
     answers = []
 
     def recorded() -> bool:

@@ -38,14 +38,19 @@ def test_shown_code_fits_the_column(page):
     for block in iter_blocks(text):
         if not block.is_python:
             continue
-        source = expander.expand(block.source) if block.includes_snippet else block.source
+        source = (
+            expander.expand(block.source) if block.includes_snippet else block.source
+        )
         for number, line in enumerate(source.splitlines(), 1):
             if len(line) > MAX_LINE:
-                long.append(f"{page}:{block.line} (+{number}): {len(line)} chars: {line.strip()[:60]}")
+                long.append(
+                    f"{page}:{block.line} (+{number}): {len(line)} chars: {line.strip()[:60]}"
+                )
     assert not long, "\n".join(long)
 
 
 # The checker itself, on small made-up pages: it must notice what it is there to notice.
+
 
 def _problems(text: str, earlier: dict[str, str] | None = None) -> list[Problem]:
     return check_page("part/page.md", text, earlier or {}).problems
@@ -56,8 +61,11 @@ def fence(code: str) -> str:
 
 
 def test_a_helper_defined_on_the_page_or_imported_from_torch_is_fine():
-    text = fence("import torch") + fence("def helper(x):\n    return x") + fence(
-        "def f(x):\n    return helper(torch.relu(x))")
+    text = (
+        fence("import torch")
+        + fence("def helper(x):\n    return x")
+        + fence("def f(x):\n    return helper(torch.relu(x))")
+    )
     assert _problems(text) == []
 
 
@@ -68,32 +76,41 @@ def test_an_unshown_helper_is_reported():
 
 def test_a_helper_imported_from_literate_but_never_shown_is_reported():
     text = fence("from literate.parts.checks import positive_int") + fence(
-        "def f(n):\n    return positive_int('n', n)")
+        "def f(n):\n    return positive_int('n', n)"
+    )
     assert [p.name for p in _problems(text)] == ["positive_int"]
 
 
 def test_a_name_shown_earlier_needs_a_link_to_its_page():
     earlier = {"positive_int": "part/first.md"}
     body = fence("from literate.parts.checks import positive_int") + fence(
-        "def f(n):\n    return positive_int('n', n)")
+        "def f(n):\n    return positive_int('n', n)"
+    )
     assert [p.name for p in _problems(body, earlier)] == ["positive_int"]
     assert _problems("See [the first page](first.md).\n\n" + body, earlier) == []
 
 
 def test_annotations_defaults_and_bases_count():
-    problems = _problems(fence("class A(Base):\n    def f(self, x: Kind = DEFAULT) -> Out:\n        return x"))
+    problems = _problems(
+        fence(
+            "class A(Base):\n    def f(self, x: Kind = DEFAULT) -> Out:\n        return x"
+        )
+    )
     assert sorted(p.name for p in problems) == ["Base", "DEFAULT", "Kind", "Out"]
 
 
 def test_importing_the_plotting_code_is_reported():
-    assert [p.why for p in _problems(fence("from literate.figures.attention import x"))] == [
-        "no block imports plotting code"]
+    assert [
+        p.why for p in _problems(fence("from literate.figures.attention import x"))
+    ] == ["no block imports plotting code"]
 
 
 def test_module_source_wants_definitions_above_their_use_and_no_other_imports():
     good = "import math\n\ndef a():\n    return math.pi\n\ndef b():\n    return a()\n"
     assert check_module_source(good) == []
     later = "def b():\n    return a()\n\ndef a():\n    return 1\n"
-    assert [p.why for p in check_module_source(later)] == ["defined below its first use"]
+    assert [p.why for p in check_module_source(later)] == [
+        "defined below its first use"
+    ]
     foreign = "from literate.parts.checks import positive_int\n"
     assert [p.name for p in check_module_source(foreign)] == ["literate.parts.checks"]

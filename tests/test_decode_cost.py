@@ -45,11 +45,21 @@ def facts():
 def test_bytes_per_token_by_formula_are_the_live_caches_nbytes(facts, name, h_kv):
     f = facts["per_token"][name]
     assert (f["n_layers"], f["n_kv_heads"], f["d_head"], f["bytes_per_value"]) == (
-        2, h_kv, 32, 4)
-    assert f["formula"] == kv_cache_bytes_per_token(2, h_kv, 32, 4) == 2 * 2 * h_kv * 32 * 4
+        2,
+        h_kv,
+        32,
+        4,
+    )
+    assert (
+        f["formula"]
+        == kv_cache_bytes_per_token(2, h_kv, 32, 4)
+        == 2 * 2 * h_kv * 32 * 4
+    )
     assert f["nbytes"] == f["formula"] * f["batch"] * f["capacity"]
     assert f["measured"] == f["formula"]
-    assert 0 < f["filled"] < f["capacity"]  # a live cache, partly filled: nbytes is all of it
+    assert (
+        0 < f["filled"] < f["capacity"]
+    )  # a live cache, partly filled: nbytes is all of it
 
 
 def test_gqa_and_mqa_save_memory_by_the_exact_factor(facts):
@@ -61,11 +71,15 @@ def test_gqa_and_mqa_save_memory_by_the_exact_factor(facts):
     assert mha == 2 * gqa == 4 * mqa  # the ratio H / H_kv, exactly
     for f in heads.values():
         assert f["measured"] == f["formula"]
-    assert heads["gqa"] == facts["per_token"]["llama-tiny"]  # the tiny Llama is the GQA one
+    assert (
+        heads["gqa"] == facts["per_token"]["llama-tiny"]
+    )  # the tiny Llama is the GQA one
 
 
 def test_the_facts_refuse_a_prompt_longer_than_the_cache():
-    with pytest.raises(ValueError, match=r"^prompt must be in \[1, capacity=4\], got 5$"):
+    with pytest.raises(
+        ValueError, match=r"^prompt must be in \[1, capacity=4\], got 5$"
+    ):
         kv_bytes_facts(capacity=4, prompt=5)
 
 
@@ -90,7 +104,7 @@ def test_the_counter_counts_writes_not_views():
 
 # --- the per-step traffic ------------------------------------------------------------------
 def test_the_positions_double_from_1_to_512(traffic):
-    assert traffic.positions == TRAFFIC_POSITIONS == tuple(2 ** i for i in range(10))
+    assert traffic.positions == TRAFFIC_POSITIONS == tuple(2**i for i in range(10))
     assert traffic.n_layers == 2 and traffic.row_bytes == 2 * 2 * 32 * 4
     for counts in (traffic.cache_bytes, traffic.rows_projected, traffic.step_bytes):
         assert tuple(counts) == STRATEGIES
@@ -106,7 +120,9 @@ def test_the_preallocated_cache_writes_one_row_per_layer_at_every_step(traffic):
 def test_the_cat_cache_copies_the_whole_history_at_every_step(traffic):
     per_row = traffic.n_layers * traffic.row_bytes
     assert traffic.cache_bytes["cat"] == tuple(t * per_row for t in traffic.positions)
-    assert traffic.rows_projected["cat"] == (1,) * len(traffic.positions)  # a cache still
+    assert traffic.rows_projected["cat"] == (1,) * len(
+        traffic.positions
+    )  # a cache still
 
 
 def test_without_a_cache_step_t_projects_t_rows_and_stores_nothing(traffic):
@@ -114,12 +130,15 @@ def test_without_a_cache_step_t_projects_t_rows_and_stores_nothing(traffic):
     assert traffic.cache_bytes["none"] == (0,) * len(traffic.positions)
 
 
-def test_the_cat_step_differs_from_the_preallocated_one_by_the_copied_rows_only(traffic):
+def test_the_cat_step_differs_from_the_preallocated_one_by_the_copied_rows_only(
+    traffic,
+):
     """Everything else the two steps write is the same: the same layers, the same code."""
     per_row = traffic.n_layers * traffic.row_bytes
     pre, cat = traffic.step_bytes["preallocated"], traffic.step_bytes["cat"]
-    assert [c - p for p, c in zip(pre, cat, strict=True)] == [(t - 1) * per_row
-                                                 for t in traffic.positions]
+    assert [c - p for p, c in zip(pre, cat, strict=True)] == [
+        (t - 1) * per_row for t in traffic.positions
+    ]
 
 
 def test_every_op_of_the_step_without_a_cache_grows_fastest(traffic):
@@ -140,8 +159,11 @@ def test_every_op_of_the_step_without_a_cache_grows_fastest(traffic):
 def test_the_counts_are_deterministic_and_ignore_the_global_seed(traffic):
     torch.manual_seed(123)
     again = decode_cost._traffic.__wrapped__((1, 3, 8))
-    assert again.rows_projected == {"preallocated": (1, 1, 1), "cat": (1, 1, 1),
-                                    "none": (1, 3, 8)}
+    assert again.rows_projected == {
+        "preallocated": (1, 1, 1),
+        "cat": (1, 1, 1),
+        "none": (1, 3, 8),
+    }
     assert again.cache_bytes["cat"] == (1024, 3 * 1024, 8 * 1024)
     for s in STRATEGIES:
         assert again.step_bytes[s][2] == traffic.step_bytes[s][3]  # t = 8 both times
@@ -163,9 +185,11 @@ def test_the_cat_cache_decodes_what_the_preallocated_one_does():
             cache = make(model, 2, 12)
             assert isinstance(cache, DecodeCache)
             steps = [cached_run(model, ids[:, :5], cache)]
-            steps += [cached_run(model, ids[:, t:t + 1], cache) for t in range(5, 9)]
+            steps += [cached_run(model, ids[:, t : t + 1], cache) for t in range(5, 9)]
             out[name] = torch.cat(steps, dim=1), cache
-    assert (out["cat"][0] - out["pre"][0]).abs().max() <= 1e-6  # the cache's layout only
+    assert (
+        out["cat"][0] - out["pre"][0]
+    ).abs().max() <= 1e-6  # the cache's layout only
     pre, cat = out["pre"][1], out["cat"][1]
     assert all(type(c) is ConcatCache and isinstance(c, KVCache) for c in cat.layers)
     assert cat.nbytes == 9 * 1024 * 2  # what is filled: 9 tokens x 2 rows
@@ -195,7 +219,8 @@ def test_the_figure_is_registered_and_draws_what_decode_cost_counts():
     assert decoding_figures.step_traffic is decode_cost.step_traffic
     for name in decode_cost.__all__:  # nothing of the measurement is redefined
         assert getattr(decoding_figures, name, getattr(decode_cost, name)) is getattr(
-            decode_cost, name)
+            decode_cost, name
+        )
 
 
 @pytest.mark.parametrize("language, theme", [("en", "light"), ("ru", "dark")])

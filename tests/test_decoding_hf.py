@@ -74,9 +74,12 @@ def rmsnorm_in_input_dtype(model: torch.nn.Module):
     norms = [m for m in model.modules() if isinstance(m, modeling_llama.LlamaRMSNorm)]
     assert norms
     for m in norms:
+
         def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
+            return m.weight * (
+                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
+            )
+
         m.forward = forward
     try:
         yield
@@ -90,10 +93,21 @@ def gpt2_pair():
     wanders over many tokens instead of settling on one) and random biases and gains,
     copied into ours. Eager attention: float64 throughout (no float32 step in HF's
     GPT-2)."""
-    config = GPT2Config(n_embd=24, n_head=4, n_layer=2, n_positions=CONTEXT,
-                        vocab_size=VOCAB, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        initializer_range=0.5, bos_token_id=None, eos_token_id=None,
-                        pad_token_id=None, attn_implementation="eager")
+    config = GPT2Config(
+        n_embd=24,
+        n_head=4,
+        n_layer=2,
+        n_positions=CONTEXT,
+        vocab_size=VOCAB,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        initializer_range=0.5,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     theirs = GPT2LMHeadModel(config).double().eval()
     g = torch.Generator().manual_seed(1)
@@ -109,21 +123,32 @@ def llama_pair():
     """(ours, theirs): a LlamaForCausalLM with GQA (4 query heads, 2 key/value heads), an
     untied head and random RMSNorm gains, loaded into ours. sdpa attention (float64; HF's
     eager one takes its softmax in float32)."""
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
-                         num_key_value_heads=2, intermediate_size=48, num_hidden_layers=2,
-                         max_position_embeddings=CONTEXT, rms_norm_eps=1e-5,
-                         tie_word_embeddings=False, initializer_range=0.3,
-                         rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
-                         bos_token_id=None, eos_token_id=None, pad_token_id=None,
-                         attn_implementation="sdpa")
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        max_position_embeddings=CONTEXT,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        initializer_range=0.3,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     theirs = LlamaForCausalLM(config).double().eval()
     with torch.no_grad():
         for p in theirs.parameters():
             if p.ndim == 1:
                 p.normal_(1.0, 0.3)
-    ours = load_hf_llama(llama_from_hf_config(config).double().eval(), theirs.state_dict(),
-                         config)
+    ours = load_hf_llama(
+        llama_from_hf_config(config).double().eval(), theirs.state_dict(), config
+    )
     return ours, theirs
 
 
@@ -143,7 +168,9 @@ def pair(request):
 
 
 def prompt(seed: int = 2, b: int = B, t: int = T0) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (b, t), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, VOCAB, (b, t), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def left_padded(lengths, seed: int = 3, pad: int = PAD):
@@ -162,22 +189,35 @@ def hf_generate(theirs, ids, n, *, attention_mask=None, eos=None):
     to float32."""
     seen = []
     hook = theirs.register_forward_hook(
-        lambda module, args, out: seen.append(out.logits[:, -1].clone()))
+        lambda module, args, out: seen.append(out.logits[:, -1].clone())
+    )
     mask = torch.ones_like(ids) if attention_mask is None else attention_mask
     try:
-        with (rmsnorm_in_input_dtype(theirs) if isinstance(theirs, LlamaForCausalLM)
-              else contextlib.nullcontext()):
-            out = theirs.generate(ids, attention_mask=mask, max_new_tokens=n,
-                                  do_sample=False, num_beams=1, use_cache=True,
-                                  eos_token_id=eos,
-                                  pad_token_id=PAD if eos is None else eos,
-                                  output_logits=True, return_dict_in_generate=True)
+        with (
+            rmsnorm_in_input_dtype(theirs)
+            if isinstance(theirs, LlamaForCausalLM)
+            else contextlib.nullcontext()
+        ):
+            out = theirs.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=n,
+                do_sample=False,
+                num_beams=1,
+                use_cache=True,
+                eos_token_id=eos,
+                pad_token_id=PAD if eos is None else eos,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
     finally:
         hook.remove()
     logits = torch.stack(seen, dim=1)  # [B, steps, V]
     returned = torch.stack(out.logits, dim=1)
     assert returned.dtype == torch.float32 and logits.shape == returned.shape
-    assert torch.equal(logits.float(), returned)  # the hook saw what generate chose from
+    assert torch.equal(
+        logits.float(), returned
+    )  # the hook saw what generate chose from
     return out.sequences, logits
 
 
@@ -199,8 +239,12 @@ def test_the_models_are_what_we_think(gpt2, llama):
     for ours, theirs in (gpt2, llama):
         # no sampling, penalty, length or token setting sneaks in from the config
         assert set(theirs.generation_config.to_diff_dict()) <= {
-            "output_attentions", "output_hidden_states", "use_cache",
-            "transformers_version", "_from_model_config"}
+            "output_attentions",
+            "output_hidden_states",
+            "use_cache",
+            "transformers_version",
+            "_from_model_config",
+        }
         assert ours.context == CONTEXT and ours.vocab_size == VOCAB
     ours, theirs = llama
     attn = ours.blocks[0].attn
@@ -216,7 +260,9 @@ def test_greedy_tokens_and_logits_equal_hf_generate(pair):
     got, got_logits = generate(ours, ids, N, return_logits=True)
     assert got.shape == want.shape == (B, T0 + N) and torch.equal(got, want)
     new = got[:, T0:]
-    assert len(new.unique()) >= 7 and all(len(r.unique()) >= 4 for r in new)  # not trivial
+    assert len(new.unique()) >= 7 and all(
+        len(r.unique()) >= 4 for r in new
+    )  # not trivial
     assert got_logits.dtype == F64 and got_logits.shape == (B, N, VOCAB)
     assert_like_hf(got_logits, want_logits)
 
@@ -231,9 +277,15 @@ def test_hf_llama_unpatched_agrees_to_float32_units_only(llama):
     _, got_logits = generate(ours, ids, 1, return_logits=True)
     diff = (got_logits[:, 0] - unpatched).abs().max().item()
     assert 1e-12 < diff <= F32_BOUND * unpatched.abs().max().item()
-    want = theirs.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N,
-                           do_sample=False, num_beams=1, eos_token_id=None,
-                           pad_token_id=PAD)
+    want = theirs.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=N,
+        do_sample=False,
+        num_beams=1,
+        eos_token_id=None,
+        pad_token_id=PAD,
+    )
     assert torch.equal(generate(ours, ids, N), want)
 
 
@@ -252,10 +304,16 @@ def test_eos_per_row_equals_hf(pair):
     ids = prompt(5)
     new = generate(ours, ids, N)[:, T0:]
     hits = {t: first_hits(new, t) for t in range(VOCAB)}
-    some = [t for t, h in hits.items()
-            if None in h and any(s is not None and 1 <= s < N - 1 for s in h)]
-    every = [t for t, h in hits.items()
-             if None not in h and max(h) < N - 1 and len(set(h)) > 1]
+    some = [
+        t
+        for t, h in hits.items()
+        if None in h and any(s is not None and 1 <= s < N - 1 for s in h)
+    ]
+    every = [
+        t
+        for t, h in hits.items()
+        if None not in h and max(h) < N - 1 and len(set(h)) > 1
+    ]
     assert some and every, "the prompt no longer gives both kinds of EOS: pick another"
     for eos, length in ((some[0], N), (every[0], max(hits[every[0]]) + 1)):
         want, want_logits = hf_generate(theirs, ids, N, eos=eos)
@@ -287,9 +345,10 @@ def test_each_padded_row_equals_its_prompt_alone(pair):
     ids, valid = left_padded(LENGTHS)
     got, got_logits = generate(ours, ids, N, valid=valid, return_logits=True)
     for i, length in enumerate(LENGTHS):
-        alone, alone_logits = generate(ours, ids[i:i + 1, T0 - length:], N,
-                                       return_logits=True)
-        assert torch.equal(got[i, T0 - length:], alone[0])
+        alone, alone_logits = generate(
+            ours, ids[i : i + 1, T0 - length :], N, return_logits=True
+        )
+        assert torch.equal(got[i, T0 - length :], alone[0])
         assert_same(got_logits[i], alone_logits[0])
 
 
@@ -301,7 +360,9 @@ def test_padding_ids_are_never_read(pair):
     got, got_logits = generate(ours, ids, N, valid=valid, return_logits=True)
     other = ids.masked_fill(~valid, VOCAB - 1)
     again, again_logits = generate(ours, other, N, valid=valid, return_logits=True)
-    assert torch.equal(again[:, T0:], got[:, T0:]) and torch.equal(again_logits, got_logits)
+    assert torch.equal(again[:, T0:], got[:, T0:]) and torch.equal(
+        again_logits, got_logits
+    )
 
 
 @pytest.mark.parametrize("pad", [-1, VOCAB], ids=["pad=-1", "pad=vocab_size"])
@@ -311,7 +372,9 @@ def test_padding_ids_outside_the_vocabulary_are_never_read(gpt2, pad):
     ours, _ = gpt2
     ids, valid = left_padded(LENGTHS)
     want = generate(ours, ids, N, valid=valid)
-    assert check_prompt(ours, ids.masked_fill(~valid, pad), valid)[1] is valid  # accepted
+    assert (
+        check_prompt(ours, ids.masked_fill(~valid, pad), valid)[1] is valid
+    )  # accepted
     got = generate(ours, ids.masked_fill(~valid, pad), N, valid=valid)
     assert torch.equal(got[:, T0:], want[:, T0:])
 
@@ -362,10 +425,15 @@ def test_trap_right_padding_continues_from_a_pad(pair):
     # does here for both models: the pad's query reads that one token only); row 1's
     # continuation goes elsewhere
     assert not torch.equal(wrong[1], good[1, T0:])
-    for call in (lambda: check_prompt(ours, right_ids, right),
-                 lambda: generate(ours, right_ids, N, valid=right)):
-        with pytest.raises(ValueError, match=r"^valid row 1 is not left-padded: padding "
-                                             r"\(False\) must come first"):
+    for call in (
+        lambda: check_prompt(ours, right_ids, right),
+        lambda: generate(ours, right_ids, N, valid=right),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"^valid row 1 is not left-padded: padding "
+            r"\(False\) must come first",
+        ):
             call()
     holes = left.clone()
     holes[2, 0] = True  # a real token, pads, a real token: padding in the middle
@@ -380,12 +448,14 @@ def test_trap_right_padding_continues_from_a_pad(pair):
 def naive_advance(advance):
     """DecodeCache.advance with the positions a naive batch would use: each call's
     columns start .. start + T - 1 in every row, padding or not (the masks kept)."""
+
     def naive(self, t_new, valid=None):
         start = self.next_pos
         key_valid, positions = advance(self, t_new, valid)
         if positions is None:
             return key_valid, positions
         return key_valid, torch.arange(start, start + t_new).expand_as(positions)
+
     return naive
 
 
@@ -412,7 +482,9 @@ def test_trap_arange_positions_change_gpt2s_continuation(gpt2, monkeypatch):
 ROPE_SHIFT_BOUND = 1e-6  # times the largest |logit|; measured 6e-8
 
 
-def test_trap_arange_positions_change_llamas_logits_by_rounding_only(llama, monkeypatch):
+def test_trap_arange_positions_change_llamas_logits_by_rounding_only(
+    llama, monkeypatch
+):
     """RoPE is relative: q_i . k_j depends on pos_i - pos_j, which a shift by the pad
     count keeps. The continuation is the same; the logits move by the float32 rounding
     of the rotation tables only (further than float64 rounding: the tables are float32)."""
@@ -422,7 +494,9 @@ def test_trap_arange_positions_change_llamas_logits_by_rounding_only(llama, monk
     monkeypatch.setattr(DecodeCache, "advance", naive_advance(DecodeCache.advance))
     naive, naive_logits = generate(ours, ids, N, valid=valid, return_logits=True)
     assert torch.equal(naive, right)
-    assert_same(naive_logits[0], right_logits[0])  # the unpadded row: the same positions
+    assert_same(
+        naive_logits[0], right_logits[0]
+    )  # the unpadded row: the same positions
     diff = (naive_logits[1:] - right_logits[1:]).abs().max().item()
     assert 1e-12 < diff <= ROPE_SHIFT_BOUND * right_logits.abs().max().item()
 
@@ -434,8 +508,9 @@ def test_chunked_prefill_equals_one_prefill(pair, padded):
     ids, valid = left_padded(LENGTHS) if padded else (prompt(), None)
     one, one_logits = generate(ours, ids, N, valid=valid, return_logits=True)
     for chunk in (1, 3, T0, T0 + 5):  # T0 + 5: one piece, like None
-        got, got_logits = generate(ours, ids, N, valid=valid, prefill_chunk=chunk,
-                                   return_logits=True)
+        got, got_logits = generate(
+            ours, ids, N, valid=valid, prefill_chunk=chunk, return_logits=True
+        )
         assert torch.equal(got, one), chunk
         if chunk >= T0:
             assert torch.equal(got_logits, one_logits)  # the very same calls
@@ -448,9 +523,12 @@ def test_prompt_and_new_tokens_must_fit_the_context(pair):
     ours, _ = pair
     ids = prompt(t=CONTEXT - 4)
     assert generate(ours, ids, 4).shape == (B, CONTEXT)  # exactly full: allowed
-    with pytest.raises(ValueError, match=rf"^the prompt \({CONTEXT - 4} tokens\) and "
-                                         rf"max_new_tokens=5 need {CONTEXT + 1} positions, "
-                                         rf"the model has context={CONTEXT}$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^the prompt \({CONTEXT - 4} tokens\) and "
+        rf"max_new_tokens=5 need {CONTEXT + 1} positions, "
+        rf"the model has context={CONTEXT}$",
+    ):
         generate(ours, ids, 5)
 
 
@@ -495,10 +573,13 @@ def test_layer_decoding_with_a_cache_equals_the_full_causal_forward(n_kv, rope):
     cache = layer.new_cache(b, t)
     with torch.no_grad():
         full = layer(x, causal=True)
-        steps = torch.cat([layer(x[:, i:i + 1], causal=True, cache=cache)
-                           for i in range(t)], dim=1)
+        steps = torch.cat(
+            [layer(x[:, i : i + 1], causal=True, cache=cache) for i in range(t)], dim=1
+        )
     assert_same(steps, full)
-    assert (steps - layer(x, causal=False).detach()).abs().max() > 1e-2  # causality matters
+    assert (
+        steps - layer(x, causal=False).detach()
+    ).abs().max() > 1e-2  # causality matters
     d_head = d // h
     k = (x @ layer.k_proj.weight.T).view(b, t, n_kv, d_head).transpose(1, 2)
     v = (x @ layer.v_proj.weight.T).view(b, t, n_kv, d_head).transpose(1, 2)

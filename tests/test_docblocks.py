@@ -30,7 +30,11 @@ LITERATE = sorted((ROOT / "literate").rglob("*.py"))
 
 def run_page(path: Path, expander: SnippetExpander | None = None) -> dict:
     """Run one Markdown file through the same sybil parser as conftest.py; return its namespace."""
-    sybil = Sybil(parsers=[python_block_parser(expander)], path=str(path.parent), patterns=[path.name])
+    sybil = Sybil(
+        parsers=[python_block_parser(expander)],
+        path=str(path.parent),
+        patterns=[path.name],
+    )
     document = sybil.parse(path)
     for example in document.examples():
         example.evaluate()
@@ -47,7 +51,9 @@ def project(tmp_path: Path) -> tuple[Path, SnippetExpander]:
         "# --8<-- [end:double]\n",
         encoding="utf-8",
     )
-    return tmp_path, SnippetExpander({"base_path": [str(tmp_path)], "check_paths": True})
+    return tmp_path, SnippetExpander(
+        {"base_path": [str(tmp_path)], "check_paths": True}
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -65,7 +71,9 @@ def test_included_code_is_executed_and_visible_to_later_blocks(project):
     )
     namespace = run_page(page, expander)
     assert namespace["result"] == 42
-    assert namespace["double"].__code__.co_filename == str(root / "module.py")  # tracebacks point at the module
+    assert namespace["double"].__code__.co_filename == str(
+        root / "module.py"
+    )  # tracebacks point at the module
 
 
 def test_missing_section_fails(project):
@@ -101,7 +109,9 @@ def test_fences_with_attributes_indentation_and_tildes_all_run(tmp_path):
 
 def test_a_failing_block_fails_with_the_page_line(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("Intro\n\n```python\nx = 1\nraise RuntimeError('boom')\n```\n", encoding="utf-8")
+    page.write_text(
+        "Intro\n\n```python\nx = 1\nraise RuntimeError('boom')\n```\n", encoding="utf-8"
+    )
     with pytest.raises(RuntimeError, match="boom") as info:
         run_page(page)
     assert info.traceback[-1].lineno + 1 == 5  # pytest line numbers are 0-based
@@ -111,9 +121,14 @@ def test_expander_is_configured_exactly_as_mkdocs():
     options = snippet_config()
     assert options["check_paths"] is True
     assert options["base_path"] == [str(ROOT)]
-    raw = next(e["pymdownx.snippets"] for e in mkdocs_config()["markdown_extensions"]
-               if isinstance(e, dict) and "pymdownx.snippets" in e)
-    assert {k: v for k, v in options.items() if k != "base_path"} == {k: v for k, v in raw.items() if k != "base_path"}
+    raw = next(
+        e["pymdownx.snippets"]
+        for e in mkdocs_config()["markdown_extensions"]
+        if isinstance(e, dict) and "pymdownx.snippets" in e
+    )
+    assert {k: v for k, v in options.items() if k != "base_path"} == {
+        k: v for k, v in raw.items() if k != "base_path"
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,15 +151,21 @@ def test_every_python_fence_under_docs_is_collected():
         doc = Doc()
         doc.text = text
         collected = len(list(parser(doc)))
-        assert collected == expected, f"{page}: {collected} collected, {expected} fences"
+        assert collected == expected, (
+            f"{page}: {collected} collected, {expected} fences"
+        )
         total += collected
     assert total >= 30
 
 
 def test_skips_carry_a_reason():
     for page in PAGES:
-        for directive in re.findall(r"<!--\s*skip:([^>]*)-->", page.read_text(encoding="utf-8")):
-            assert "reason" in directive, f"{page}: a skip without a written reason: {directive!r}"
+        for directive in re.findall(
+            r"<!--\s*skip:([^>]*)-->", page.read_text(encoding="utf-8")
+        ):
+            assert "reason" in directive, (
+                f"{page}: a skip without a written reason: {directive!r}"
+            )
 
 
 def test_every_include_on_the_site_expands():
@@ -163,7 +184,9 @@ def test_every_include_on_the_site_expands():
 # ---------------------------------------------------------------------------------------
 # Snippet sections in literate/ are whole top-level definitions
 
-MARKER = re.compile(r"^(?P<indent>[ \t]*)# --8<-- \[(?P<kind>start|end):(?P<name>[^\]]*)\]\s*$")
+MARKER = re.compile(
+    r"^(?P<indent>[ \t]*)# --8<-- \[(?P<kind>start|end):(?P<name>[^\]]*)\]\s*$"
+)
 # What pymdownx would take for a marker anywhere in a line (it drops such a line whole).
 TRAILING_MARKER = re.compile(r"--8<-- \[(?:start|end):[a-z][-_0-9a-z]*\]")
 
@@ -174,20 +197,26 @@ def sections(path: Path) -> dict[str, str]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         match = MARKER.match(line)
         if TRAILING_MARKER.search(line) and not match:
-            raise AssertionError(f"{path}:{number}: malformed or trailing snippet marker: {line!r}")
+            raise AssertionError(
+                f"{path}:{number}: malformed or trailing snippet marker: {line!r}"
+            )
         if not match:
             if open_name:
                 open_lines.append(line)
             continue
         where = f"{path}:{number}"
         assert match.group("indent") == "", f"{where}: markers must start at column 0"
-        assert re.fullmatch(r"[a-z][-_0-9a-z]*", match.group("name")), f"{where}: bad section name"
+        assert re.fullmatch(r"[a-z][-_0-9a-z]*", match.group("name")), (
+            f"{where}: bad section name"
+        )
         if match.group("kind") == "start":
             assert open_name is None, f"{where}: section {open_name!r} is still open"
             assert match.group("name") not in found, f"{where}: duplicate section"
             open_name, open_lines = match.group("name"), []
         else:
-            assert match.group("name") == open_name, f"{where}: end of {match.group('name')!r}, open is {open_name!r}"
+            assert match.group("name") == open_name, (
+                f"{where}: end of {match.group('name')!r}, open is {open_name!r}"
+            )
             found[open_name] = "\n".join(open_lines)
             open_name = None
     assert open_name is None, f"{path}: section {open_name!r} never ends"
@@ -200,7 +229,13 @@ def test_sections_are_whole_top_level_definitions(path):
         tree = ast.parse(source)  # fails if the section cuts a definition in half
         assert tree.body, f"{path}:{name} is empty"
         for node in tree.body:
-            whole = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+            whole = (
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.ClassDef,
+                ast.Assign,
+                ast.AnnAssign,
+            )
             assert isinstance(node, whole), (
                 f"{path}:{name}: a section holds whole functions, classes or assignments, "
                 f"found {type(node).__name__}"
@@ -209,7 +244,10 @@ def test_sections_are_whole_top_level_definitions(path):
 
 def test_sections_checker_catches_a_cut_definition(tmp_path):
     broken = tmp_path / "broken.py"
-    broken.write_text("def f():\n# --8<-- [start:half]\n    return 1\n# --8<-- [end:half]\n", encoding="utf-8")
+    broken.write_text(
+        "def f():\n# --8<-- [start:half]\n    return 1\n# --8<-- [end:half]\n",
+        encoding="utf-8",
+    )
     with pytest.raises(SyntaxError):
         ast.parse(sections(broken)["half"])
 
@@ -224,7 +262,9 @@ def test_every_claim_on_the_site_is_proved_and_ids_are_unique():
         text = page.read_text(encoding="utf-8")
         assert claim_problems(text, where=str(page)) == []
         for claim in iter_claims(text):
-            assert claim.id not in ids, f"claim {claim.id} on {page} and {ids[claim.id]}"
+            assert claim.id not in ids, (
+                f"claim {claim.id} on {page} and {ids[claim.id]}"
+            )
             ids[claim.id] = page
     assert len(ids) >= 8
 
@@ -232,11 +272,20 @@ def test_every_claim_on_the_site_is_proved_and_ids_are_unique():
 @pytest.mark.parametrize(
     "text, problem",
     [
-        ('!!! claim "a.b"\n    A sentence.\n\nSome prose.\n\n```python\nassert True\n```\n', "followed directly"),
+        (
+            '!!! claim "a.b"\n    A sentence.\n\nSome prose.\n\n```python\nassert True\n```\n',
+            "followed directly",
+        ),
         ('!!! claim "a.b"\n    A sentence.\n\n```python\nx = 1\n```\n', "no assert"),
-        ('!!! claim "a.b"\n    A sentence.\n\n```text\nassert\n```\n', "followed directly"),
+        (
+            '!!! claim "a.b"\n    A sentence.\n\n```text\nassert\n```\n',
+            "followed directly",
+        ),
         ('!!! claim "a.b"\n    A sentence.\n', "followed directly"),
-        ('!!! claim "Bad Id"\n    A sentence.\n\n```python\nassert True\n```\n', "lowercase"),
+        (
+            '!!! claim "Bad Id"\n    A sentence.\n\n```python\nassert True\n```\n',
+            "lowercase",
+        ),
         ('!!! claim "a.b"\n\n```python\nassert True\n```\n', "no sentence"),
     ],
 )
@@ -263,25 +312,45 @@ def test_a_good_claim_passes():
 
 
 def chapter_pages() -> list[Path]:
-    return [p for p in PAGES if re.match(r"^---\n(?:.*\n)*?chapter: \d+\n(?:.*\n)*?---\n", p.read_text(encoding="utf-8"))]
+    return [
+        p
+        for p in PAGES
+        if re.match(
+            r"^---\n(?:.*\n)*?chapter: \d+\n(?:.*\n)*?---\n",
+            p.read_text(encoding="utf-8"),
+        )
+    ]
 
 
-EXERCISE = re.compile(r'^\?\?\? exercise "Exercise \d+: [^"]+"\n(?P<body>(?:(?:    .*)?\n)*)', re.M)
+EXERCISE = re.compile(
+    r'^\?\?\? exercise "Exercise \d+: [^"]+"\n(?P<body>(?:(?:    .*)?\n)*)', re.M
+)
 
 
-@pytest.mark.parametrize("page", chapter_pages(), ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize(
+    "page", chapter_pages(), ids=lambda p: str(p.relative_to(DOCS))
+)
 def test_chapters_end_with_two_to_four_exercises_with_runnable_solutions(page):
     text = page.read_text(encoding="utf-8")
     exercises = list(EXERCISE.finditer(text))
     assert 2 <= len(exercises) <= 4, f"{page}: {len(exercises)} exercises"
     headings = [m.start() for m in re.finditer(r"^## ", text, re.M)]
-    assert text.rfind("\n## Exercises\n") == max(headings) - 1, "Exercises must be the last section"
+    assert text.rfind("\n## Exercises\n") == max(headings) - 1, (
+        "Exercises must be the last section"
+    )
     for exercise in exercises:
         body = exercise.group("body")
-        assert '    ??? success "Solution"' in body, "a solution sits in a collapsed block"
+        assert '    ??? success "Solution"' in body, (
+            "a solution sits in a collapsed block"
+        )
         solution = body.split('??? success "Solution"', 1)[1]
-        assert any(b.is_python for b in iter_blocks(solution)), "the solution has a Python block that runs"
+        assert any(b.is_python for b in iter_blocks(solution)), (
+            "the solution has a Python block that runs"
+        )
 
 
 def test_there_is_at_least_one_chapter():
-    assert any(p.relative_to(DOCS).as_posix() == "attention/scaled-dot-product.md" for p in chapter_pages())
+    assert any(
+        p.relative_to(DOCS).as_posix() == "attention/scaled-dot-product.md"
+        for p in chapter_pages()
+    )

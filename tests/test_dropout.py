@@ -51,8 +51,14 @@ def test_gpt2_block_drops_where_hf_gpt2block_does():
     from transformers import GPT2Config
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
 
-    config = GPT2Config(n_embd=D, n_head=H, n_positions=16, resid_pdrop=0.3,
-                        attn_pdrop=0.0, embd_pdrop=0.0)
+    config = GPT2Config(
+        n_embd=D,
+        n_head=H,
+        n_positions=16,
+        resid_pdrop=0.3,
+        attn_pdrop=0.0,
+        embd_pdrop=0.0,
+    )
     config._attn_implementation = "eager"
     theirs = GPT2Block(config).to(F64).train()
     ours = copy_hf_gpt2_block(gpt2_block(D, H, dropout=0.3), theirs).to(F64).train()
@@ -77,14 +83,24 @@ def dropping_everything(layer: nn.Module) -> nn.Module:
 
 
 def parts(n_norms: int) -> list[nn.Module]:
-    return [MultiHeadAttention(D, H), DenseFFN(D, 64, torch.relu),
-            *(LayerNorm(D) for _ in range(n_norms))]
+    return [
+        MultiHeadAttention(D, H),
+        DenseFFN(D, 64, torch.relu),
+        *(LayerNorm(D) for _ in range(n_norms)),
+    ]
 
 
-@pytest.mark.parametrize("block, n_norms", [
-    (PreNormBlock, 2), (SandwichBlock, 4), (OutputNormBlock, 2), (ParallelBlock, 1),
-    (ParallelBlock, 2)], ids=["pre-norm", "sandwich", "output-norm", "parallel",
-                              "parallel-two-norms"])
+@pytest.mark.parametrize(
+    "block, n_norms",
+    [
+        (PreNormBlock, 2),
+        (SandwichBlock, 4),
+        (OutputNormBlock, 2),
+        (ParallelBlock, 1),
+        (ParallelBlock, 2),
+    ],
+    ids=["pre-norm", "sandwich", "output-norm", "parallel", "parallel-two-norms"],
+)
 def test_a_residual_block_with_every_branch_dropped_is_the_identity(block, n_norms):
     layer = dropping_everything(block(*parts(n_norms), dropout=0.5))
     x = rand(2, 5, D, seed=2)
@@ -96,7 +112,9 @@ def test_a_residual_block_with_every_branch_dropped_is_the_identity(block, n_nor
 def test_a_post_norm_block_with_every_branch_dropped_is_its_norms():
     layer = dropping_everything(PostNormBlock(*parts(2), dropout=0.5))
     x = rand(2, 5, D, seed=2)
-    torch.testing.assert_close(layer(x), layer.ffn_norm(layer.attn_norm(x)), rtol=0, atol=0)
+    torch.testing.assert_close(
+        layer(x), layer.ffn_norm(layer.attn_norm(x)), rtol=0, atol=0
+    )
 
 
 def test_2017_encoder_layer_drops_each_sublayer_output_as_pytorch_does():
@@ -106,7 +124,9 @@ def test_2017_encoder_layer_drops_each_sublayer_output_as_pytorch_does():
         module.p = 1.0
     theirs.self_attn.dropout = 1.0
     x = rand(2, 5, D, seed=3)
-    expected = ours.ffn_norm(ours.self_attn_norm(x))  # both branches dropped: the norms alone
+    expected = ours.ffn_norm(
+        ours.self_attn_norm(x)
+    )  # both branches dropped: the norms alone
     torch.testing.assert_close(ours(x), expected, rtol=0, atol=0)
     torch.testing.assert_close(theirs(x), expected, rtol=0, atol=1e-12)
 
@@ -121,4 +141,6 @@ def test_2017_decoder_layer_drops_each_sublayer_output_as_pytorch_does():
     expected = ours.ffn_norm(ours.cross_attn_norm(ours.self_attn_norm(x)))
     torch.testing.assert_close(ours(x, memory), expected, rtol=0, atol=0)
     mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=F64)
-    torch.testing.assert_close(theirs(x, memory, tgt_mask=mask), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        theirs(x, memory, tgt_mask=mask), expected, rtol=0, atol=1e-12
+    )

@@ -106,10 +106,14 @@ EXPECTED = {
         "QK-norm": "none (RMSNorm on the q and kv latents)",
         "positions": "RoPE (interleaved), base 10,000 (YaRN x40)",
         "attention": "latent, 128 heads (rank 512, RoPE part 64)",
-        "FFN": ("SwiGLU in 3 layers, then MoE, top-8 of 256 SwiGLU experts + "
-               "a shared expert in 58 layers"),
-        "FFN width": ("18,432 = 2.57 d, then 2,048 = 0.286 d per expert, the shared"
-                     " one 2,048 = 0.286 d"),
+        "FFN": (
+            "SwiGLU in 3 layers, then MoE, top-8 of 256 SwiGLU experts + "
+            "a shared expert in 58 layers"
+        ),
+        "FFN width": (
+            "18,432 = 2.57 d, then 2,048 = 0.286 d per expert, the shared"
+            " one 2,048 = 0.286 d"
+        ),
         "router": "sigmoid, top-k in 4 of 8 groups, a bias to choose",
         "tied output": "no",
     },
@@ -180,11 +184,14 @@ def test_a_cell_changes_with_the_model():
 
     mixtral = rows["Mixtral 8x7B"].build()
     for block in mixtral.blocks[:2]:  # the first two layers route as Qwen3-MoE does
-        block.ffn.router.route = partial(qwen3_moe_router, top_k=2,
-                                         norm_topk_prob=False)
+        block.ffn.router.route = partial(
+            qwen3_moe_router, top_k=2, norm_topk_prob=False
+        )
     cells = describe_model(mixtral)
-    assert cells["router"] == ("softmax, top-k, not renormalised in 2 layers, then "
-                               "softmax over the top-k in 30 layers")
+    assert cells["router"] == (
+        "softmax, top-k, not renormalised in 2 layers, then "
+        "softmax over the top-k in 30 layers"
+    )
     mixtral.blocks[0].ffn.router.route = partial(print, top_k=2)
     with pytest.raises(ValueError, match="a route function the table has no name for"):
         describe_model(mixtral)
@@ -194,8 +201,9 @@ def test_runs_of_layers_are_counted_in_order():
     from literate.numbers.eras import runs
 
     assert runs(["a", "a"]) == "a"
-    assert runs(["a", "b", "b", "a"]) == ("a in 1 layers, then b in 2 layers, then a "
-                                          "in 1 layers")
+    assert runs(["a", "b", "b", "a"]) == (
+        "a in 1 layers, then b in 2 layers, then a in 1 layers"
+    )
     assert runs(["a", "b", "b"], counted=False) == "a, then b"
 
 
@@ -218,8 +226,11 @@ def test_the_diff_view_is_generated_from_the_builders_sections():
         changed = [line for line in block_diff(older, newer) if line[0] in "+-"]
         assert changed, (older, newer)  # every step changes the block
         newer_source = inspect.getsource(BUILDERS[newer])
-        assert all(line[2:].strip() in newer_source
-                   for line in changed if line.startswith("+ "))
+        assert all(
+            line[2:].strip() in newer_source
+            for line in changed
+            if line.startswith("+ ")
+        )
     assert block_expression(BUILDERS["Llama 3"])[0] == "return PreNormBlock("
 
 

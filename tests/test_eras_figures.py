@@ -39,10 +39,14 @@ def test_the_params_figure_plots_exactly_the_library_numbers():
     points = markers(ax)
     moe = {n for n in PUBLISHED_CONFIGS if len(set(parameter_counts(n))) == 2}
     assert moe == {"Mixtral 8x7B", "Qwen3-30B-A3B", "DeepSeek-V3", "gpt-oss-120b"}
-    assert set(points) == ({f"total {n}" for n in PUBLISHED_CONFIGS}
-                           | {f"active {n}" for n in moe})
-    links = {line.get_label().removeprefix("_link "): line for line in ax.lines
-             if line.get_label().startswith("_link")}
+    assert set(points) == (
+        {f"total {n}" for n in PUBLISHED_CONFIGS} | {f"active {n}" for n in moe}
+    )
+    links = {
+        line.get_label().removeprefix("_link "): line
+        for line in ax.lines
+        if line.get_label().startswith("_link")
+    }
     assert set(links) == moe
     for name in PUBLISHED_CONFIGS:
         total, active = parameter_counts(name)
@@ -65,10 +69,16 @@ def test_the_cache_families_are_read_from_the_cache_shapes():
     families = {n: params_figures.cache_family(n) for n in PUBLISHED_CONFIGS}
     assert {n for n, f in families.items() if f == "latent"} == {"DeepSeek-V3"}
     assert {n for n, f in families.items() if f == "windowed"} == {
-        "Mistral 7B v0.1", "Gemma 3 27B", "gpt-oss-120b"}
+        "Mistral 7B v0.1",
+        "Gemma 3 27B",
+        "gpt-oss-120b",
+    }
     fig = params_figures.params_cache_figure(theme="dark")
-    colours = {c.get_label(): tuple(c.get_facecolor()[0])
-               for c in fig.axes[0].collections if c.get_label().startswith("_total")}
+    colours = {
+        c.get_label(): tuple(c.get_facecolor()[0])
+        for c in fig.axes[0].collections
+        if c.get_label().startswith("_total")
+    }
     by_family = {}
     for name, family in families.items():
         by_family.setdefault(family, set()).add(colours[f"_total {name}"])
@@ -79,8 +89,9 @@ def test_the_cache_families_are_read_from_the_cache_shapes():
 
 def test_the_params_alt_text_states_the_library_numbers():
     alt = FIGURES["eras-params-cache"].alt
-    per_token = {n: ledger_row(cache_shape(n))["bytes/token"]
-                 for n in PUBLISHED_CONFIGS}
+    per_token = {
+        n: ledger_row(cache_shape(n))["bytes/token"] for n in PUBLISHED_CONFIGS
+    }
     totals = {n: parameter_counts(n)[0] for n in PUBLISHED_CONFIGS}
     assert round(totals["GPT-2 small"] / 1e6) == 124 and "124 million" in alt
     assert round(totals["DeepSeek-V3"] / 1e9) == 671 and "671 billion" in alt
@@ -90,11 +101,20 @@ def test_the_params_alt_text_states_the_library_numbers():
     assert per_token["Llama 2 7B"] == 512 * KIB and "512 KiB" in alt
     assert min(per_token, key=per_token.get) == "GPT-2 small"
     assert max(per_token, key=per_token.get) == "Llama 2 7B"
-    assert per_token["Mixtral 8x7B"] == per_token["Llama 3 8B"] == per_token[
-        "Mistral 7B v0.1"]
-    assert totals["Mixtral 8x7B"] > 5 * totals["Llama 3 8B"] > 5 * totals["Mistral 7B v0.1"]
-    assert all(per_token[n] < per_token["Llama 3 8B"]
-               for n in ("Qwen3-30B-A3B", "gpt-oss-120b", "DeepSeek-V3"))
+    assert (
+        per_token["Mixtral 8x7B"]
+        == per_token["Llama 3 8B"]
+        == per_token["Mistral 7B v0.1"]
+    )
+    assert (
+        totals["Mixtral 8x7B"]
+        > 5 * totals["Llama 3 8B"]
+        > 5 * totals["Mistral 7B v0.1"]
+    )
+    assert all(
+        per_token[n] < per_token["Llama 3 8B"]
+        for n in ("Qwen3-30B-A3B", "gpt-oss-120b", "DeepSeek-V3")
+    )
     assert 0.95 < per_token["Gemma 3 27B"] / per_token["Llama 2 7B"] < 1
 
 
@@ -102,20 +122,27 @@ def test_the_params_alt_text_states_the_library_numbers():
 # The blocks of the eras
 
 # What each topology draws: the (+) joins and the norm boxes of one block
-DRAWN = {"pre-norm, serial": (2, 2), "post-norm, serial": (2, 2),
-         "sandwich, serial": (2, 4), "output norm, serial": (2, 2),
-         "parallel (one norm)": (1, 1), "parallel (two norms)": (1, 2)}
+DRAWN = {
+    "pre-norm, serial": (2, 2),
+    "post-norm, serial": (2, 2),
+    "sandwich, serial": (2, 4),
+    "output norm, serial": (2, 2),
+    "parallel (one norm)": (1, 1),
+    "parallel (two norms)": (1, 2),
+}
 
 
 def boxes(ax, role: str) -> list[str]:
     """The labels of the panel's boxes of one role ("norm", "attn", "cross", "ffn")."""
-    assert (sum(p.get_label() == f"_{role}" for p in ax.patches)
-            == sum(t.get_label() == f"_{role}" for t in ax.texts))
+    assert sum(p.get_label() == f"_{role}" for p in ax.patches) == sum(
+        t.get_label() == f"_{role}" for t in ax.texts
+    )
     return [t.get_text() for t in ax.texts if t.get_label() == f"_{role}"]
 
 
 def test_the_blocks_figure_has_one_panel_per_era_row_drawn_as_its_block_cell(
-        monkeypatch):
+    monkeypatch,
+):
     built = []
 
     def recorded():  # the figure builds the table itself: keep what it drew
@@ -149,17 +176,28 @@ def test_the_blocks_figure_has_one_panel_per_era_row_drawn_as_its_block_cell(
     plt.close(fig)
 
 
-ROW = {"era": "Test era", "block": "pre-norm, serial", "norm": "RMSNorm",
-       "positions": "RoPE (rotate-half), base 500,000", "attention": "GQA, 32 heads, 8 "
-       "key/value", "windows": "none", "sinks": "none", "FFN": "SwiGLU"}
+ROW = {
+    "era": "Test era",
+    "block": "pre-norm, serial",
+    "norm": "RMSNorm",
+    "positions": "RoPE (rotate-half), base 500,000",
+    "attention": "GQA, 32 heads, 8 key/value",
+    "windows": "none",
+    "sinks": "none",
+    "FFN": "SwiGLU",
+}
 
 
 def test_an_unknown_block_topology_is_refused_and_unknown_columns_are_ignored():
     open_figures = plt.get_fignums()
-    with pytest.raises(ValueError, match=re.escape(
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
             "block must be one of ['output norm, serial', 'parallel (one norm)', "
             "'parallel (two norms)', 'post-norm, serial', 'pre-norm, serial', "
-            "'sandwich, serial'], got 'hybrid, serial'")):
+            "'sandwich, serial'], got 'hybrid, serial'"
+        ),
+    ):
         figures.era_blocks_figure(rows=[ROW, ROW | {"block": "hybrid, serial"}])
     assert plt.get_fignums() == open_figures  # refused before any drawing
     with pytest.raises(ValueError, match=r"^an era_table row needs a 'FFN' cell"):
@@ -170,41 +208,64 @@ def test_an_unknown_block_topology_is_refused_and_unknown_columns_are_ignored():
 
 
 def test_the_panels_read_the_cells():
-    decoder = ROW | {"block": "post-norm, serial", "FFN": "relu",
-                     "attention": "MHA, 8 heads; cross-attention, MHA, 8 heads",
-                     "positions": "sinusoidal, added to the embeddings"}
+    decoder = ROW | {
+        "block": "post-norm, serial",
+        "FFN": "relu",
+        "attention": "MHA, 8 heads; cross-attention, MHA, 8 heads",
+        "positions": "sinusoidal, added to the embeddings",
+    }
     pan = figures.panel(decoder)
     assert (pan.topology, pan.attention, pan.cross, pan.ffn, pan.caption) == (
-        "post", ("MHA", "8 heads"), ("cross-attention", "8 heads"), ("ReLU",),
-        ("sinusoidal positions",))
-    latent = ROW | {"attention": "latent, 128 heads (rank 512, RoPE part 64)",
-                    "FFN": "SwiGLU in 3 layers, then MoE, top-8 of 256 experts + a "
-                           "shared expert in 58 layers",
-                    "positions": "RoPE (interleaved), base 10,000 (YaRN x40)"}
+        "post",
+        ("MHA", "8 heads"),
+        ("cross-attention", "8 heads"),
+        ("ReLU",),
+        ("sinusoidal positions",),
+    )
+    latent = ROW | {
+        "attention": "latent, 128 heads (rank 512, RoPE part 64)",
+        "FFN": "SwiGLU in 3 layers, then MoE, top-8 of 256 experts + a "
+        "shared expert in 58 layers",
+        "positions": "RoPE (interleaved), base 10,000 (YaRN x40)",
+    }
     pan = figures.panel(latent)
     assert pan.attention == ("MLA", "128 heads, rank 512")
     assert pan.ffn == ("MoE: top-8 of 256", "+ a shared expert", "layers 1–3: SwiGLU")
     assert pan.caption == ("RoPE θ=10K (YaRN\u00a0×40)",)
     local_global = ROW | {
-        "positions": "RoPE (rotate-half), base 10,000 / 1,000,000 (positions / 8)"}
+        "positions": "RoPE (rotate-half), base 10,000 / 1,000,000 (positions / 8)"
+    }
     assert figures.panel(local_global).caption == (
-        "RoPE θ=10K / 1M (positions\u00a0/\u00a08)",)  # not broken inside (...)
+        "RoPE θ=10K / 1M (positions\u00a0/\u00a08)",
+    )  # not broken inside (...)
     ru = figures.panel(local_global, "ru").caption
     assert ru == ("RoPE θ=10\u00a0тыс. / 1\u00a0млн", "(позиции\u00a0/\u00a08)")
-    sinks = ROW | {"positions": "RoPE (rotate-half), base 150,000, YaRN x32",
-                   "QK-norm": "per head", "windows": "128 in 18 of 36 layers",
-                   "sinks": "per head"}
+    sinks = ROW | {
+        "positions": "RoPE (rotate-half), base 150,000, YaRN x32",
+        "QK-norm": "per head",
+        "windows": "128 in 18 of 36 layers",
+        "sinks": "per head",
+    }
     pan = figures.panel(sinks, "ru")
     assert pan.attention == ("GQA", "голов: 32 q · 8 kv", "QK-norm")
     assert " · ".join(pan.caption).replace("\u00a0", " ") == (
-        "RoPE θ=150 тыс., YaRN ×32 · окно 128 в 18/36 слоях · стоки")
+        "RoPE θ=150 тыс., YaRN ×32 · окно 128 в 18/36 слоях · стоки"
+    )
     assert len(pan.caption) == 2 and all(  # wrapped to the panel
         figures.text_width(line, figures.LINE_FONT) <= figures.PANEL_W
-        for line in pan.caption)
-    pan = figures.panel(ROW | {"attention": "a new attention", "FFN": "a new FFN",
-                               "positions": ", ".join(["new positions"] * 5)})
+        for line in pan.caption
+    )
+    pan = figures.panel(
+        ROW
+        | {
+            "attention": "a new attention",
+            "FFN": "a new FFN",
+            "positions": ", ".join(["new positions"] * 5),
+        }
+    )
     assert (pan.attention, pan.ffn) == (("a new attention",), ("a new FFN",))  # as is
     assert " ".join(pan.caption) == ", ".join(["new positions"] * 5)
     assert len(pan.caption) > 1 and all(
         figures.text_width(line, figures.LINE_FONT) <= figures.PANEL_W
-        for line in pan.caption)
+        for line in pan.caption
+    )

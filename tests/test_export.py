@@ -34,7 +34,9 @@ F64 = torch.float64
 # One intra-op thread in the interpreters started here, as conftest.py sets it for the
 # tests: side by side on 2 busy cores, OpenMP threads woken per tiny op crawl (x2-3).
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
-INCLUDE = re.compile(r'--8<-- "literate/(?P<module>[a-z_0-9/]+)\.py:(?P<section>[a-z][-_0-9a-z]*)"')
+INCLUDE = re.compile(
+    r'--8<-- "literate/(?P<module>[a-z_0-9/]+)\.py:(?P<section>[a-z][-_0-9a-z]*)"'
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,10 @@ def load(path: Path):
     return module
 
 
-HF_COMPARISONS = {"mixtral": "mixtral_against_hf", "long_context": "long_context_against_hf"}
+HF_COMPARISONS = {
+    "mixtral": "mixtral_against_hf",
+    "long_context": "long_context_against_hf",
+}
 
 
 @pytest.fixture(scope="module")
@@ -71,30 +76,52 @@ def runs(files, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
         "leaked = sorted(m for m in sys.modules if m == 'literate' or m.startswith('literate.'))\n"
         "sys.exit(f'imported {leaked}' if leaked else 0)\n"
     )
-    jobs = [{"name": name, "code": probe, "argv": [str(path)],
-             "cwd": str(tmp_path_factory.mktemp(f"run_{name}"))}
-            for name, path in files.items()]
+    jobs = [
+        {
+            "name": name,
+            "code": probe,
+            "argv": [str(path)],
+            "cwd": str(tmp_path_factory.mktemp(f"run_{name}")),
+        }
+        for name, path in files.items()
+    ]
     for era, function in HF_COMPARISONS.items():
-        code = ("import json, sys\n"
-                "sys.path.insert(0, sys.argv[1])\n"
-                f"from test_export import {function}\n"
-                f"print(json.dumps({function}(sys.argv[2])))\n")
-        jobs.append({"name": f"{era}_vs_hf", "code": code,
-                     "argv": [str(Path(__file__).parent), str(files[era])],
-                     "cwd": str(tmp_path_factory.mktemp(f"hf_{era}"))})
+        code = (
+            "import json, sys\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            f"from test_export import {function}\n"
+            f"print(json.dumps({function}(sys.argv[2])))\n"
+        )
+        jobs.append(
+            {
+                "name": f"{era}_vs_hf",
+                "code": code,
+                "argv": [str(Path(__file__).parent), str(files[era])],
+                "cwd": str(tmp_path_factory.mktemp(f"hf_{era}")),
+            }
+        )
     folder = tmp_path_factory.mktemp("jobs")
     (folder / "jobs.json").write_text(json.dumps(jobs), encoding="utf-8")
     runner = Path(__file__).with_name("fresh_interpreters.py")
-    started = subprocess.run([sys.executable, "-I", str(runner), str(folder / "jobs.json")],
-                             cwd=folder, env=ONE_THREAD, capture_output=True, text=True,
-                             timeout=600)
+    started = subprocess.run(
+        [sys.executable, "-I", str(runner), str(folder / "jobs.json")],
+        cwd=folder,
+        env=ONE_THREAD,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert started.returncode == 0, started.stderr[-3000:]
     codes = json.loads((folder / "codes.json").read_text(encoding="utf-8"))
-    return {job["name"]: subprocess.CompletedProcess(
-                job["argv"], codes[job["name"]],
-                (folder / f"{job['name']}.out").read_text(encoding="utf-8"),
-                (folder / f"{job['name']}.err").read_text(encoding="utf-8"))
-            for job in jobs}
+    return {
+        job["name"]: subprocess.CompletedProcess(
+            job["argv"],
+            codes[job["name"]],
+            (folder / f"{job['name']}.out").read_text(encoding="utf-8"),
+            (folder / f"{job['name']}.err").read_text(encoding="utf-8"),
+        )
+        for job in jobs
+    }
 
 
 @pytest.mark.parametrize("name", sorted(ERAS))
@@ -108,10 +135,14 @@ def test_the_file_runs_alone_and_imports_nothing_from_literate(name, runs):
 def test_every_section_of_an_era_is_shown_on_a_page(name):
     shown = set()
     for page in (ROOT / "docs").rglob("*.md"):
-        shown |= {(m["module"].replace("/", "."), m["section"])
-                  for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))}
+        shown |= {
+            (m["module"].replace("/", "."), m["section"])
+            for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))
+        }
     # the self-check's own helpers are the file's test, not code a page teaches
-    missing = [s for s in ERAS[name].sections if s not in shown and s[0] != "tools.selfcheck"]
+    missing = [
+        s for s in ERAS[name].sections if s not in shown and s[0] != "tools.selfcheck"
+    ]
     assert not missing, f"{name} exports sections no page shows: {missing}"
 
 
@@ -124,11 +155,18 @@ def test_every_era_names_the_production_classes_its_test_compares_with(name):
     import importlib
 
     tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    functions = {node.name: ast.get_source_segment(Path(__file__).read_text(
-        encoding="utf-8"), node) for node in tree.body if isinstance(node, ast.FunctionDef)}
-    sources = "\n".join(source for fn, source in functions.items()
-                        if fn.startswith(f"test_{name}_file_equals")
-                        or fn == f"{name}_against_hf")
+    functions = {
+        node.name: ast.get_source_segment(
+            Path(__file__).read_text(encoding="utf-8"), node
+        )
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
+    sources = "\n".join(
+        source
+        for fn, source in functions.items()
+        if fn.startswith(f"test_{name}_file_equals") or fn == f"{name}_against_hf"
+    )
     assert ERAS[name].equals and sources, name
     for dotted in ERAS[name].equals:
         module, _, cls = dotted.rpartition(".")
@@ -141,7 +179,9 @@ def test_assembled_files_are_deterministic_and_start_with_their_story(files):
         text = assemble(name)
         assert text == files[name].read_text(encoding="utf-8")  # assembled twice
         assert text.startswith('"""') and "from __future__ import annotations" in text
-        assert "literate" not in "\n".join(l for l in text.splitlines() if l.startswith(("import", "from")))
+        assert "literate" not in "\n".join(
+            l for l in text.splitlines() if l.startswith(("import", "from"))
+        )
         long = [line for line in text.splitlines() if len(line) > 88]
         assert not long, f"{name}: lines over 88 characters: {long[:3]}"
 
@@ -152,18 +192,25 @@ def test_a_file_holds_only_what_its_era_uses(files):
     sizes; and every section taken from an era's library defines a name the rest of
     the file uses."""
     llama = files["llama"].read_text(encoding="utf-8")
-    for absent in ("def sinusoidal_table", "class HostReads", "class PublishedAttention",
-                   "def pack_qkv"):
+    for absent in (
+        "def sinusoidal_table",
+        "class HostReads",
+        "class PublishedAttention",
+        "def pack_qkv",
+    ):
         assert absent not in llama, absent
-    assert "def sinusoidal_table" in files["transformer2017"].read_text(encoding="utf-8")
+    assert "def sinusoidal_table" in files["transformer2017"].read_text(
+        encoding="utf-8"
+    )
     for name, era in ERAS.items():
         chosen = used_sections(era)
         for section in chosen:
             if section not in era.library:
                 continue
             others = "\n".join(section_source(*s) for s in chosen if s != section)
-            defined = re.findall(r"^(?:def|class) (\w+)|^(\w+)\s*[:=]",
-                                 section_source(*section), re.M)
+            defined = re.findall(
+                r"^(?:def|class) (\w+)|^(\w+)\s*[:=]", section_source(*section), re.M
+            )
             names = {a or b for a, b in defined}
             assert any(re.search(rf"\b{n}\b", others) for n in names), (name, section)
 
@@ -193,7 +240,9 @@ def test_attention_file_equals_pytorch(files):
         ours.o_proj.weight.copy_(theirs.out_proj.weight)
         ours.o_proj.bias.copy_(theirs.out_proj.bias)
     x = torch.randn(3, 6, 16, dtype=F64, requires_grad=True)
-    valid = torch.tensor([[True] * 6, [True] * 4 + [False] * 2, [True] * 2 + [False] * 4])
+    valid = torch.tensor(
+        [[True] * 6, [True] * 4 + [False] * 2, [True] * 2 + [False] * 4]
+    )
     mask = era.causal_allowed(6, 6)
     a = ours(x, causal=True, key_valid=valid)
     b = theirs(x, x, x, key_padding_mask=~valid, attn_mask=~mask, need_weights=False)[0]
@@ -206,11 +255,14 @@ def test_attention_file_equals_pytorch(files):
 def test_transformer2017_file_equals_pytorch_layers(files):
     era = load(files["transformer2017"])
     torch.manual_seed(0)
-    model = era.EncoderDecoder(11, 16, 2, 32, 2, dropout=0.0, max_length=12).double().eval()
+    model = (
+        era.EncoderDecoder(11, 16, 2, 32, 2, dropout=0.0, max_length=12).double().eval()
+    )
     source = torch.tensor([[3, 4, 5, 2, 0], [6, 7, 2, 0, 0]])
     targets = torch.tensor([[5, 4, 3, 2], [7, 6, 2, 0]])
-    encoder = nn.TransformerEncoder(era.torch_encoder_layer(model.encoder[0]), 2,
-                                    enable_nested_tensor=False)
+    encoder = nn.TransformerEncoder(
+        era.torch_encoder_layer(model.encoder[0]), 2, enable_nested_tensor=False
+    )
     encoder.layers[1] = era.torch_encoder_layer(model.encoder[1])
     decoder = nn.TransformerDecoder(era.torch_decoder_layer(model.decoder[0]), 2)
     decoder.layers[1] = era.torch_decoder_layer(model.decoder[1])
@@ -219,18 +271,35 @@ def test_transformer2017_file_equals_pytorch_layers(files):
         memory = encoder(model.embed(source), src_key_padding_mask=pad)
         y = model.embed(era.shift_right(targets, model.bos_id))
         causal = ~era.causal_allowed(4, 4)
-        hidden = decoder(y, memory, tgt_mask=causal, memory_key_padding_mask=pad,
-                         tgt_key_padding_mask=era.shift_right(targets, model.bos_id) == model.pad_id)
-        torch.testing.assert_close(model(source, targets), model.logits(hidden), atol=1e-12, rtol=0)
+        hidden = decoder(
+            y,
+            memory,
+            tgt_mask=causal,
+            memory_key_padding_mask=pad,
+            tgt_key_padding_mask=era.shift_right(targets, model.bos_id) == model.pad_id,
+        )
+        torch.testing.assert_close(
+            model(source, targets), model.logits(hidden), atol=1e-12, rtol=0
+        )
 
 
 def test_gpt2_file_equals_hugging_face(files):
     import transformers
 
     era = load(files["gpt2"])
-    config = transformers.GPT2Config(vocab_size=61, n_positions=16, n_embd=32, n_layer=2, n_head=4,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                     bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+    config = transformers.GPT2Config(
+        vocab_size=61,
+        n_positions=16,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     theirs = transformers.GPT2LMHeadModel(config).double().eval()
     ours = era.gpt2_from_hf_config(config).double().eval()
@@ -238,8 +307,9 @@ def test_gpt2_file_equals_hugging_face(files):
     ids = torch.randint(1, 61, (2, 9))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), theirs(ids).logits, atol=1e-12, rtol=0)
-    expected = theirs.generate(ids[:, :3], max_new_tokens=6, do_sample=False, pad_token_id=0,
-                               eos_token_id=None)
+    expected = theirs.generate(
+        ids[:, :3], max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None
+    )
     assert torch.equal(ours.generate(ids[:, :3], 6), expected)
     cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_gpt2)
 
@@ -256,16 +326,31 @@ def cached_and_beam_equal_hugging_face(era, ours, theirs, load_hf):
     load_hf(ours, theirs.state_dict(), theirs.config)
     ids = torch.randint(1, 61, (3, 5))
     mask = torch.tensor([[1] * 5, [0, 0, 1, 1, 1], [0, 0, 0, 0, 1]])
-    hf = dict(attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0,
-              eos_token_id=None)
+    hf = dict(
+        attention_mask=mask,
+        max_new_tokens=6,
+        do_sample=False,
+        pad_token_id=0,
+        eos_token_id=None,
+    )
     tokens = era.generate(ours, ids, 6, valid=mask.bool())
     assert torch.equal(tokens, theirs.generate(ids, **hf))
     assert len(set(tokens[:, 5:].flatten().tolist())) >= 6  # not one repeated token
-    beams = theirs.generate(ids, num_beams=3, length_penalty=0.6, output_scores=True,
-                            return_dict_in_generate=True, **hf)
-    sequences, scores = era.beam_generate(ours, ids, 3, 6, valid=mask.bool(), length_penalty=0.6)
+    beams = theirs.generate(
+        ids,
+        num_beams=3,
+        length_penalty=0.6,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **hf,
+    )
+    sequences, scores = era.beam_generate(
+        ours, ids, 3, 6, valid=mask.bool(), length_penalty=0.6
+    )
     assert torch.equal(sequences, beams.sequences)
-    assert (scores - beams.sequences_scores).abs().max() < 16 * 2.0**-23 * scores.abs().max()
+    assert (
+        scores - beams.sequences_scores
+    ).abs().max() < 16 * 2.0**-23 * scores.abs().max()
 
 
 def test_llama_file_equals_hugging_face(files):
@@ -277,11 +362,20 @@ def test_llama_file_equals_hugging_face(files):
 
     era = load(files["llama"])
     config = transformers.LlamaConfig(
-        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=88, num_hidden_layers=2, max_position_embeddings=32,
-        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1e4},
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
-        attn_implementation="sdpa")
+        vocab_size=61,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=88,
+        num_hidden_layers=2,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     theirs = transformers.LlamaForCausalLM(config).double().eval()
     with torch.no_grad():
@@ -296,15 +390,22 @@ def test_llama_file_equals_hugging_face(files):
         assert 1e-12 < (got - want).abs().max() <= 16 * 2.0**-23 * want.abs().max()
         norms = [m for m in theirs.modules() if type(m).__name__ == "LlamaRMSNorm"]
         for m in norms:  # HF's own formula, in the input's dtype
-            m.forward = (lambda x, m=m: m.weight * x * torch.rsqrt(
-                x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon))
+            m.forward = lambda x, m=m: (
+                m.weight
+                * x
+                * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
+            )
         try:
             torch.testing.assert_close(got, theirs(ids).logits, atol=1e-12, rtol=0)
         finally:
             for m in norms:
                 del m.forward
-    expected = theirs.generate(ids[:, :3], attention_mask=torch.ones_like(ids[:, :3]),
-                               max_new_tokens=6, do_sample=False)
+    expected = theirs.generate(
+        ids[:, :3],
+        attention_mask=torch.ones_like(ids[:, :3]),
+        max_new_tokens=6,
+        do_sample=False,
+    )
     assert torch.equal(ours.generate(ids[:, :3], 6), expected)
     cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_llama)
 
@@ -321,21 +422,43 @@ def test_quick_file_equals_hugging_face(files, family):
     era = load(files["quick"])
     qwen3 = family == "Qwen3ForCausalLM"
     config = getattr(transformers, "Qwen3Config" if qwen3 else "LlamaConfig")(
-        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=48, num_hidden_layers=2, rms_norm_eps=1e-6,
+        vocab_size=61,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 1e6 if qwen3 else 1e4},
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
-        tie_word_embeddings=False, attn_implementation="sdpa",
-        **({"head_dim": 16} if qwen3 else {}))
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+        **({"head_dim": 16} if qwen3 else {}),
+    )
     torch.manual_seed(0)
     theirs = getattr(transformers, family)(config).double().eval()
     with torch.no_grad():
         for p in theirs.parameters():
             if p.ndim == 1:
                 p.normal_(1.0, 0.3)
-    ours = era.LlamaModel(vocab_size=61, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2,
-                          d_ff=48, d_head=16 if qwen3 else None, eps=1e-6, qk_norm=qwen3,
-                          rope_base=config.rope_parameters["rope_theta"]).double().eval()
+    ours = (
+        era.LlamaModel(
+            vocab_size=61,
+            d_model=32,
+            n_layers=2,
+            n_heads=4,
+            n_kv_heads=2,
+            d_ff=48,
+            d_head=16 if qwen3 else None,
+            eps=1e-6,
+            qk_norm=qwen3,
+            rope_base=config.rope_parameters["rope_theta"],
+        )
+        .double()
+        .eval()
+    )
     era.load_hf_llama(ours, theirs.state_dict())
     ids = torch.randint(0, 61, (2, 9))
     with torch.no_grad():
@@ -344,13 +467,17 @@ def test_quick_file_equals_hugging_face(files, family):
     norms = [m for m in theirs.modules() if type(m).__name__.endswith("RMSNorm")]
     assert len(norms) == (2 * 2 + 1) + (2 * 2 if qwen3 else 0)
     for m in norms:  # HF's own formula, in the input's dtype
-        m.forward = (lambda x, m=m: m.weight * x * torch.rsqrt(
-            x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon))
+        m.forward = lambda x, m=m: (
+            m.weight
+            * x
+            * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
+        )
     try:
         for model, logits in ((ours, ours(ids)), (theirs, theirs(ids).logits)):
             model.zero_grad()
-            nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1),
-                                        ids[:, 1:].flatten()).backward()
+            nn.functional.cross_entropy(
+                logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()
+            ).backward()
         torch.testing.assert_close(ours(ids), theirs(ids).logits, atol=1e-12, rtol=0)
     finally:
         for m in norms:
@@ -361,8 +488,12 @@ def test_quick_file_equals_hugging_face(files, family):
             name = re.sub(hf_name, our_name, name)
         torch.testing.assert_close(mine[name].grad, p.grad, atol=1e-12, rtol=0)
     prompt = ids[:, :4]
-    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                           max_new_tokens=8, do_sample=False)
+    want = theirs.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=8,
+        do_sample=False,
+    )
     assert torch.equal(era.generate(ours, prompt, max_new_tokens=8), want)
     assert len(set(want[:, 4:].flatten().tolist())) >= 3  # not one repeated token
 
@@ -380,8 +511,9 @@ def worst(labels, ours, theirs) -> dict[str, tuple[float, float]]:
     return found
 
 
-def within(found: dict[str, tuple[float, float]], *, ulps: float = 0.0,
-           atol: float = 0.0) -> float:
+def within(
+    found: dict[str, tuple[float, float]], *, ulps: float = 0.0, atol: float = 0.0
+) -> float:
     """The largest difference of `found`, each within atol + ulps F32_BOUND of its
     largest entry (AssertionError naming the first that is not)."""
     for label, (diff, size) in found.items():
@@ -417,12 +549,24 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
         raise AssertionError("the interpreter must hold the file's grouped_mm ops only")
     era = load(Path(path))
     settings = dict(
-        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=24, num_hidden_layers=2, num_local_experts=4,
-        num_experts_per_tok=2, max_position_embeddings=32, rms_norm_eps=1e-5,
+        vocab_size=61,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=24,
+        num_hidden_layers=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-5,
         rope_parameters={"rope_type": "default", "rope_theta": 1e6},
-        router_aux_loss_coef=0.02, router_jitter_noise=0.0, bos_token_id=None,
-        eos_token_id=None, pad_token_id=None, attn_implementation="sdpa")
+        router_aux_loss_coef=0.02,
+        router_jitter_noise=0.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="sdpa",
+    )
     config = transformers.MixtralConfig(**settings, experts_implementation="eager")
     torch.manual_seed(0)
     theirs = transformers.MixtralForCausalLM(config).double().eval()
@@ -446,19 +590,27 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
     def compare(ours, theirs) -> tuple[dict, dict]:
         """(logits and their gradients, the balancing loss and its gradients)."""
         mine = dict(ours.named_parameters())
-        wrt = [mine[our_name(n)] for n in names], [theirs.get_parameter(n)
-                                                   for n in names]
+        wrt = (
+            [mine[our_name(n)] for n in names],
+            [theirs.get_parameter(n) for n in names],
+        )
         got = ours(ids)
         out = theirs(input_ids=ids, output_router_logits=True)
         aux = era.router_aux_loss(ours), out.aux_loss
-        grads = [torch.autograd.grad((logits * probe.to(logits.dtype)).sum(), params,
-                                     retain_graph=True)
-                 for logits, params in zip((got, out.logits), wrt)]
-        aux_grads = [torch.autograd.grad(loss, params, allow_unused=True)
-                     for loss, params in zip(aux, wrt)]
-        return (worst(["logits", *names], [got, *grads[0]], [out.logits, *grads[1]]),
-                worst(["aux", *names], [aux[0], *aux_grads[0]],
-                      [aux[1], *aux_grads[1]]))
+        grads = [
+            torch.autograd.grad(
+                (logits * probe.to(logits.dtype)).sum(), params, retain_graph=True
+            )
+            for logits, params in zip((got, out.logits), wrt)
+        ]
+        aux_grads = [
+            torch.autograd.grad(loss, params, allow_unused=True)
+            for loss, params in zip(aux, wrt)
+        ]
+        return (
+            worst(["logits", *names], [got, *grads[0]], [out.logits, *grads[1]]),
+            worst(["aux", *names], [aux[0], *aux_grads[0]], [aux[1], *aux_grads[1]]),
+        )
 
     measured = {}
     logits, balance = compare(ours, theirs)
@@ -468,8 +620,10 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
     measured["balancing loss, HF as it is"] = within(balance, ulps=1)
     norms = [m for m in theirs.modules() if type(m).__name__ == "MixtralRMSNorm"]
     for m in norms:  # HF's own formula, in the input's dtype
-        m.forward = (lambda x, m=m: m.weight * (x * torch.rsqrt(
-            x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)))
+        m.forward = lambda x, m=m: (
+            m.weight
+            * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon))
+        )
     try:
         logits, balance = compare(ours, theirs)
     finally:
@@ -480,8 +634,12 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
     if not era.router_aux_loss(ours) > 2:  # uniform routing gives k = 2
         raise AssertionError("the routing is uniform: the loss proves little")
 
-    expected = theirs.generate(ids[:, :3], attention_mask=torch.ones_like(ids[:, :3]),
-                               max_new_tokens=6, do_sample=False)
+    expected = theirs.generate(
+        ids[:, :3],
+        attention_mask=torch.ones_like(ids[:, :3]),
+        max_new_tokens=6,
+        do_sample=False,
+    )
     if not torch.equal(ours.generate(ids[:, :3], 6), expected):
         raise AssertionError("generate differs from HF's greedy generate")
     cached_and_beam_equal_hugging_face(era, ours, theirs, era.load_hf_mixtral)
@@ -493,7 +651,8 @@ def mixtral_against_hf(path: str) -> dict[str, float]:
     theirs32.load_state_dict(theirs.float().state_dict())
     ours.float()
     if theirs32.config._experts_implementation != path or any(
-            b.ffn.experts.takes_grouped(torch.float32) != grouped for b in ours.blocks):
+        b.ffn.experts.takes_grouped(torch.float32) != grouped for b in ours.blocks
+    ):
         raise AssertionError(f"float32 must take the {path} path on both sides")
     logits, balance = compare(ours, theirs32)
     measured[f"float32, both on {path}"] = within(logits, ulps=1)
@@ -533,12 +692,22 @@ def long_context_against_hf(path: str) -> dict[str, float]:
     era = load(Path(path))
     measured = {}
     config = transformers.MistralConfig(
-        vocab_size=61, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=48, num_hidden_layers=2, max_position_embeddings=64,
-        rms_norm_eps=1e-5, sliding_window=4, tie_word_embeddings=False,
+        vocab_size=61,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-5,
+        sliding_window=4,
+        tie_word_embeddings=False,
         rope_parameters={"rope_type": "default", "rope_theta": 1e4},
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
-        attn_implementation="sdpa")
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     theirs = transformers.MistralForCausalLM(config).double().eval()
     with torch.no_grad():
@@ -554,10 +723,15 @@ def long_context_against_hf(path: str) -> dict[str, float]:
     ids = torch.randint(0, 61, (2, 12))
     with torch.no_grad():
         measured["mistral logits"] = within(
-            worst(["logits"], [ours(ids)], [theirs(ids).logits]), ulps=1)
+            worst(["logits"], [ours(ids)], [theirs(ids).logits]), ulps=1
+        )
         prompt = ids[:, :6]
-        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                               max_new_tokens=20, do_sample=False)
+        want = theirs.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=20,
+            do_sample=False,
+        )
     got = era.generate(ours, prompt, 20)
     if not torch.equal(got, want) or not torch.equal(ours.generate(prompt, 20), want):
         raise AssertionError("greedy decoding past the window differs from HF's")
@@ -565,48 +739,95 @@ def long_context_against_hf(path: str) -> dict[str, float]:
         raise AssertionError("one repeated token proves little")
 
     oss = transformers.GptOssConfig(
-        vocab_size=16, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=8, num_hidden_layers=2, intermediate_size=8, num_local_experts=2,
-        num_experts_per_tok=1, sliding_window=4,
+        vocab_size=16,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        num_hidden_layers=2,
+        intermediate_size=8,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=4,
         layer_types=["sliding_attention", "full_attention"],
         rope_parameters={"rope_type": "default", "rope_theta": 150000.0},
-        max_position_embeddings=64, attn_implementation="eager")
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
     x = torch.randn(2, 9, 32, dtype=F64)
     positions = torch.arange(9)
     for layer, window in ((0, 4), (1, None)):
         theirs = modeling_gpt_oss.GptOssAttention(oss, layer).double().eval()
-        make, options = ((era.SinkAttention, {}) if window is None else
-                         (era.SlidingWindowSinkAttention, {"window": window}))
-        mine = make(32, 4, 2, d_head=8, bias=True, rope=era.gpt_oss_rope(oss)(),
-                    **options).double().eval()
+        make, options = (
+            (era.SinkAttention, {})
+            if window is None
+            else (era.SlidingWindowSinkAttention, {"window": window})
+        )
+        mine = (
+            make(32, 4, 2, d_head=8, bias=True, rope=era.gpt_oss_rope(oss)(), **options)
+            .double()
+            .eval()
+        )
         with torch.no_grad():
             for p in mine.parameters():
                 p.normal_(0.0, 0.5)
             mine.sinks.normal_(0.0, 2.0)
         theirs.load_state_dict(mine.state_dict(), strict=True)
-        allowed = (era.window_allowed(positions, positions, window) if window
-                   else era.causal_allowed(9, 9))
-        additive = torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed,
-                                                                     float("-inf"))
+        allowed = (
+            era.window_allowed(positions, positions, window)
+            if window
+            else era.causal_allowed(9, 9)
+        )
+        additive = torch.zeros(allowed.shape, dtype=F64).masked_fill(
+            ~allowed, float("-inf")
+        )
         cos_sin = modeling_gpt_oss.GptOssRotaryEmbedding(oss)(x, positions[None])
         with torch.no_grad():
-            found = worst(["out"], [mine(x, causal=True)],
-                          [theirs(x, cos_sin, additive[None, None])[0]])
+            found = worst(
+                ["out"],
+                [mine(x, causal=True)],
+                [theirs(x, cos_sin, additive[None, None])[0]],
+            )
         measured[f"GptOssAttention, layer {layer}"] = within(found, atol=1e-12)
 
     deepseek = transformers.DeepseekV3Config(
-        vocab_size=61, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-        n_shared_experts=1, n_routed_experts=8, num_experts_per_tok=2, n_group=4,
-        topk_group=2, first_k_dense_replace=1, routed_scaling_factor=2.5,
-        q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=10, qk_rope_head_dim=6,
-        v_head_dim=12, max_position_embeddings=32, rms_norm_eps=1e-5,
-        initializer_range=0.2, tie_word_embeddings=False,
-        rope_parameters={"rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0,
-                         "original_max_position_embeddings": 8, "mscale": 1.0,
-                         "mscale_all_dim": 1.0},
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
-        attn_implementation="sdpa", experts_implementation="eager")
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        n_shared_experts=1,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        routed_scaling_factor=2.5,
+        q_lora_rank=24,
+        kv_lora_rank=16,
+        qk_nope_head_dim=10,
+        qk_rope_head_dim=6,
+        v_head_dim=12,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-5,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10_000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 8,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="sdpa",
+        experts_implementation="eager",
+    )
     torch.manual_seed(0)
     theirs = transformers.DeepseekV3ForCausalLM(deepseek).double().eval()
     with torch.no_grad():
@@ -622,10 +843,15 @@ def long_context_against_hf(path: str) -> dict[str, float]:
     ids = torch.randint(0, 61, (2, 20))  # past YaRN's original context of 8
     with torch.no_grad():
         measured["deepseek-v3 logits"] = within(
-            worst(["logits"], [ours(ids)], [theirs(ids).logits]), ulps=1)
+            worst(["logits"], [ours(ids)], [theirs(ids).logits]), ulps=1
+        )
         prompt = ids[:, :6]
-        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                               max_new_tokens=10, do_sample=False)
+        want = theirs.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=10,
+            do_sample=False,
+        )
     if not torch.equal(era.generate(ours, prompt, 10), want):
         raise AssertionError("DeepSeek-V3's greedy decoding differs from HF's")
     return measured

@@ -26,8 +26,11 @@ def loader_modules() -> set[str]:
     `load_hf_<name>` for their own name: a whole model that loads from a checkpoint."""
     found = set()
     for path in MODELS.glob("*.py"):
-        names = {node.name for node in ast.parse(path.read_text(encoding="utf-8")).body
-                 if isinstance(node, ast.FunctionDef)}
+        names = {
+            node.name
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef)
+        }
         if {f"{path.stem}_from_hf_config", f"load_hf_{path.stem}"} <= names:
             found.add(path.stem)
     return found

@@ -10,7 +10,9 @@ from literate.parts.ffn import DenseFFN, GatedFFN, gelu_tanh
 
 
 def rand(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
 
 
 def n_params(module):
@@ -20,7 +22,10 @@ def n_params(module):
 def test_dense_ffn_is_the_two_layer_formula():
     ffn = DenseFFN(6, 24, F.relu).double()
     x = rand(2, 3, 6)
-    expected = F.relu(x @ ffn.up_proj.weight.T + ffn.up_proj.bias) @ ffn.down_proj.weight.T + ffn.down_proj.bias
+    expected = (
+        F.relu(x @ ffn.up_proj.weight.T + ffn.up_proj.bias) @ ffn.down_proj.weight.T
+        + ffn.down_proj.bias
+    )
     torch.testing.assert_close(ffn(x), expected, atol=1e-12, rtol=0)
 
 
@@ -42,17 +47,23 @@ def test_gelu_tanh_is_the_gpt2_approximation():
     x = torch.linspace(-5, 5, 101, dtype=torch.float64)
     expected = 0.5 * x * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (x + 0.044715 * x**3)))
     torch.testing.assert_close(gelu_tanh(x), expected, atol=1e-12, rtol=0)
-    assert not torch.allclose(gelu_tanh(x), F.gelu(x), atol=1e-5)  # it is an approximation
+    assert not torch.allclose(
+        gelu_tanh(x), F.gelu(x), atol=1e-5
+    )  # it is an approximation
 
 
 def test_gated_ffn_equals_hugging_face_llama_mlp_by_state_dict():
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaMLP
 
-    config = LlamaConfig(hidden_size=8, intermediate_size=20, num_attention_heads=2, hidden_act="silu")
+    config = LlamaConfig(
+        hidden_size=8, intermediate_size=20, num_attention_heads=2, hidden_act="silu"
+    )
     theirs = LlamaMLP(config).double()
     ours = GatedFFN(8, 20, F.silu).double()
-    ours.load_state_dict(theirs.state_dict())  # same names: gate_proj, up_proj, down_proj
+    ours.load_state_dict(
+        theirs.state_dict()
+    )  # same names: gate_proj, up_proj, down_proj
     x = rand(2, 5, 8).requires_grad_()
     a, b = ours(x), theirs(x)
     torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
@@ -71,7 +82,9 @@ def test_bad_input_is_refused(cls):
         cls(0, 8, F.relu)
     with pytest.raises(TypeError, match=r"^d_model must be an int, got bool$"):
         cls(True, 8, F.relu)
-    with pytest.raises(TypeError, match=r"^activation must be a function such as F\.relu, got str$"):
+    with pytest.raises(
+        TypeError, match=r"^activation must be a function such as F\.relu, got str$"
+    ):
         cls(4, 8, "relu")
     for bias, kind in (("no", "str"), (1, "int"), (None, "NoneType")):
         with pytest.raises(TypeError, match=rf"^bias must be a bool, got {kind}$"):
@@ -79,9 +92,13 @@ def test_bad_input_is_refused(cls):
     ffn = cls(4, 8, F.relu)
     with pytest.raises(ValueError, match=r"^x must have last axis 4, got \(3, 5\)$"):
         ffn(torch.randn(3, 5))
-    with pytest.raises(TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"):
+    with pytest.raises(
+        TypeError, match=r"^x must be a floating-point tensor, got torch\.int64$"
+    ):
         ffn(torch.ones(3, 4, dtype=torch.int64))
-    with pytest.raises(TypeError, match=r"^x is torch\.float64, the layer's parameters torch\.float32$"):
+    with pytest.raises(
+        TypeError, match=r"^x is torch\.float64, the layer's parameters torch\.float32$"
+    ):
         ffn(torch.ones(3, 4, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"^x is on cpu, the layer on meta$"):
         cls(4, 8, F.relu).to("meta")(torch.ones(3, 4))
@@ -90,7 +107,9 @@ def test_bad_input_is_refused(cls):
 def test_check_activation_returns_what_it_is_given():
     from literate.parts.ffn import check_activation
 
-    assert check_activation(F.silu) is F.silu and check_activation(gelu_tanh) is gelu_tanh
+    assert (
+        check_activation(F.silu) is F.silu and check_activation(gelu_tanh) is gelu_tanh
+    )
     module = torch.nn.GELU()
     assert check_activation(module) is module  # any callable, a module too
 

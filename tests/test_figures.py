@@ -59,7 +59,9 @@ def test_figure_renders_small_in_each_language(name, language):
     if language == "ru":
         assert CYRILLIC.search(words), f"{name}: no Russian label in {words!r}"
     else:
-        assert not CYRILLIC.search(words), f"{name}: Russian left in the English figure: {words!r}"
+        assert not CYRILLIC.search(words), (
+            f"{name}: Russian left in the English figure: {words!r}"
+        )
     if language != "en":  # the SVG is the same drawing with other words: written once
         plt.close(fig)
         return
@@ -73,13 +75,22 @@ def _hexes(value) -> list[str]:
     """The colours in a getter's value (one colour, or rows of them) as #rrggbbaa."""
     from matplotlib.colors import to_hex
 
-    if isinstance(value, str) or (len(value) in (3, 4) and all(isinstance(v, (int, float)) for v in value)):
+    if isinstance(value, str) or (
+        len(value) in (3, 4) and all(isinstance(v, (int, float)) for v in value)
+    ):
         return [to_hex(value, keep_alpha=True)]
     return [to_hex(row, keep_alpha=True) for row in value]
 
 
-COLOUR_GETTERS = ("get_color", "get_facecolor", "get_edgecolor", "get_markerfacecolor",
-                  "get_markeredgecolor", "get_facecolors", "get_edgecolors")
+COLOUR_GETTERS = (
+    "get_color",
+    "get_facecolor",
+    "get_edgecolor",
+    "get_markerfacecolor",
+    "get_markeredgecolor",
+    "get_facecolors",
+    "get_edgecolors",
+)
 
 
 def artist_colours(fig) -> list[tuple[str, tuple[str, ...]]]:
@@ -95,9 +106,13 @@ def artist_colours(fig) -> list[tuple[str, tuple[str, ...]]]:
     return rows
 
 
-def as_dark(rows: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, tuple[str, ...]]]:
-    return [(kind, tuple(DARK_OF_LIGHT.get(c[:7], c[:7]) + c[7:] for c in colours))
-            for kind, colours in rows]
+def as_dark(
+    rows: list[tuple[str, tuple[str, ...]]],
+) -> list[tuple[str, tuple[str, ...]]]:
+    return [
+        (kind, tuple(DARK_OF_LIGHT.get(c[:7], c[:7]) + c[7:] for c in colours))
+        for kind, colours in rows
+    ]
 
 
 # Drawing every figure twice more is 15-20 s of CPU: with the readers' checks (what a
@@ -114,7 +129,10 @@ def test_a_recoloured_figure_is_what_drawing_it_dark_gives(name):
     try:
         assert not light.findobj(match=lambda a: type(a).__name__ == "AxesImage")
         light_rows, dark_rows = artist_colours(light), artist_colours(dark)
-        assert len(light_rows) == len(dark_rows) and sum(len(c) for _, c in light_rows) > 10
+        assert (
+            len(light_rows) == len(dark_rows)
+            and sum(len(c) for _, c in light_rows) > 10
+        )
         assert as_dark(light_rows) == dark_rows
     finally:
         plt.close(light)
@@ -125,8 +143,11 @@ def marker_ids_numbered(svg: bytes) -> str:
     """The SVG with its marker ids (hashes of a marker's path and style, so of its
     colours too) numbered by first appearance."""
     ids: dict[str, str] = {}
-    return re.sub(r"\bm[0-9a-f]{10}\b", lambda m: ids.setdefault(m.group(0), f"marker{len(ids)}"),
-                  svg.decode("utf-8"))
+    return re.sub(
+        r"\bm[0-9a-f]{10}\b",
+        lambda m: ids.setdefault(m.group(0), f"marker{len(ids)}"),
+        svg.decode("utf-8"),
+    )
 
 
 @pytest.mark.parametrize("name", ["kv-cache-memory", "sampling-distributions"])
@@ -137,7 +158,9 @@ def test_the_recoloured_svg_is_the_dark_drawing_byte_for_byte_but_marker_ids(nam
     assert name not in DRAWN_DARK
     light = svg_bytes(FIGURES[name].draw(theme="light"))
     drawn_dark = svg_bytes(FIGURES[name].draw(theme="dark"))
-    assert recolour_dark(light) != light and render(name, theme="dark") == recolour_dark(light)
+    assert recolour_dark(light) != light and render(
+        name, theme="dark"
+    ) == recolour_dark(light)
     assert marker_ids_numbered(recolour_dark(light)) == marker_ids_numbered(drawn_dark)
 
 
@@ -151,6 +174,7 @@ def test_each_light_colour_has_one_dark_colour():
 def test_the_colours_a_recolouring_cannot_see_are_caught():
     """The check above fails for a figure that draws a fixed colour equal to a light
     palette colour (as box labels in the light ink would: they are in BOX_INK)."""
+
     def boxes(theme: str):
         fig = FIGURES["sampling-distributions"].draw(theme=theme)
         fig.axes[0].text(0, 0, "label on a box", color="#2E3440")  # the same in both
@@ -168,15 +192,24 @@ def test_light_and_dark_differ_and_each_is_byte_reproducible():
     assert light == render(name, theme="light")
     dark = render(name, theme="dark")
     assert dark != light
-    assert b"#2e3440" in light.lower() and b"#eceff4" in dark.lower()  # ink colour per theme
+    assert (
+        b"#2e3440" in light.lower() and b"#eceff4" in dark.lower()
+    )  # ink colour per theme
 
 
 def test_unknown_figure_language_or_theme_is_refused():
-    with pytest.raises(ValueError, match=r"^name must be one of \['attention-masks', .*\], got 'no-such-figure'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^name must be one of \['attention-masks', .*\], got 'no-such-figure'$",
+    ):
         render("no-such-figure")
-    with pytest.raises(ValueError, match=r"^language must be one of \['en', 'ru'\], got 'de'$"):
+    with pytest.raises(
+        ValueError, match=r"^language must be one of \['en', 'ru'\], got 'de'$"
+    ):
         FIGURES["attention-masks"].draw(language="de")
-    with pytest.raises(ValueError, match=r"^theme must be one of \['light', 'dark'\], got 'sepia'$"):
+    with pytest.raises(
+        ValueError, match=r"^theme must be one of \['light', 'dark'\], got 'sepia'$"
+    ):
         FIGURES["attention-masks"].draw(theme="sepia")
 
 
@@ -192,19 +225,25 @@ def test_hook_draws_once_then_reuses_until_the_code_changes(tmp_path, monkeypatc
     monkeypatch.setattr(literate.figures, "render", fake_render)
     first = figure_files.ensure_figures(tmp_path)
     # every light variant drawn, dark ones only where recolouring the light one will not do
-    assert sorted(calls) == sorted([(n, "en", "light") for n in FIGURES]
-                                   + [(n, "en", "dark") for n in DRAWN_DARK])
+    assert sorted(calls) == sorted(
+        [(n, "en", "light") for n in FIGURES] + [(n, "en", "dark") for n in DRAWN_DARK]
+    )
     recoloured = first.paths["figures/sampling-nucleus-dark.svg"].read_bytes()
     assert recoloured == recolour_dark(b"<svg>sampling-nucleus light</svg>")
     assert len(first.drawn) == 2 * len(FIGURES) and not first.reused
     second = figure_files.ensure_figures(tmp_path)
     assert not second.drawn and len(second.reused) == 2 * len(FIGURES)
     assert second.paths == first.paths
-    assert set(second.paths) == {f"figures/{n}-{t}.svg" for n in FIGURES for t in ("light", "dark")}
+    assert set(second.paths) == {
+        f"figures/{n}-{t}.svg" for n in FIGURES for t in ("light", "dark")
+    }
     monkeypatch.setattr(figure_files, "code_fingerprint", lambda: "edited")
     third = figure_files.ensure_figures(tmp_path)
     assert len(third.drawn) == 2 * len(FIGURES)
-    assert third.paths["figures/attention-masks-dark.svg"].read_bytes() == b"<svg>attention-masks dark</svg>"
+    assert (
+        third.paths["figures/attention-masks-dark.svg"].read_bytes()
+        == b"<svg>attention-masks dark</svg>"
+    )
 
 
 def test_fingerprint_covers_every_module_of_literate(tmp_path, monkeypatch):
@@ -217,11 +256,15 @@ def test_fingerprint_covers_every_module_of_literate(tmp_path, monkeypatch):
         target.write_bytes(path.read_bytes())
     monkeypatch.setattr(figure_files, "ROOT", fake_root)
     assert figure_files.code_fingerprint() == before
-    (fake_root / "literate" / "parts" / "attention.py").write_text("# edited\n", encoding="utf-8")
+    (fake_root / "literate" / "parts" / "attention.py").write_text(
+        "# edited\n", encoding="utf-8"
+    )
     assert figure_files.code_fingerprint() != before
 
 
-def test_planning_draws_nothing_and_a_failed_background_drawing_fails_the_build(tmp_path):
+def test_planning_draws_nothing_and_a_failed_background_drawing_fails_the_build(
+    tmp_path,
+):
     from concurrent.futures import Future
 
     report = figure_files.plan_figures(tmp_path)
@@ -252,7 +295,9 @@ def test_figures_draw_what_literate_studies_measures():
     assert sampling_figures.nucleus_example is studies.nucleus_example
     for module in (attention_figures, gpt2_figures, sampling_figures):
         for name in studies.__all__:
-            assert getattr(module, name, getattr(studies, name)) is getattr(studies, name), (module.__name__, name)
+            assert getattr(module, name, getattr(studies, name)) is getattr(
+                studies, name
+            ), (module.__name__, name)
 
 
 def test_studies_are_reproducible():
@@ -261,7 +306,9 @@ def test_studies_are_reproducible():
     from literate.numbers import studies
 
     assert studies.score_statistics(64, 4_000) == studies.score_statistics(64, 4_000)
-    assert studies.score_statistics(64, 4_000) != studies.score_statistics(64, 4_000, seed=19)
+    assert studies.score_statistics(64, 4_000) != studies.score_statistics(
+        64, 4_000, seed=19
+    )
     threads = torch.get_num_threads()
     for position in studies.NORM_POSITIONS:
         for init in studies.INITS:
@@ -269,13 +316,17 @@ def test_studies_are_reproducible():
                 once = studies.init_study(position, 3, init=init, input_std=input_std)
                 torch.set_num_threads(2)  # the study fixes its own thread count
                 try:
-                    again = studies.init_study(position, 3, init=init, input_std=input_std)
+                    again = studies.init_study(
+                        position, 3, init=init, input_std=input_std
+                    )
                 finally:
                     torch.set_num_threads(threads)
                 assert once == again and len(once.ffn_grad) == len(once.stream_rms) == 3
     assert studies.sampling_scenario() == studies.sampling_scenario()
     std = studies.GPT2_INPUT_STD
-    assert studies.gradient_study("gpt2", std) is studies.gradient_study("gpt2", std)  # one measurement
+    assert studies.gradient_study("gpt2", std) is studies.gradient_study(
+        "gpt2", std
+    )  # one measurement
 
 
 def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one():
@@ -288,22 +339,33 @@ def test_the_input_scale_reaches_the_pre_norm_stream_and_not_the_post_norm_one()
     assert std == 0.02 * math.sqrt(2)
     small = studies.init_study("pre", 3, init="gpt2", input_std=std)
     unit = studies.init_study("pre", 3, init="gpt2")
-    assert all(r < 0.05 for r in small.stream_rms) and all(abs(r - 1) < 0.02 for r in unit.stream_rms)
+    assert all(r < 0.05 for r in small.stream_rms) and all(
+        abs(r - 1) < 0.02 for r in unit.stream_rms
+    )
     assert small.ffn_grad[-1] > 20 * unit.ffn_grad[-1]  # the final norm's 1 / RMS
     post_small = studies.init_study("post", 3, init="gpt2", input_std=std)
     post_unit = studies.init_study("post", 3, init="gpt2")
-    assert all(abs(a / b - 1) < 0.02 for a, b in zip(post_small.ffn_grad, post_unit.ffn_grad))
+    assert all(
+        abs(a / b - 1) < 0.02 for a, b in zip(post_small.ffn_grad, post_unit.ffn_grad)
+    )
 
 
 def test_the_gradient_figure_draws_gpt2_at_its_embedding_scale():
     import literate.figures.gpt2 as gpt2_figures
     from literate.numbers import studies
 
-    assert gpt2_figures.GRADIENT_ROWS == (("xavier", "xavier", 1.0), ("gpt2", "gpt2", studies.GPT2_INPUT_STD))
+    assert gpt2_figures.GRADIENT_ROWS == (
+        ("xavier", "xavier", 1.0),
+        ("gpt2", "gpt2", studies.GPT2_INPUT_STD),
+    )
     assert gpt2_figures.CONTROL == ("gpt2", 1.0)
     fig = gpt2_figures.gradient_figure(language="en", theme="light")
     words = " ".join(figure_texts(fig))
-    assert "input RMS 0.028" in words and "next to the input" in words and "embeddings)" in words
+    assert (
+        "input RMS 0.028" in words
+        and "next to the input" in words
+        and "embeddings)" in words
+    )
     plt.close(fig)
 
 
@@ -323,21 +385,35 @@ def test_sampling_studies_are_next_token_distribution():
     nucleus = torch.tensor(studies.NUCLEUS_LOGITS, dtype=torch.float64)
     for t in studies.NUCLEUS_TEMPERATURES:
         example = studies.nucleus_example(t)
-        kept = next_token_distribution(nucleus, temperature=t, top_p=studies.NUCLEUS_TOP_P) > 0
-        assert example["kept"] == int(kept.sum()) and kept[: example["kept"]].all()  # a prefix: sorted logits
-        assert example["probs"] == next_token_distribution(nucleus, temperature=t).tolist()
+        kept = (
+            next_token_distribution(nucleus, temperature=t, top_p=studies.NUCLEUS_TOP_P)
+            > 0
+        )
+        assert (
+            example["kept"] == int(kept.sum()) and kept[: example["kept"]].all()
+        )  # a prefix: sorted logits
+        assert (
+            example["probs"] == next_token_distribution(nucleus, temperature=t).tolist()
+        )
 
 
 def test_studies_refuse_unknown_settings():
     from literate.numbers import studies
 
-    with pytest.raises(ValueError, match=r"^norm_position must be one of \['pre', 'post'\], got 'middle'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^norm_position must be one of \['pre', 'post'\], got 'middle'$",
+    ):
         studies.init_study("middle", 2)
-    with pytest.raises(ValueError, match=r"^init must be one of \['xavier', 'gpt2'\], got 'zeros'$"):
+    with pytest.raises(
+        ValueError, match=r"^init must be one of \['xavier', 'gpt2'\], got 'zeros'$"
+    ):
         studies.init_study("pre", 2, init="zeros")
     with pytest.raises(ValueError, match=r"^n_layers must be >= 1, got 0$"):
         studies.init_study("pre", 0)
-    with pytest.raises(ValueError, match=r"^input_std must be finite and > 0, got 0\.0$"):
+    with pytest.raises(
+        ValueError, match=r"^input_std must be finite and > 0, got 0\.0$"
+    ):
         studies.init_study("pre", 2, input_std=0.0)
 
 
@@ -350,13 +426,20 @@ def test_ipython_is_imported_before_the_figure_and_notebook_threads_start():
     import subprocess
     import sys
 
-    code = ("import sys\nimport literate.site.hooks as h\n"
-            "assert 'IPython' not in sys.modules\n"
-            "h.cover_notebook_cache_with_code = lambda: None\n"
-            "h.on_config({'theme': {'features': []}})\n"
-            "print(sys.modules['IPython'].version_info >= (8,))\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=hooks.ROOT, timeout=120)
+    code = (
+        "import sys\nimport literate.site.hooks as h\n"
+        "assert 'IPython' not in sys.modules\n"
+        "h.cover_notebook_cache_with_code = lambda: None\n"
+        "h.on_config({'theme': {'features': []}})\n"
+        "print(sys.modules['IPython'].version_info >= (8,))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=hooks.ROOT,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "True"
 
@@ -367,31 +450,44 @@ def test_ipython_is_imported_before_the_figure_and_notebook_threads_start():
 
 def test_a_page_figure_gets_its_registered_alt_text_and_a_second_one_is_refused():
     masks = FIGURES["attention-masks"].alt
-    page = ("Masks:\n\n![](../figures/attention-masks-light.svg#only-light){ .figure }\n"
-            "![](../../figures/attention-masks-dark.svg#only-dark){ .figure }\n"
-            "![a photo](../img/photo.png), `![](figures/x-light.svg)` and\n"
-            "```md\n![](../figures/y-light.svg)\n```\nstay\n")
+    page = (
+        "Masks:\n\n![](../figures/attention-masks-light.svg#only-light){ .figure }\n"
+        "![](../../figures/attention-masks-dark.svg#only-dark){ .figure }\n"
+        "![a photo](../img/photo.png), `![](figures/x-light.svg)` and\n"
+        "```md\n![](../figures/y-light.svg)\n```\nstay\n"
+    )
     filled = with_alt_text(page, "p.md")
     assert filled.count(f"![{masks}](") == 2
     assert "![a photo](../img/photo.png)" in filled
-    assert filled.replace(f"![{masks}]", "![]").replace("![]", "", 2) == page.replace("![]", "", 2)
-    with pytest.raises(ValueError, match=r"p\.md: figure 'attention-masks' has alt text in the Markdown"):
+    assert filled.replace(f"![{masks}]", "![]").replace("![]", "", 2) == page.replace(
+        "![]", "", 2
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"p\.md: figure 'attention-masks' has alt text in the Markdown",
+    ):
         with_alt_text("![Six masks](../figures/attention-masks-light.svg)", "p.md")
-    with pytest.raises(ValueError, match=r"p\.md: '../figures/no-such-light.svg' is no figure"):
+    with pytest.raises(
+        ValueError, match=r"p\.md: '../figures/no-such-light.svg' is no figure"
+    ):
         with_alt_text("![](../figures/no-such-light.svg)", "p.md")
 
 
 def test_every_registered_alt_text_is_one_plain_description():
     for name, spec in FIGURES.items():
         assert 10 <= len(spec.alt.split()) <= 200, name
-        assert not set(spec.alt) & set("[]\n`\\<>"), f"{name}: Markdown would read its alt text"
+        assert not set(spec.alt) & set("[]\n`\\<>"), (
+            f"{name}: Markdown would read its alt text"
+        )
 
 
 def test_every_figure_a_page_shows_leaves_its_brackets_empty():
     shown = set()
     for page in sorted((hooks.ROOT / "docs").rglob("*.md")):
         text = page.read_text(encoding="utf-8")
-        with_alt_text(text, page.name)  # raises on a second description or an unknown figure
+        with_alt_text(
+            text, page.name
+        )  # raises on a second description or an unknown figure
         shown |= {m["name"] for m in FIGURE_IMAGE.finditer(text)} - {None}
     assert shown == set(FIGURES)
 
@@ -408,7 +504,9 @@ def test_the_sampling_alt_texts_state_what_the_studies_compute():
     alt = FIGURES["sampling-distributions"].alt
     for policy in POLICIES:  # each policy's kept probabilities, in the alt text's order
         kept = ", ".join(f"{p:.2f}" for p in scenario[policy] if p > 0)
-        assert (kept if policy != "top_k_2" else kept.replace(", ", " and ")) in alt, policy
+        assert (kept if policy != "top_k_2" else kept.replace(", ", " and ")) in alt, (
+            policy
+        )
     kept = [nucleus_example(t)["kept"] for t in NUCLEUS_TEMPERATURES]
     assert NUCLEUS_TEMPERATURES == (0.7, 1.5) and kept == [4, 6]
     assert "holds 4 of the 10" in FIGURES["sampling-nucleus"].alt

@@ -77,13 +77,17 @@ def test_qk_scores_are_the_layers_own_scores(scale, qk_norm):
     layer, x = qk_attention(scale, qk_norm=qk_norm)
     assert layer.qk_norm == ("head" if qk_norm else None) and layer.rope is not None
     assert x.dtype == torch.float64 and layer.q_proj.weight.dtype == torch.float64
-    assert torch.allclose(x.pow(2).mean(-1), torch.ones((), dtype=torch.float64),
-                          rtol=0, atol=1e-12)
+    assert torch.allclose(
+        x.pow(2).mean(-1), torch.ones((), dtype=torch.float64), rtol=0, atol=1e-12
+    )
     with torch.no_grad():
         scores = qk_scores(layer, x)
         _, weights = layer(x, causal=True, return_weights=True)
-    assert scores.shape == weights.shape == (studies.QK_BATCH, studies.QK_HEADS,
-                                             studies.QK_LENGTH, studies.QK_LENGTH)
+    assert (
+        scores.shape
+        == weights.shape
+        == (studies.QK_BATCH, studies.QK_HEADS, studies.QK_LENGTH, studies.QK_LENGTH)
+    )
     blocked = ~causal_allowed(studies.QK_LENGTH, studies.QK_LENGTH)  # [T, T]
     assert torch.isneginf(scores[..., blocked]).all()
     assert torch.isfinite(scores[..., ~blocked]).all()
@@ -97,9 +101,17 @@ def test_qk_scores_follow_any_layer_scope_scale_and_grouping(scope):
     torch.manual_seed(0)
     d, h, h_kv, d_head = 32, 4, 2, 6
     widths = (d_head, d_head) if scope == "head" else (h * d_head, h_kv * d_head)
-    layer = MultiHeadAttention(d, h, h_kv, d_head=d_head, rope=True, scale=0.3,
-                               q_norm=RMSNorm(widths[0]), k_norm=RMSNorm(widths[1]),
-                               qk_norm=scope)
+    layer = MultiHeadAttention(
+        d,
+        h,
+        h_kv,
+        d_head=d_head,
+        rope=True,
+        scale=0.3,
+        q_norm=RMSNorm(widths[0]),
+        k_norm=RMSNorm(widths[1]),
+        qk_norm=scope,
+    )
     layer = layer.double()
     with torch.no_grad():
         for norm in (layer.q_norm, layer.k_norm):
@@ -127,8 +139,11 @@ def test_the_study_refuses_bad_settings():
 
 
 def test_the_figures_are_registered_and_draw_what_the_study_measures():
-    assert {"modern-residual-topologies", "modern-swiglu-gate",
-            "modern-qk-norm-scores"} <= set(FIGURES)
+    assert {
+        "modern-residual-topologies",
+        "modern-swiglu-gate",
+        "modern-qk-norm-scores",
+    } <= set(FIGURES)
     assert modern.qk_norm_study is studies.qk_norm_study
     for name in studies.__all__:  # nothing of the study is redefined for plotting
         assert getattr(modern, name, getattr(studies, name)) is getattr(studies, name)
@@ -169,8 +184,10 @@ def test_the_gate_figure_labels_silus_minimum_where_it_is(language, point):
     fig = modern.swiglu_gate_figure(language=language, theme="dark")
     texts = [t.get_text() for t in fig.findobj(match=lambda a: hasattr(a, "get_text"))]
     minus = "\u2212"
-    expected = [f"{value:.3f}".replace("-", minus).replace(".", point),
-                f"{where:.3f}".replace("-", minus).replace(".", point)]
+    expected = [
+        f"{value:.3f}".replace("-", minus).replace(".", point),
+        f"{where:.3f}".replace("-", minus).replace(".", point),
+    ]
     label = next(t for t in texts if re.search("minimum|минимум", t))
     assert all(number in label for number in expected), (label, expected)
     plt.close(fig)

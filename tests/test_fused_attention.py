@@ -78,12 +78,36 @@ def _per_head(t_q: int, t_k: int) -> torch.Tensor:
 MASKS = {
     "none": (T, 7, None, False, False),
     "kernel_causal": (T, T, None, True, False),
-    "causal_offset_decode": (1, 6, causal_allowed(1, 6, query_offset=5)[None, None], False, False),
-    "causal_offset_chunk": (3, 7, causal_allowed(3, 7, query_offset=4)[None, None], False, False),
+    "causal_offset_decode": (
+        1,
+        6,
+        causal_allowed(1, 6, query_offset=5)[None, None],
+        False,
+        False,
+    ),
+    "causal_offset_chunk": (
+        3,
+        7,
+        causal_allowed(3, 7, query_offset=4)[None, None],
+        False,
+        False,
+    ),
     "padding": (T, 7, padding_allowed(_valid(7)), False, False),
-    "causal_and_padding": (T, T, causal_allowed(T, T)[None, None] & padding_allowed(_valid(T)), False, False),
+    "causal_and_padding": (
+        T,
+        T,
+        causal_allowed(T, T)[None, None] & padding_allowed(_valid(T)),
+        False,
+        False,
+    ),
     "per_head": (T, 6, _per_head(T, 6), False, False),
-    "empty_rows": (T, T, causal_allowed(T, T)[None, None] & padding_allowed(_left_padded(T)), False, True),
+    "empty_rows": (
+        T,
+        T,
+        causal_allowed(T, T)[None, None] & padding_allowed(_left_padded(T)),
+        False,
+        True,
+    ),
 }
 
 
@@ -93,9 +117,14 @@ def test_fused_attention_equals_grouped_attention_forward_and_backward(h_kv, mas
     t_q, t_k, allowed, is_causal, may_be_empty = MASKS[mask_name]
     g = gen(10 + h_kv)
     q = randn(g, B, H, t_q, D).requires_grad_()
-    k, v = randn(g, B, h_kv, t_k, D).requires_grad_(), randn(g, B, h_kv, t_k, D).requires_grad_()
+    k, v = (
+        randn(g, B, h_kv, t_k, D).requires_grad_(),
+        randn(g, B, h_kv, t_k, D).requires_grad_(),
+    )
     transparent_mask = causal_allowed(t_q, t_k) if is_causal else allowed
-    policy = "zero" if may_be_empty else "error"  # "error" proves the other cases have no empty row
+    policy = (
+        "zero" if may_be_empty else "error"
+    )  # "error" proves the other cases have no empty row
     transparent = grouped_attention(q, k, v, transparent_mask, empty_row=policy)
     fused = fused_attention(q, k, v, allowed, is_causal=is_causal)
     assert fused.shape == transparent.output.shape == (B, H, t_q, D)
@@ -111,7 +140,9 @@ def test_fused_attention_equals_grouped_attention_forward_and_backward(h_kv, mas
     empty = transparent.empty_rows  # [B, H, T_q]
     assert bool(empty.any()) == may_be_empty
     if may_be_empty:  # zero output, and nothing flows into an empty query
-        assert torch.all(fused[empty] == 0) and torch.all(transparent.output[empty] == 0)
+        assert torch.all(fused[empty] == 0) and torch.all(
+            transparent.output[empty] == 0
+        )
         assert torch.all(fused_g[0][empty] == 0)
 
 
@@ -133,7 +164,9 @@ def test_the_kernel_alone_is_what_fused_attention_corrects_on_an_empty_row():
 # --------------------------------------------------------------------------------------
 
 
-def layer(seed: int, h_kv: int, *, bias: bool = True, rope: bool = False) -> MultiHeadAttention:
+def layer(
+    seed: int, h_kv: int, *, bias: bool = True, rope: bool = False
+) -> MultiHeadAttention:
     """A float64 layer d=16, H=4, with seeded weights; biases random, not zero."""
     torch.manual_seed(seed)
     m = MultiHeadAttention(16, 4, h_kv, bias=bias, rope=rope).double()
@@ -151,7 +184,9 @@ def both_paths(m: MultiHeadAttention, inputs: list[torch.Tensor], **kwargs):
         out = m(*inputs, return_weights=return_weights, **kwargs)
         out = out[0] if return_weights else out
         probe = torch.randn(out.shape, generator=gen(31), dtype=F64)
-        results.append((out, torch.autograd.grad((out * probe).sum(), [*inputs, *m.parameters()])))
+        results.append(
+            (out, torch.autograd.grad((out * probe).sum(), [*inputs, *m.parameters()]))
+        )
     return results
 
 
@@ -193,7 +228,9 @@ def test_the_fused_path_equals_the_transparent_path_forward_and_every_gradient(c
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("where", ["self", "cross"])
-def test_empty_rows_with_the_zero_policy_give_zero_and_finite_gradients_on_both_paths(where, bias):
+def test_empty_rows_with_the_zero_policy_give_zero_and_finite_gradients_on_both_paths(
+    where, bias
+):
     """Left padding under a causal mask leaves sequence 0's first two queries with no key;
     a fully padded memory leaves every query of sequence 0 with none. Their attention
     output is zero (so the layer's is o_proj's bias), the gradients are finite, and the
@@ -202,12 +239,21 @@ def test_empty_rows_with_the_zero_policy_give_zero_and_finite_gradients_on_both_
     g = gen(51)
     x = randn(g, 2, 6, 16).requires_grad_()
     if where == "self":
-        inputs, kwargs, empty = [x], dict(causal=True, key_valid=LEFT_6), (0, slice(0, 2))
+        inputs, kwargs, empty = (
+            [x],
+            dict(causal=True, key_valid=LEFT_6),
+            (0, slice(0, 2)),
+        )
     else:
         valid = torch.tensor([[False] * 5, [True] * 3 + [False] * 2])
-        inputs, kwargs, empty = [x, randn(g, 2, 5, 16).requires_grad_()], dict(causal=False, key_valid=valid), \
-            (0, slice(None))
-    (fused, fused_g), (transparent, transparent_g) = both_paths(m, inputs, empty_row="zero", **kwargs)
+        inputs, kwargs, empty = (
+            [x, randn(g, 2, 5, 16).requires_grad_()],
+            dict(causal=False, key_valid=valid),
+            (0, slice(None)),
+        )
+    (fused, fused_g), (transparent, transparent_g) = both_paths(
+        m, inputs, empty_row="zero", **kwargs
+    )
     torch.testing.assert_close(fused, transparent, **TOL)
     expected = m.o_proj.bias.detach() if bias else torch.zeros(16, dtype=F64)
     for out in (fused, transparent):
@@ -215,7 +261,9 @@ def test_empty_rows_with_the_zero_policy_give_zero_and_finite_gradients_on_both_
     for a, b in zip(fused_g, transparent_g):
         assert torch.isfinite(a).all() and torch.isfinite(b).all()
         torch.testing.assert_close(a, b, **TOL)
-    assert torch.all(fused_g[0][empty] == 0)  # an empty query's input gets no gradient through attention
+    assert torch.all(
+        fused_g[0][empty] == 0
+    )  # an empty query's input gets no gradient through attention
 
 
 @pytest.mark.parametrize("h_kv", [4, 2, 1], ids=["mha", "gqa", "mqa"])
@@ -229,27 +277,43 @@ def test_cached_decode_is_the_same_on_both_paths(h_kv, padded):
     caches = [m.new_cache(2, 8), m.new_cache(2, 8)]
     with torch.no_grad():
         for start, end in ((0, 3), (3, 4), (4, 6)):
-            kwargs = dict(causal=True, key_valid=None if valid is None else valid[:, :end])
+            kwargs = dict(
+                causal=True, key_valid=None if valid is None else valid[:, :end]
+            )
             fused = m(x[:, start:end], cache=caches[0], **kwargs)
-            transparent, weights = m(x[:, start:end], cache=caches[1], return_weights=True, **kwargs)
+            transparent, weights = m(
+                x[:, start:end], cache=caches[1], return_weights=True, **kwargs
+            )
             assert weights.shape == (2, 4, end - start, end)
             torch.testing.assert_close(fused, transparent, **TOL)
-    assert torch.equal(caches[0].k, caches[1].k) and torch.equal(caches[0].v, caches[1].v)
+    assert torch.equal(caches[0].k, caches[1].k) and torch.equal(
+        caches[0].v, caches[1].v
+    )
     assert caches[0].next_pos == caches[1].next_pos == 6
 
 
-def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent_one(monkeypatch):
+def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent_one(
+    monkeypatch,
+):
     """Without this, every equality above could hold because both paths ran the same code."""
     calls, guards = [], []
     fused, transparent = heads_module.fused_attention, heads_module.grouped_attention
 
-    def spy_fused(q, k, v, allowed=None, *, is_causal=False, scale=None,
-                  rows_can_be_empty=True):
+    def spy_fused(
+        q, k, v, allowed=None, *, is_causal=False, scale=None, rows_can_be_empty=True
+    ):
         calls.append(("fused", allowed is None, is_causal))
         if allowed is not None:  # only padding can leave a query row without a key
             guards.append(rows_can_be_empty)
-        return fused(q, k, v, allowed, is_causal=is_causal, scale=scale,
-                     rows_can_be_empty=rows_can_be_empty)
+        return fused(
+            q,
+            k,
+            v,
+            allowed,
+            is_causal=is_causal,
+            scale=scale,
+            rows_can_be_empty=rows_can_be_empty,
+        )
 
     def spy_transparent(q, k, v, allowed=None, **kwargs):
         calls.append(("transparent", allowed is None, kwargs.get("empty_row")))
@@ -261,7 +325,9 @@ def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent
     x, memory = randn(gen(71), 2, 6, 16), randn(gen(72), 2, 4, 16)
     cache = m.new_cache(2, 8)
     with torch.no_grad():
-        m(x, causal=True)  # square causal, no padding: the kernel builds the mask itself
+        m(
+            x, causal=True
+        )  # square causal, no padding: the kernel builds the mask itself
         m(x, causal=False)
         m(x, causal=True, key_valid=VALID_6)
         m(x[:, :5], causal=True, cache=cache)  # the first call on a cache is square too
@@ -270,10 +336,20 @@ def test_the_default_path_is_the_fused_kernel_and_return_weights_the_transparent
         m(x[:, 3:5], causal=True, cache=cache)  # 2 queries, 5 keys: an offset mask
         layer(73, 2)(x, memory, causal=False)
         m(x, causal=True, return_weights=True)
-    assert calls == [("fused", True, True), ("fused", True, False), ("fused", False, False),
-                     ("fused", True, True), ("fused", True, False), ("fused", False, False),
-                     ("fused", True, False), ("transparent", False, "zero")]
-    assert guards == [True, False]  # the padded call keeps the empty-row guard, the offset
+    assert calls == [
+        ("fused", True, True),
+        ("fused", True, False),
+        ("fused", False, False),
+        ("fused", True, True),
+        ("fused", True, False),
+        ("fused", False, False),
+        ("fused", True, False),
+        ("transparent", False, "zero"),
+    ]
+    assert guards == [
+        True,
+        False,
+    ]  # the padded call keeps the empty-row guard, the offset
     # mask without padding skips it
 
 
@@ -292,10 +368,18 @@ def test_a_layer_call_without_padding_reads_no_tensor_value(return_weights):
         m(x, causal=True, return_weights=return_weights)
         m(x, causal=False, return_weights=return_weights)
         m(x, causal=True, start_pos=3, return_weights=return_weights)
-        m(x[:, :5], causal=True, cache=cache, return_weights=return_weights)  # the RoPE tables grow here
+        m(
+            x[:, :5], causal=True, cache=cache, return_weights=return_weights
+        )  # the RoPE tables grow here
         m(x[:, 5:], causal=True, cache=cache, return_weights=return_weights)
         cross(x, memory, causal=False, return_weights=return_weights)
-        m(x, causal=True, key_valid=LEFT_6, empty_row="zero", return_weights=return_weights)
+        m(
+            x,
+            causal=True,
+            key_valid=LEFT_6,
+            empty_row="zero",
+            return_weights=return_weights,
+        )
     assert syncs.calls == []
 
 
@@ -306,8 +390,10 @@ def test_padding_with_the_error_policy_costs_exactly_one_host_sync(return_weight
     with torch.no_grad(), HostSyncs() as syncs:
         m(x, causal=True, key_valid=VALID_6, return_weights=return_weights)
     assert syncs.calls == ["__bool__"]  # refuse_empty_rows asking: is any row empty?
-    message = ("causal and key_valid leaves 2 query row(s) with no key to attend to, at index [..., query] "
-               "[[0, 0], [0, 1]]; fix the mask, or pass empty_row='zero' to give those rows a zero output")
+    message = (
+        "causal and key_valid leaves 2 query row(s) with no key to attend to, at index [..., query] "
+        "[[0, 0], [0, 1]]; fix the mask, or pass empty_row='zero' to give those rows a zero output"
+    )
     with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
         m(x, causal=True, key_valid=LEFT_6, return_weights=return_weights)
 
@@ -320,8 +406,11 @@ def test_an_empty_row_refusal_in_cross_attention_counts_and_names_every_query():
     m = layer(86, 2)
     x, memory = randn(gen(87), 2, 3, 16), randn(gen(88), 2, 4, 16)
     valid = torch.tensor([[True] * 4, [False] * 4])
-    with pytest.raises(ValueError, match=r"^[\w ]*key_valid leaves 3 query row\(s\) with no key to attend to, "
-                                         r"at index \[\.\.\., query\] \[\[1, 0\], \[1, 1\], \[1, 2\]\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"^[\w ]*key_valid leaves 3 query row\(s\) with no key to attend to, "
+        r"at index \[\.\.\., query\] \[\[1, 0\], \[1, 1\], \[1, 2\]\]",
+    ):
         m(x, memory, causal=False, key_valid=valid)
 
 
@@ -330,10 +419,16 @@ def test_fused_attention_compiles_with_symbolic_shapes_grouped_or_not(masked):
     """Under dynamic shapes `q.shape[1] != k.shape[1]` is a symbolic bool, which the
     kernel refuses as `enable_gqa` ("must be bool, not SymBool"); the function must hand
     it a plain bool. The compiled call equals the eager one for H_kv < H and H_kv = H."""
-    compiled = torch.compile(fused_attention, fullgraph=True, dynamic=True, backend="aot_eager")
+    compiled = torch.compile(
+        fused_attention, fullgraph=True, dynamic=True, backend="aot_eager"
+    )
     for seed, (h, h_kv, t) in enumerate([(4, 2, 5), (4, 4, 5), (6, 3, 7)]):
         g = gen(90 + seed)
         q, k, v = randn(g, 2, h, t, 8), randn(g, 2, h_kv, t, 8), randn(g, 2, h_kv, t, 8)
         kwargs = {"allowed": causal_allowed(t, t)} if masked else {"is_causal": True}
-        torch.testing.assert_close(compiled(q, k, v, **kwargs), fused_attention(q, k, v, **kwargs),
-                                   atol=0, rtol=0)
+        torch.testing.assert_close(
+            compiled(q, k, v, **kwargs),
+            fused_attention(q, k, v, **kwargs),
+            atol=0,
+            rtol=0,
+        )

@@ -77,24 +77,40 @@ from literate.tools.syncs import host_reads
 from harness import assert_float32_limited
 
 F64 = torch.float64
-DEEP_F32_BOUND = 64 * 2.0**-23  # times the largest |entry|: 6 layers of 6 float32 norms each
+DEEP_F32_BOUND = (
+    64 * 2.0**-23
+)  # times the largest |entry|: 6 layers of 6 float32 norms each
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_HEAD, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 16, 48, 4, 12, 2, 61, 6
 
 
 # the published 27B's RoPE (google/gemma-3-27b-pt, text_config), in transformers 5's form
-LINEAR_8 = {"rope_parameters": {
-    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}
+LINEAR_8 = {
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+    }
+}
 
 
 def hf_config(**changes) -> Gemma3TextConfig:
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
-                "num_key_value_heads": H_KV, "head_dim": D_HEAD, "intermediate_size": D_FF,
-                "num_hidden_layers": LAYERS, "max_position_embeddings": 64,
-                "query_pre_attn_scalar": 24, "rms_norm_eps": 1e-6, "sliding_window": W,
-                "bos_token_id": None, "eos_token_id": None, "attn_implementation": "sdpa"}
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "num_attention_heads": H,
+        "num_key_value_heads": H_KV,
+        "head_dim": D_HEAD,
+        "intermediate_size": D_FF,
+        "num_hidden_layers": LAYERS,
+        "max_position_embeddings": 64,
+        "query_pre_attn_scalar": 24,
+        "rms_norm_eps": 1e-6,
+        "sliding_window": W,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "attn_implementation": "sdpa",
+    }
     return Gemma3TextConfig(**(settings | changes))
 
 
@@ -105,8 +121,14 @@ def hf_exact(model: torch.nn.Module):
     with the model as HF's is."""
     norms = [m for m in model.modules() if isinstance(m, gemma3.Gemma3RMSNorm)]
     for m in norms:
+
         def forward(x, m=m):
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.eps) * (1.0 + m.weight)
+            return (
+                x
+                * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.eps)
+                * (1.0 + m.weight)
+            )
+
         m.forward = forward
     try:
         yield
@@ -145,7 +167,9 @@ def scaled_pair():
 
 
 def ids(seed: int = 2, t: int = T) -> torch.Tensor:
-    tokens = torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+    tokens = torch.randint(
+        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
+    )
     tokens[0, 3] = 0  # the pad id appears: its embedding row gets no gradient
     return tokens
 
@@ -159,11 +183,17 @@ def our_name(hf: str) -> str:
 def model_grads(ours, theirs):
     tokens = ids()
     got, want = ours(tokens), theirs(input_ids=tokens).logits
-    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    probe = torch.randn(
+        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
+    )
     names = [n for n, _ in theirs.named_parameters()]  # the tied tensor once
     mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad((want * probe).sum(), [theirs.get_parameter(n) for n in names])
-    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
+    )
+    g_ours = torch.autograd.grad(
+        (got * probe).sum(), [mine[our_name(n)] for n in names]
+    )
     return ["logits", *names], [got, *g_ours], [want, *g_ref]
 
 
@@ -175,21 +205,34 @@ def test_the_model_is_what_we_think_it_is(pair):
     assert config.layer_types == kinds == gemma3_layer_types(LAYERS)
     assert config.rope_parameters == {
         "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
-        "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0}}
-    assert [layer.self_attn.sliding_window for layer in theirs.model.layers] == [W] * 5 + [None]
+        "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+    }
+    assert [layer.self_attn.sliding_window for layer in theirs.model.layers] == [
+        W
+    ] * 5 + [None]
     assert layer_windows(ours) == [W] * 5 + [None]
     assert [b.attn.rope.base for b in ours.blocks] == [1e4] * 5 + [1e6]
     assert all(b.attn.scale == 24**-0.5 for b in ours.blocks)
-    assert config.final_logit_softcapping is None and config.attn_logit_softcapping is None
+    assert (
+        config.final_logit_softcapping is None and config.attn_logit_softcapping is None
+    )
     assert theirs.model.embed_tokens.scalar_embed_scale == D**0.5
-    assert torch.equal(ours.embed_scale, theirs.model.embed_tokens.embed_scale)  # float64
+    assert torch.equal(
+        ours.embed_scale, theirs.model.embed_tokens.embed_scale
+    )  # float64
     assert ours.embed_scale.item() != D**0.5  # its float32 rounding, as HF's
     assert "embed_scale" not in ours.state_dict()
     assert ours.lm_head.weight is ours.token_embedding.weight  # tied, as in HF
     assert theirs.lm_head.weight is theirs.model.embed_tokens.weight
-    assert ours.token_embedding.padding_idx == theirs.model.embed_tokens.padding_idx == 0
+    assert (
+        ours.token_embedding.padding_idx == theirs.model.embed_tokens.padding_idx == 0
+    )
     assert isinstance(ours, Gemma3LanguageModel)
-    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 2 + 13 * LAYERS
+    assert (
+        len(list(ours.parameters()))
+        == len(list(theirs.parameters()))
+        == 2 + 13 * LAYERS
+    )
 
 
 @pytest.mark.parametrize("which", ["pair", "scaled_pair"], ids=["plain", "linear-8"])
@@ -197,7 +240,9 @@ def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(which, request):
     ours, theirs = request.getfixturevalue(which)
     labels, got, want = model_grads(ours, theirs)
     assert_float32_limited(labels, got, want, bound=DEEP_F32_BOUND)
-    lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[0]
+    lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[
+        0
+    ]
     assert not lookup[0].any() and lookup[ids()[0, 0]].any()  # the pad row: no gradient
     with hf_exact(theirs):
         assert_float64_equal(*model_grads(ours, theirs))
@@ -210,14 +255,27 @@ def test_each_part_is_in_the_path(pair):
     tokens = ids()
     with torch.no_grad():
         base = ours(tokens)
-        unscaled = ours.lm_head(ours.final_norm(
-            torch.nn.Sequential(*ours.blocks)(ours.token_embedding(tokens))))
+        unscaled = ours.lm_head(
+            ours.final_norm(
+                torch.nn.Sequential(*ours.blocks)(ours.token_embedding(tokens))
+            )
+        )
         assert (unscaled - base).abs().max() > 1e-3
         for change in ("window", "base"):
-            other = gemma3_from_hf_config(hf_config(**(
-                {"sliding_window": T} if change == "window" else
-                {"rope_parameters": {"sliding_attention": {"rope_theta": 1e6},
-                                     "full_attention": {"rope_theta": 1e6}}}))).double()
+            other = gemma3_from_hf_config(
+                hf_config(
+                    **(
+                        {"sliding_window": T}
+                        if change == "window"
+                        else {
+                            "rope_parameters": {
+                                "sliding_attention": {"rope_theta": 1e6},
+                                "full_attention": {"rope_theta": 1e6},
+                            }
+                        }
+                    )
+                )
+            ).double()
             other.load_state_dict(ours.state_dict())
             assert (other(tokens) - base).abs().max() > 1e-3, change
 
@@ -229,21 +287,41 @@ def test_the_scaled_model_divides_the_global_layers_frequencies_only(scaled_pair
     more), so the equivalence test above sees which kind is scaled."""
     ours, theirs = scaled_pair
     assert theirs.config.rope_parameters["full_attention"] == {
-        "rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}
-    assert [type(b.attn.rope) for b in ours.blocks] == \
-        [RotaryEmbedding] * 5 + [LinearScaledRotaryEmbedding]
-    assert ours.blocks[5].attn.rope.factor == 8.0 and ours.blocks[5].attn.rope.base == 1e6
+        "rope_type": "linear",
+        "factor": 8.0,
+        "rope_theta": 1e6,
+    }
+    assert [type(b.attn.rope) for b in ours.blocks] == [RotaryEmbedding] * 5 + [
+        LinearScaledRotaryEmbedding
+    ]
+    assert (
+        ours.blocks[5].attn.rope.factor == 8.0 and ours.blocks[5].attn.rope.base == 1e6
+    )
     tokens = ids()
     with torch.no_grad():
         want = theirs(input_ids=tokens).logits
         assert (ours(tokens) - want).abs().max() <= DEEP_F32_BOUND * want.abs().max()
         for local_factor, global_factor in ((8.0, None), (None, None)):
-            other = gemma3_model(VOCAB, 64, D, H, H_KV, D_FF, d_head=D_HEAD,
-                                 layer_types=gemma3_layer_types(LAYERS), window=W,
-                                 query_pre_attn_scalar=24, local_factor=local_factor,
-                                 global_factor=global_factor, pad_id=0).double()
+            other = gemma3_model(
+                VOCAB,
+                64,
+                D,
+                H,
+                H_KV,
+                D_FF,
+                d_head=D_HEAD,
+                layer_types=gemma3_layer_types(LAYERS),
+                window=W,
+                query_pre_attn_scalar=24,
+                local_factor=local_factor,
+                global_factor=global_factor,
+                pad_id=0,
+            ).double()
             other.load_state_dict(ours.state_dict())
-            assert (other(tokens) - want).abs().max() > 1e-3, (local_factor, global_factor)
+            assert (other(tokens) - want).abs().max() > 1e-3, (
+                local_factor,
+                global_factor,
+            )
 
 
 @pytest.mark.parametrize("factor", [8.0, 3.0])
@@ -252,9 +330,17 @@ def test_linear_scaled_tables_are_bit_equal_to_hf(factor):
     bit for bit, at each length, the tables grown from one call to the next (d_head 128
     and base 1e6: Gemma 3 27B's). Factor 3 is not a power of two: there, dividing the
     positions by it instead of the frequencies gives other bits."""
-    config = hf_config(head_dim=128, rope_parameters={
-        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-        "full_attention": {"rope_type": "linear", "factor": factor, "rope_theta": 1e6}})
+    config = hf_config(
+        head_dim=128,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {
+                "rope_type": "linear",
+                "factor": factor,
+                "rope_theta": 1e6,
+            },
+        },
+    )
     theirs = gemma3.Gemma3RotaryEmbedding(config)
     ours = LinearScaledRotaryEmbedding(128, base=1e6, factor=factor)
     for length in (1, 7, 64, 1000, 5000):
@@ -265,7 +351,9 @@ def test_linear_scaled_tables_are_bit_equal_to_hf(factor):
         assert torch.equal(mine_cos[:length], cos[0]), length
         assert torch.equal(mine_sin[:length], sin[0]), length
     inv_freq = 1.0 / 1e6 ** (torch.arange(0, 128, 2).float() / 128)
-    angles = torch.outer(torch.arange(5000).float() / factor, inv_freq)  # the other order
+    angles = torch.outer(
+        torch.arange(5000).float() / factor, inv_freq
+    )  # the other order
     assert torch.equal(angles.cos(), cos[0, :, :64]) == (factor == 8.0)
     rotated = ours(torch.ones(1, 1, 3, 128), offset=4)  # ours turns by its tables
     x = torch.ones(3, 128)
@@ -275,12 +363,18 @@ def test_linear_scaled_tables_are_bit_equal_to_hf(factor):
         LinearScaledRotaryEmbedding(128, base=1e6, factor=0)
 
 
-def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_forward(pair):
+def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_forward(
+    pair,
+):
     ours, theirs = pair
     prompt = ids(4, 6)
     with torch.no_grad():
-        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                               max_new_tokens=20, do_sample=False)
+        want = theirs.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=20,
+            do_sample=False,
+        )
     got, logits = generate(ours, prompt, 20, return_logits=True)
     assert want.shape == (B, 26) and torch.equal(got, want)
     assert torch.equal(ours.generate(prompt, 20), got)
@@ -288,11 +382,15 @@ def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_for
         full = ours(got[:, :-1])[:, 5:]
     torch.testing.assert_close(logits, full, atol=SAME, rtol=0)
     assert torch.equal(generate(ours, prompt, 20, prefill_chunk=5), got)
-    cache = new_decode_cache(ours, B, 26)  # what generate makes: each layer its own kind
-    assert [(type(c).__name__, c.k.shape[2]) for c in cache.layers] == \
-        [("RingKVCache", W)] * 5 + [("KVCache", 26)]
-    assert [type(b.attn).__name__ for b in ours.blocks] == \
-        ["SlidingWindowAttention"] * 5 + ["MultiHeadAttention"]
+    cache = new_decode_cache(
+        ours, B, 26
+    )  # what generate makes: each layer its own kind
+    assert [(type(c).__name__, c.k.shape[2]) for c in cache.layers] == [
+        ("RingKVCache", W)
+    ] * 5 + [("KVCache", 26)]
+    assert [type(b.attn).__name__ for b in ours.blocks] == [
+        "SlidingWindowAttention"
+    ] * 5 + ["MultiHeadAttention"]
 
 
 def test_a_left_padded_batch_equals_hf_generate(pair):
@@ -300,12 +398,19 @@ def test_a_left_padded_batch_equals_hf_generate(pair):
     position: == HF with its attention_mask (pad id 0)."""
     ours, theirs = pair
     t0, pads = 8, [0, 3, 5]
-    prompt = torch.randint(1, VOCAB, (3, t0), generator=torch.Generator().manual_seed(5))
+    prompt = torch.randint(
+        1, VOCAB, (3, t0), generator=torch.Generator().manual_seed(5)
+    )
     valid = torch.arange(t0)[None] >= torch.tensor(pads)[:, None]
     prompt = prompt.masked_fill(~valid, 0)
     with torch.no_grad():
-        want = theirs.generate(prompt, attention_mask=valid.long(), max_new_tokens=12,
-                               do_sample=False, pad_token_id=0)
+        want = theirs.generate(
+            prompt,
+            attention_mask=valid.long(),
+            max_new_tokens=12,
+            do_sample=False,
+            pad_token_id=0,
+        )
     assert torch.equal(generate(ours, prompt, 12, valid=valid), want)
 
 
@@ -314,9 +419,22 @@ def test_the_embedding_scale_is_rounded_to_the_dtype_as_hf_rounds_it():
     our model's embedding and HF's scaled embedding agree bit for bit; the unrounded
     factor gives other numbers."""
     d = 2560  # Gemma 3 4B's width; one narrow head keeps the model small
-    ours = gemma3_model(50, 8, d, 1, 1, 8, d_head=8, layer_types=["full_attention"],
-                        window=None, query_pre_attn_scalar=8, pad_id=0).bfloat16()
-    theirs = gemma3.Gemma3TextScaledWordEmbedding(50, d, 0, embed_scale=d**0.5).bfloat16()
+    ours = gemma3_model(
+        50,
+        8,
+        d,
+        1,
+        1,
+        8,
+        d_head=8,
+        layer_types=["full_attention"],
+        window=None,
+        query_pre_attn_scalar=8,
+        pad_id=0,
+    ).bfloat16()
+    theirs = gemma3.Gemma3TextScaledWordEmbedding(
+        50, d, 0, embed_scale=d**0.5
+    ).bfloat16()
     with torch.no_grad():
         theirs.weight.copy_(ours.token_embedding.weight)
     tokens = torch.arange(50)[None]
@@ -331,30 +449,48 @@ def test_load_from_a_save_pretrained_folder_and_an_older_config_json(pair, tmp_p
     ours, theirs = pair
     theirs.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    rebuilt = load_hf_gemma3(gemma3_from_hf_config(config).double(),
-                             load_file(tmp_path / "model.safetensors"), config)
+    rebuilt = load_hf_gemma3(
+        gemma3_from_hf_config(config).double(),
+        load_file(tmp_path / "model.safetensors"),
+        config,
+    )
     with torch.no_grad():
         assert torch.equal(rebuilt(ids()), ours(ids()))
-    older = {k: v for k, v in config.items() if k not in ("rope_parameters", "layer_types")}
-    older |= {"rope_theta": 1e6, "rope_local_base_freq": 1e4, "sliding_window_pattern": 6}
+    older = {
+        k: v for k, v in config.items() if k not in ("rope_parameters", "layer_types")
+    }
+    older |= {
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 1e4,
+        "sliding_window_pattern": 6,
+    }
     assert layer_windows(gemma3_from_hf_config(older)) == layer_windows(ours)
     check_gemma3_config(ours, older)
 
 
-def test_the_old_rope_scaling_form_and_rope_parameters_build_the_same_model(scaled_pair):
+def test_the_old_rope_scaling_form_and_rope_parameters_build_the_same_model(
+    scaled_pair,
+):
     """google/gemma-3-27b-pt's config.json says `rope_scaling` {"rope_type": "linear",
     "factor": 8.0}, for the global layers only (Gemma3TextConfig merges it into
     rope_parameters["full_attention"]); as a config.json (rope_theta and
     rope_local_base_freq beside it), as a Gemma3TextConfig, and in transformers 5's
     rope_parameters form, it builds the same model."""
     ours, theirs = scaled_pair
-    old_json = {k: v for k, v in theirs.config.to_dict().items() if k != "rope_parameters"}
-    old_json |= {"rope_theta": 1e6, "rope_local_base_freq": 1e4,
-                 "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    old_json = {
+        k: v for k, v in theirs.config.to_dict().items() if k != "rope_parameters"
+    }
+    old_json |= {
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 1e4,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    }
     old_object = hf_config(rope_scaling={"rope_type": "linear", "factor": 8.0})
     assert old_object.rope_parameters == LINEAR_8["rope_parameters"]
-    want = {"sliding_attention": {"base": 1e4, "factor": None},
-            "full_attention": {"base": 1e6, "factor": 8.0}}
+    want = {
+        "sliding_attention": {"base": 1e4, "factor": None},
+        "full_attention": {"base": 1e6, "factor": 8.0},
+    }
     tokens = ids()
     with torch.no_grad():
         logits = ours(tokens)
@@ -362,73 +498,173 @@ def test_the_old_rope_scaling_form_and_rope_parameters_build_the_same_model(scal
             assert gemma3_rope_settings(config) == want
             check_gemma3_config(ours, config)
             built = gemma3_from_hf_config(config).double()
-            assert [(type(b.attn.rope), b.attn.rope.base, getattr(b.attn.rope, "factor", None))
-                    for b in built.blocks] == [(RotaryEmbedding, 1e4, None)] * 5 + [
-                        (LinearScaledRotaryEmbedding, 1e6, 8.0)]
+            assert [
+                (
+                    type(b.attn.rope),
+                    b.attn.rope.base,
+                    getattr(b.attn.rope, "factor", None),
+                )
+                for b in built.blocks
+            ] == [(RotaryEmbedding, 1e4, None)] * 5 + [
+                (LinearScaledRotaryEmbedding, 1e6, 8.0)
+            ]
             built.load_state_dict(ours.state_dict())
             assert torch.equal(built(tokens), logits)
-    local = {"rope_parameters": {"sliding_attention": {"type": "linear", "factor": 2.0},
-                                 "full_attention": {"rope_type": "default"}}}
-    assert gemma3_rope_settings(local) == {  # either kind; an older "type" alone is read
+    local = {
+        "rope_parameters": {
+            "sliding_attention": {"type": "linear", "factor": 2.0},
+            "full_attention": {"rope_type": "default"},
+        }
+    }
+    assert gemma3_rope_settings(
+        local
+    ) == {  # either kind; an older "type" alone is read
         "sliding_attention": {"base": 1e4, "factor": 2.0},
-        "full_attention": {"base": 1e6, "factor": None}}
-    assert [type(b.attn.rope) for b in gemma3_from_hf_config(
-        hf_config(**local)).blocks] == [LinearScaledRotaryEmbedding] * 5 + [RotaryEmbedding]
+        "full_attention": {"base": 1e6, "factor": None},
+    }
+    assert [
+        type(b.attn.rope) for b in gemma3_from_hf_config(hf_config(**local)).blocks
+    ] == [LinearScaledRotaryEmbedding] * 5 + [RotaryEmbedding]
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"final_logit_softcapping": 30.0}, r"config final_logit_softcapping=30\.0 is not supported"),
-    ({"attn_logit_softcapping": 50.0}, r"config attn_logit_softcapping=50\.0 is not supported"),
-    ({"use_bidirectional_attention": True},
-     r"config use_bidirectional_attention=True is not supported"),
-    ({"attention_bias": True}, r"config attention_bias=True is not supported"),
-    ({"hidden_activation": "gelu"}, r"config hidden_activation='gelu' is not supported"),
-    ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                          "full_attention": {"rope_type": "dynamic", "factor": 8.0,
-                                             "rope_theta": 1e6}}},
-     (r"^config rope_parameters\['full_attention'\]=\{'rope_type': 'dynamic', 'factor': "
-      r"8\.0, 'rope_theta': 1000000\.0\} is not supported \(ours: rope_type 'default', "
-      r"or 'linear' with a factor\)$")),
-], ids=["final-softcap", "attn-softcap", "bidirectional", "bias", "activation",
-        "rope-dynamic"])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"final_logit_softcapping": 30.0},
+            r"config final_logit_softcapping=30\.0 is not supported",
+        ),
+        (
+            {"attn_logit_softcapping": 50.0},
+            r"config attn_logit_softcapping=50\.0 is not supported",
+        ),
+        (
+            {"use_bidirectional_attention": True},
+            r"config use_bidirectional_attention=True is not supported",
+        ),
+        ({"attention_bias": True}, r"config attention_bias=True is not supported"),
+        (
+            {"hidden_activation": "gelu"},
+            r"config hidden_activation='gelu' is not supported",
+        ),
+        (
+            {
+                "rope_parameters": {
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                    "full_attention": {
+                        "rope_type": "dynamic",
+                        "factor": 8.0,
+                        "rope_theta": 1e6,
+                    },
+                }
+            },
+            (
+                r"^config rope_parameters\['full_attention'\]=\{'rope_type': 'dynamic', 'factor': "
+                r"8\.0, 'rope_theta': 1000000\.0\} is not supported \(ours: rope_type 'default', "
+                r"or 'linear' with a factor\)$"
+            ),
+        ),
+    ],
+    ids=[
+        "final-softcap",
+        "attn-softcap",
+        "bidirectional",
+        "bias",
+        "activation",
+        "rope-dynamic",
+    ],
+)
 def test_what_we_do_not_implement_is_refused_naming_the_field(change, message):
     with pytest.raises(ValueError, match=message):
         gemma3_from_hf_config(hf_config(**change))
 
 
 def test_malformed_or_other_configs_are_refused():
-    with pytest.raises(ValueError, match=r"config model_type='gemma3' is not supported: "
-                                         r"pass a Gemma3TextConfig"):
+    with pytest.raises(
+        ValueError,
+        match=r"config model_type='gemma3' is not supported: "
+        r"pass a Gemma3TextConfig",
+    ):
         gemma3_from_hf_config({"model_type": "gemma3", "text_config": {}})
-    config = hf_config().to_dict() | {"layer_types": ["sliding_attention"] * 5 + ["chunked"]}
-    with pytest.raises(ValueError, match=r"config layer_types=.* must give one of "
-                                         r"\['sliding_attention', 'full_attention'\]"):
+    config = hf_config().to_dict() | {
+        "layer_types": ["sliding_attention"] * 5 + ["chunked"]
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"config layer_types=.* must give one of "
+        r"\['sliding_attention', 'full_attention'\]",
+    ):
         gemma3_from_hf_config(config)
     older = hf_config().to_dict()
     del older["rope_parameters"]
-    with pytest.raises(ValueError, match=r"^config rope_scaling=\{'rope_type': 'yarn', "
-                                         r"'factor': 8\.0\} is not supported"):
-        gemma3_from_hf_config(older | {"rope_scaling": {"rope_type": "yarn", "factor": 8.0}})
+    with pytest.raises(
+        ValueError,
+        match=r"^config rope_scaling=\{'rope_type': 'yarn', "
+        r"'factor': 8\.0\} is not supported",
+    ):
+        gemma3_from_hf_config(
+            older | {"rope_scaling": {"rope_type": "yarn", "factor": 8.0}}
+        )
 
 
-@pytest.mark.parametrize("rope, message", [
-    ({"rope_parameters": {"sliding_attention": {"rope_type": "yarn", "factor": 4.0}}},
-     (r"^config rope_parameters\['sliding_attention'\]=\{'rope_type': 'yarn', 'factor': "
-      r"4\.0\} is not supported \(ours: rope_type 'default', or 'linear' with a factor\)$")),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
-     r"^config rope_scaling=\{'rope_type': 'llama3', 'factor': 8\.0\} is not supported"),
-    ({"rope_scaling": {"rope_type": "linear"}},
-     r"^config rope_scaling=\{'rope_type': 'linear'\}: rope_type 'linear' needs a factor$"),
-    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 0.0}}},
-     (r"^config rope_parameters\['full_attention'\]\['factor'\] must be finite and > 0, "
-      r"got 0\.0$")),
-    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": -8.0}}},
-     r"^config rope_parameters\['full_attention'\]\['factor'\] must be finite and > 0"),
-    ({"rope_scaling": {"type": "linear", "factor": 8.0}},
-     (r"^config rope_scaling=\{'type': 'linear', 'factor': 8\.0\} is ambiguous: "
-      r"transformers 5 reads rope_type \('default' here\) and ignores type='linear'")),
-], ids=["yarn-local", "llama3-old-form", "no-factor", "zero-factor", "negative-factor",
-        "old-type"])
+@pytest.mark.parametrize(
+    "rope, message",
+    [
+        (
+            {
+                "rope_parameters": {
+                    "sliding_attention": {"rope_type": "yarn", "factor": 4.0}
+                }
+            },
+            (
+                r"^config rope_parameters\['sliding_attention'\]=\{'rope_type': 'yarn', 'factor': "
+                r"4\.0\} is not supported \(ours: rope_type 'default', or 'linear' with a factor\)$"
+            ),
+        ),
+        (
+            {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+            r"^config rope_scaling=\{'rope_type': 'llama3', 'factor': 8\.0\} is not supported",
+        ),
+        (
+            {"rope_scaling": {"rope_type": "linear"}},
+            r"^config rope_scaling=\{'rope_type': 'linear'\}: rope_type 'linear' needs a factor$",
+        ),
+        (
+            {
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "linear", "factor": 0.0}
+                }
+            },
+            (
+                r"^config rope_parameters\['full_attention'\]\['factor'\] must be finite and > 0, "
+                r"got 0\.0$"
+            ),
+        ),
+        (
+            {
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "linear", "factor": -8.0}
+                }
+            },
+            r"^config rope_parameters\['full_attention'\]\['factor'\] must be finite and > 0",
+        ),
+        (
+            {"rope_scaling": {"type": "linear", "factor": 8.0}},
+            (
+                r"^config rope_scaling=\{'type': 'linear', 'factor': 8\.0\} is ambiguous: "
+                r"transformers 5 reads rope_type \('default' here\) and ignores type='linear'"
+            ),
+        ),
+    ],
+    ids=[
+        "yarn-local",
+        "llama3-old-form",
+        "no-factor",
+        "zero-factor",
+        "negative-factor",
+        "old-type",
+    ],
+)
 def test_an_unsupported_rope_is_refused_naming_the_field(rope, message):
     """As a config.json: a dict with rope_parameters, or an older one with rope_scaling
     (HF 5.24 would build {"type": "linear"} as default RoPE: refused, not guessed)."""
@@ -443,31 +679,46 @@ def test_check_gemma3_config_names_the_layer_that_differs(pair):
     ours, theirs = pair
     other = theirs.config.to_dict()
     other["layer_types"] = ["full_attention"] + ["sliding_attention"] * 5
-    with pytest.raises(ValueError, match=r"^ours has blocks\[0\] window=4, theirs "
-                                         r"sliding_window \(full_attention\)=None$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[0\] window=4, theirs "
+        r"sliding_window \(full_attention\)=None$",
+    ):
         check_gemma3_config(ours, other)
     other = theirs.config.to_dict()
     other["rope_parameters"]["full_attention"]["rope_theta"] = 5e5
-    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope_base=1000000\.0, theirs "
-                                         r"rope_theta \(full_attention\)=500000\.0$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[5\] rope_base=1000000\.0, theirs "
+        r"rope_theta \(full_attention\)=500000\.0$",
+    ):
         check_gemma3_config(ours, other)
 
 
 def test_check_gemma3_config_compares_the_rope_kind_and_factor(pair, scaled_pair):
     ours, theirs = pair
     scaled, scaled_hf = scaled_pair
-    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope='RotaryEmbedding', "
-                                         r"theirs rope \(full_attention\)="
-                                         r"'LinearScaledRotaryEmbedding'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[5\] rope='RotaryEmbedding', "
+        r"theirs rope \(full_attention\)="
+        r"'LinearScaledRotaryEmbedding'$",
+    ):
         load_hf_gemma3(ours, scaled_hf.state_dict(), scaled_hf.config)
-    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope="
-                                         r"'LinearScaledRotaryEmbedding', theirs rope "
-                                         r"\(full_attention\)='RotaryEmbedding'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[5\] rope="
+        r"'LinearScaledRotaryEmbedding', theirs rope "
+        r"\(full_attention\)='RotaryEmbedding'$",
+    ):
         check_gemma3_config(scaled, theirs.config)
     other = scaled_hf.config.to_dict()
     other["rope_parameters"]["full_attention"]["factor"] = 4.0
-    with pytest.raises(ValueError, match=r"^ours has blocks\[5\] rope_factor=8\.0, theirs "
-                                         r"factor \(full_attention\)=4\.0$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[5\] rope_factor=8\.0, theirs "
+        r"factor \(full_attention\)=4\.0$",
+    ):
         check_gemma3_config(scaled, other)
 
 
@@ -485,10 +736,12 @@ def test_past_the_window_only_the_global_layers_grow():
     """Per token of context beyond the window, the local layers add nothing: the cache
     grows by the global layers' 2 H_kv d_head bytes only, a sixth of a full model's."""
     windows = [W] * 5 + [None]
-    step = kv_cache_bytes(windows, H_KV, D_HEAD, 2, 1001) - kv_cache_bytes(windows, H_KV, D_HEAD,
-                                                                          2, 1000)
+    step = kv_cache_bytes(windows, H_KV, D_HEAD, 2, 1001) - kv_cache_bytes(
+        windows, H_KV, D_HEAD, 2, 1000
+    )
     full = kv_cache_bytes([None] * 6, H_KV, D_HEAD, 2, 1001) - kv_cache_bytes(
-        [None] * 6, H_KV, D_HEAD, 2, 1000)
+        [None] * 6, H_KV, D_HEAD, 2, 1000
+    )
     assert step == 2 * H_KV * D_HEAD * 2 and full == 6 * step
     with pytest.raises(ValueError, match="windows must give one entry per layer"):
         kv_cache_bytes([], H_KV, D_HEAD, 2, 10)
@@ -507,7 +760,10 @@ def test_no_host_sync_in_run(which, request):
 
 
 def assert_float64_equal(labels, ours, theirs) -> float:
-    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs, strict=True)}
+    diffs = {
+        n: (a - b).abs().max().item()
+        for n, a, b in zip(labels, ours, theirs, strict=True)
+    }
     worst = max(diffs, key=diffs.get)
     assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
     return diffs[worst]

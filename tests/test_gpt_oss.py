@@ -54,26 +54,42 @@ KINDS = ["sliding_attention", "full_attention", "sliding_attention"]
 
 
 def hf_config(**changes) -> GptOssConfig:
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
-                "num_key_value_heads": H_KV, "head_dim": D_HEAD,
-                "intermediate_size": D_FF, "num_hidden_layers": 3,
-                "num_local_experts": E, "num_experts_per_tok": K, "sliding_window": W,
-                "layer_types": KINDS, "max_position_embeddings": 131_072,
-                "router_aux_loss_coef": 0.001, "pad_token_id": None,
-                "bos_token_id": None, "eos_token_id": None,
-                "attn_implementation": "eager", "experts_implementation": "eager"}
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "num_attention_heads": H,
+        "num_key_value_heads": H_KV,
+        "head_dim": D_HEAD,
+        "intermediate_size": D_FF,
+        "num_hidden_layers": 3,
+        "num_local_experts": E,
+        "num_experts_per_tok": K,
+        "sliding_window": W,
+        "layer_types": KINDS,
+        "max_position_embeddings": 131_072,
+        "router_aux_loss_coef": 0.001,
+        "pad_token_id": None,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "attn_implementation": "eager",
+        "experts_implementation": "eager",
+    }
     return GptOssConfig(**(settings | changes))  # rope_parameters: HF's YaRN
 
 
 @contextlib.contextmanager
 def hf_norms_in_input_dtype(module: torch.nn.Module):
     """Test-harness patch: every GptOssRMSNorm computes in the input dtype (HF: f32)."""
-    norms = [m for m in module.modules()
-             if isinstance(m, modeling_gpt_oss.GptOssRMSNorm)]
+    norms = [
+        m for m in module.modules() if isinstance(m, modeling_gpt_oss.GptOssRMSNorm)
+    ]
     for m in norms:
+
         def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
+            return m.weight * (
+                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
+            )
+
         m.forward = forward
     try:
         yield
@@ -106,14 +122,18 @@ def pair():
 def test_built_from_the_config(pair):
     ours, theirs = pair
     kinds = [type(b.attn) for b in ours.blocks]
-    assert kinds == [SlidingWindowSinkAttention, SinkAttention,
-                     SlidingWindowSinkAttention]
+    assert kinds == [
+        SlidingWindowSinkAttention,
+        SinkAttention,
+        SlidingWindowSinkAttention,
+    ]
     assert [layer_window(b.attn) for b in ours.blocks] == [W, None, W]
     rope = ours.blocks[0].attn.rope
     assert isinstance(rope, YarnRotaryEmbedding) and rope.yarn["factor"] == 32.0
     assert rope.yarn["truncate"] is False and abs(rope.attention_factor - 1.3466) < 1e-4
-    assert sum(p.numel() for p in ours.parameters()) == \
-        sum(p.numel() for p in theirs.parameters())
+    assert sum(p.numel() for p in ours.parameters()) == sum(
+        p.numel() for p in theirs.parameters()
+    )
 
 
 def forward_and_grads(ours, theirs):
@@ -121,8 +141,9 @@ def forward_and_grads(ours, theirs):
     got = ours(ids)
     out = theirs(ids, output_router_logits=True)
     want = out.logits
-    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(2),
-                        dtype=got.dtype)
+    probe = torch.randn(
+        got.shape, generator=torch.Generator().manual_seed(2), dtype=got.dtype
+    )
     names = [n for n, _ in ours.named_parameters()]
     hf = dict(theirs.named_parameters())
     hf_names = [n for n, _ in theirs.named_parameters()]
@@ -149,7 +170,9 @@ def test_tiny_gpt_oss_equals_hf(pair):
     labels, mine, hf = forward_and_grads(ours, theirs)
     diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, mine, hf)}
     for n, a, b in zip(labels, mine, hf):
-        bound = F32_OUTPUTS if n == "logits" or n.startswith("router") else F32_GRADIENTS
+        bound = (
+            F32_OUTPUTS if n == "logits" or n.startswith("router") else F32_GRADIENTS
+        )
         assert diffs[n] <= bound * b.abs().max().item(), (n, diffs[n])
     assert max(diffs.values()) > 1e-12  # HF's float32 norms are in the path
     with hf_norms_in_input_dtype(theirs):
@@ -158,14 +181,16 @@ def test_tiny_gpt_oss_equals_hf(pair):
     worst = max(diffs, key=diffs.get)
     assert diffs[worst] <= F64_TOL, (worst, diffs[worst])
     sinks = [n for n in labels if n.endswith("sinks")]
-    assert len(sinks) == 3 and all(mine[labels.index(n)].abs().max() > 1e-3
-                                   for n in sinks)
+    assert len(sinks) == 3 and all(
+        mine[labels.index(n)].abs().max() > 1e-3 for n in sinks
+    )
 
 
-@pytest.mark.skipif(not hasattr(torch.nn.functional, "grouped_mm"),
-                    reason="this torch has no F.grouped_mm: only the padded path")
-def test_tiny_gpt_oss_in_float32_through_the_grouped_path_equals_hf(pair,
-                                                                    monkeypatch):
+@pytest.mark.skipif(
+    not hasattr(torch.nn.functional, "grouped_mm"),
+    reason="this torch has no F.grouped_mm: only the padded path",
+)
+def test_tiny_gpt_oss_in_float32_through_the_grouped_path_equals_hf(pair, monkeypatch):
     """Both models in float32: ours runs `GptOssExperts.grouped` in each of the 3
     layers (spied on; the padded `forward` would fail the test), HF its eager experts.
     Logits, router logits and every gradient within the float32 bounds above."""
@@ -181,14 +206,18 @@ def test_tiny_gpt_oss_in_float32_through_the_grouped_path_equals_hf(pair,
         return grouped(self, rows, offs)
 
     monkeypatch.setattr(GptOssExperts, "grouped", spy)
-    monkeypatch.setattr(GptOssExperts, "forward", lambda *a: pytest.fail(
-        "the padded path ran"))
+    monkeypatch.setattr(
+        GptOssExperts, "forward", lambda *a: pytest.fail("the padded path ran")
+    )
     labels, mine, hf = forward_and_grads(ours, theirs)
     assert calls == [(B * T * K, D)] * 3
     assert all(a.dtype == torch.float32 for a in mine)
     for n, a, b in zip(labels, mine, hf):
-        bound = (F32_ALL_OUTPUTS if n == "logits" or n.startswith("router")
-                 else F32_GRADIENTS)
+        bound = (
+            F32_ALL_OUTPUTS
+            if n == "logits" or n.startswith("router")
+            else F32_GRADIENTS
+        )
         diff = (a - b).abs().max().item()
         assert diff <= bound * b.abs().max().item(), (n, diff)
 
@@ -202,8 +231,9 @@ def test_balancing_loss_and_training_loss_equal_hf(pair):
         out = theirs(input_ids=ids, labels=ids, output_router_logits=True)
         logits = ours(ids)
         aux = gpt_oss_aux_loss(ours)
-        ce = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
-                                               ids[:, 1:].reshape(-1))
+        ce = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1)
+        )
         loss = ce + theirs.config.router_aux_loss_coef * aux
     assert aux > K  # uniform routing gives k: ours is not uniform
     for name, a, b in (("aux", aux, out.aux_loss), ("loss", loss, out.loss)):
@@ -214,8 +244,9 @@ def test_greedy_cached_decoding_past_the_window_equals_hf_generate(pair):
     ours, theirs = pair
     prompt = torch.randint(0, VOCAB, (B, 5), generator=torch.Generator().manual_seed(3))
     with hf_norms_in_input_dtype(theirs):
-        want = theirs.generate(prompt, max_new_tokens=10, do_sample=False,
-                               min_new_tokens=10)
+        want = theirs.generate(
+            prompt, max_new_tokens=10, do_sample=False, min_new_tokens=10
+        )
     got = generate(ours, prompt, 10)
     assert got.shape == (B, 15) and torch.equal(got, want)
     assert len(set(got[:, 5:].flatten().tolist())) > 2  # not one token repeated
@@ -229,23 +260,43 @@ def test_no_host_reads_in_run(pair):
 
 def test_refusals_name_the_field(pair):
     ours, theirs = pair
-    bad = [({"attention_dropout": 0.1}, "attention_dropout"),
-           ({"layer_types": ["sliding_attention", "chunked_attention",
-                             "full_attention"]}, "layer_types"),
-           ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4,
-                                 "factor": 2.0}}, "rope_type")]
+    bad = [
+        ({"attention_dropout": 0.1}, "attention_dropout"),
+        (
+            {
+                "layer_types": [
+                    "sliding_attention",
+                    "chunked_attention",
+                    "full_attention",
+                ]
+            },
+            "layer_types",
+        ),
+        (
+            {
+                "rope_parameters": {
+                    "rope_type": "linear",
+                    "rope_theta": 1e4,
+                    "factor": 2.0,
+                }
+            },
+            "rope_type",
+        ),
+    ]
     base = theirs.config.to_dict()
     for change, field in bad:
         with pytest.raises(ValueError, match=field):
             gpt_oss_from_hf_config(base | change)
     with pytest.raises(ValueError, match="sliding_window"):
         gpt_oss_from_hf_config(base | {"sliding_window": None})
-    for change, field in [({"num_experts_per_tok": 1}, "num_experts_per_tok"),
-                          ({"swiglu_limit": 6.0}, "swiglu_limit"),
-                          ({"layer_types": KINDS[::-1][:2] + ["full_attention"]},
-                           "layer_types"),
-                          ({"rope_parameters": {"rope_type": "default",
-                                                "rope_theta": 150000.0}},
-                           "rope_parameters")]:
+    for change, field in [
+        ({"num_experts_per_tok": 1}, "num_experts_per_tok"),
+        ({"swiglu_limit": 6.0}, "swiglu_limit"),
+        ({"layer_types": KINDS[::-1][:2] + ["full_attention"]}, "layer_types"),
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 150000.0}},
+            "rope_parameters",
+        ),
+    ]:
         with pytest.raises(ValueError, match=field):
             check_gpt_oss_config(ours, base | change)

@@ -8,7 +8,7 @@ import pytest
 from literate.site import claims, hooks, notebook_pages, offline
 from literate.site.docblocks import iter_claims, nav_order
 
-PAGE = '''# A page
+PAGE = """# A page
 
 !!! claim "demo.sum"
     One and one make two.
@@ -16,7 +16,7 @@ PAGE = '''# A page
 ```python
 assert 1 + 1 == 2
 ```
-'''
+"""
 
 
 def test_claim_becomes_an_anchored_box():
@@ -51,7 +51,9 @@ def test_external_assets_are_found_and_plain_links_are_not(tmp_path):
         "<style>@font-face { src: url(https://fonts.example/f.woff2) }</style>",
         encoding="utf-8",
     )
-    (tmp_path / "style.css").write_text('@import "https://fonts.example/a.css";', encoding="utf-8")
+    (tmp_path / "style.css").write_text(
+        '@import "https://fonts.example/a.css";', encoding="utf-8"
+    )
     found = offline.external_assets(tmp_path)
     assert len(found) == 5, found
     assert any("cdn.example/x.js" in f for f in found)
@@ -63,27 +65,51 @@ def test_notebook_cache_key_covers_literate(tmp_path, monkeypatch):
 
     notebook = tmp_path / "nb.py"
     notebook.write_text("# %%\nprint(1)\n", encoding="utf-8")
-    config = {k: None for k in ("kernel_name", "theme", "allow_errors", "show_input", "no_input", "no_prompt",
-                                "remove_tag_config", "highlight_extra_classes", "include_requirejs",
-                                "custom_mathjax_url", "toc_depth")}
-    monkeypatch.setattr(plugin, "_compute_cache_key", plugin._compute_cache_key)  # restored after the test
+    config = {
+        k: None
+        for k in (
+            "kernel_name",
+            "theme",
+            "allow_errors",
+            "show_input",
+            "no_input",
+            "no_prompt",
+            "remove_tag_config",
+            "highlight_extra_classes",
+            "include_requirejs",
+            "custom_mathjax_url",
+            "toc_depth",
+        )
+    }
+    monkeypatch.setattr(
+        plugin, "_compute_cache_key", plugin._compute_cache_key
+    )  # restored after the test
     notebook_pages.cover_notebook_cache_with_code()
     notebook_pages.cover_notebook_cache_with_code()  # idempotent: wraps the original once
     before = plugin._compute_cache_key(str(notebook), config, True)
     assert before == plugin._compute_cache_key(str(notebook), config, True)
-    monkeypatch.setattr(notebook_pages, "code_fingerprint", lambda: "literate/ was edited")
+    monkeypatch.setattr(
+        notebook_pages, "code_fingerprint", lambda: "literate/ was edited"
+    )
     assert plugin._compute_cache_key(str(notebook), config, True) != before
-    assert plugin._compute_cache_key.__wrapped__(str(notebook), config, True) == \
-        plugin._compute_cache_key.__wrapped__(str(notebook), config, True)
+    assert plugin._compute_cache_key.__wrapped__(
+        str(notebook), config, True
+    ) == plugin._compute_cache_key.__wrapped__(str(notebook), config, True)
 
 
 def test_nav_order_flattens_sections_in_reading_order():
-    nav = [{"Home": "index.md"}, {"Part": [{"One": "a/one.md"}, "a/two.md"]}, {"Appendix": [{"L": "z.md"}]}]
+    nav = [
+        {"Home": "index.md"},
+        {"Part": [{"One": "a/one.md"}, "a/two.md"]},
+        {"Appendix": [{"L": "z.md"}]},
+    ]
     assert nav_order(nav) == ["index.md", "a/one.md", "a/two.md", "z.md"]
 
 
 @pytest.mark.parametrize("forked", [True, False], ids=["linux", "elsewhere"])
-def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_path, monkeypatch, forked):
+def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(
+    tmp_path, monkeypatch, forked
+):
     """`execute_notebooks_ahead` starts every notebook without a cached result in the
     background; the plugin's own nb2html call then returns that result (no second run),
     a call with other options runs anew, and a cached notebook is not started."""
@@ -128,24 +154,38 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
         assert started == notebooks[1:]
         options = {n: jupyter.config[n] for n in notebook_pages.NB2HTML_OPTIONS}
         release.set()
-        assert convert.nb2html(started[0], execute=True, **options) == f"<html of {started[0]}>"
-        assert convert.nb2html(started[1], execute=False, **options) == f"<html of {started[1]}>"
+        assert (
+            convert.nb2html(started[0], execute=True, **options)
+            == f"<html of {started[0]}>"
+        )
+        assert (
+            convert.nb2html(started[1], execute=False, **options)
+            == f"<html of {started[1]}>"
+        )
         for path in started[2:]:
             convert.nb2html(path, execute=True, **options)
         by_thread = [(path, name.startswith("notebooks")) for path, name, _ in ran]
-        assert sorted(p for p, ahead in by_thread if ahead) == sorted(started)  # once each
-        assert [p for p, ahead in by_thread if not ahead] == [started[1]]  # other options
+        assert sorted(p for p, ahead in by_thread if ahead) == sorted(
+            started
+        )  # once each
+        assert [p for p, ahead in by_thread if not ahead] == [
+            started[1]
+        ]  # other options
         # ahead, each in a kernel forked by one server, closed after the last notebook
         # (the plugin's own call keeps the configured kernel)
         kernels = {(path, name.startswith("notebooks")): k for path, name, k in ran}
-        ahead_kernel = notebook_pages.WarmKernels.NAME if forked else jupyter.config["kernel_name"]
+        ahead_kernel = (
+            notebook_pages.WarmKernels.NAME if forked else jupyter.config["kernel_name"]
+        )
         assert all(kernels[p, True] == ahead_kernel for p in started)
         assert kernels[started[1], False] == jupyter.config["kernel_name"]
         for _ in range(100):
             if len(served) == 2 or not forked:
                 break
             threading.Event().wait(0.05)
-        assert served == ([("started", started), ("closed", len(started))] if forked else [])
+        assert served == (
+            [("started", started), ("closed", len(started))] if forked else []
+        )
     finally:
         release.set()
         convert.nb2html = getattr(convert.nb2html, "__wrapped__", convert.nb2html)
@@ -154,11 +194,19 @@ def test_notebooks_execute_ahead_once_and_the_page_render_takes_that_result(tmp_
 def _figure_notebook(path, metadata: dict, output_metadata: dict | None = None):
     import nbformat
 
-    cell = nbformat.v4.new_code_cell("fig, ax = plt.subplots()\nplt.show()", metadata=metadata)
-    cell.outputs = [nbformat.v4.new_output(
-        "display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"},
-        metadata=output_metadata or {})]
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), cell]), path)
+    cell = nbformat.v4.new_code_cell(
+        "fig, ax = plt.subplots()\nplt.show()", metadata=metadata
+    )
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"},
+            metadata=output_metadata or {},
+        )
+    ]
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), cell]), path
+    )
     return str(path)
 
 
@@ -166,22 +214,39 @@ def _image_alts(page: str) -> list[str]:
     import html
     import re
 
-    return [html.unescape(m.group(2)) for m in re.finditer(r"<img alt=(['\"])(.*?)\1", page)]
+    return [
+        html.unescape(m.group(2)) for m in re.finditer(r"<img alt=(['\"])(.*?)\1", page)
+    ]
 
 
-def test_notebook_figures_get_their_cells_alt_text_and_none_goes_without(monkeypatch, tmp_path):
+def test_notebook_figures_get_their_cells_alt_text_and_none_goes_without(
+    monkeypatch, tmp_path
+):
     from mkdocs_jupyter import nbconvert2
 
-    described = _figure_notebook(tmp_path / "a.ipynb", {"alt": 'Loss falls "fast" & <flat>'})
-    by_output = _figure_notebook(tmp_path / "b.ipynb", {}, {"image/png": {"alt": "From the output"}})
+    described = _figure_notebook(
+        tmp_path / "a.ipynb", {"alt": 'Loss falls "fast" & <flat>'}
+    )
+    by_output = _figure_notebook(
+        tmp_path / "b.ipynb", {}, {"image/png": {"alt": "From the output"}}
+    )
     bare = _figure_notebook(tmp_path / "c.ipynb", {})
-    monkeypatch.setattr(nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter)  # restored after
+    monkeypatch.setattr(
+        nbconvert2, "HTMLExporter", nbconvert2.HTMLExporter
+    )  # restored after
     placeholder = "No description has been provided for this image"  # nbconvert's own
     assert _image_alts(nbconvert2.nb2html(described, execute=False)) == [placeholder]
     notebook_pages.notebook_exporter()
-    assert _image_alts(nbconvert2.nb2html(described, execute=False)) == ['Loss falls "fast" & <flat>']
-    assert _image_alts(nbconvert2.nb2html(by_output, execute=False)) == ["From the output"]
-    with pytest.raises(notebook_pages.PluginError, match=r"cell 1 \('fig, ax = plt.subplots\(\)'\) shows a figure without alt"):
+    assert _image_alts(nbconvert2.nb2html(described, execute=False)) == [
+        'Loss falls "fast" & <flat>'
+    ]
+    assert _image_alts(nbconvert2.nb2html(by_output, execute=False)) == [
+        "From the output"
+    ]
+    with pytest.raises(
+        notebook_pages.PluginError,
+        match=r"cell 1 \('fig, ax = plt.subplots\(\)'\) shows a figure without alt",
+    ):
         nbconvert2.nb2html(bare, execute=False)
 
 
@@ -196,4 +261,6 @@ def test_every_figure_cell_of_the_notebook_pages_has_alt_text():
         for cell in jupytext.read(path).cells:
             if "plt.show()" in cell.source:
                 alt = cell.metadata.get("alt", "")
-                assert len(alt.split()) >= 15, f"{path.name}: a figure cell's alt text is {alt!r}"
+                assert len(alt.split()) >= 15, (
+                    f"{path.name}: a figure cell's alt text is {alt!r}"
+                )

@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "literate"
-LAYERS = ("minimal", "parts", "decoding", "models", "numbers", "tools", "figures", "site")
+LAYERS = (
+    "minimal",
+    "parts",
+    "decoding",
+    "models",
+    "numbers",
+    "tools",
+    "figures",
+    "site",
+)
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -52,8 +61,12 @@ def layer(module: str) -> int | None:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets
-                  if layer(a) is not None and layer(b) is not None and layer(b) > layer(a))
+    return sorted(
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if layer(a) is not None and layer(b) is not None and layer(b) > layer(a)
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -109,7 +122,10 @@ def test_the_minimal_blocks_import_only_torch_the_standard_library_and_each_othe
     graph = import_graph()
     for name, targets in graph.items():
         if name.startswith("literate.minimal"):
-            assert all(t.startswith("literate.minimal") for t in targets), (name, targets)
+            assert all(t.startswith("literate.minimal") for t in targets), (
+                name,
+                targets,
+            )
     for path in sorted((PACKAGE / "minimal").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -124,16 +140,30 @@ def test_the_minimal_blocks_import_only_torch_the_standard_library_and_each_othe
 
 def test_nothing_outside_site_imports_site():
     graph = import_graph()
-    assert sorted(a for a, bs in graph.items() if layer(a) != LAYERS.index("site")
-                  and any(layer(b) == LAYERS.index("site") for b in bs)) == []
+    assert (
+        sorted(
+            a
+            for a, bs in graph.items()
+            if layer(a) != LAYERS.index("site")
+            and any(layer(b) == LAYERS.index("site") for b in bs)
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize("source, problem", [
-    ({"parts/a.py": "from literate.models.b import x", "models/b.py": ""},
-     "literate.parts.a imports literate.models.b"),
-    ({"models/a.py": "def f():\n    import literate.tools.b", "tools/b.py": ""},
-     "literate.models.a imports literate.tools.b"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        (
+            {"parts/a.py": "from literate.models.b import x", "models/b.py": ""},
+            "literate.parts.a imports literate.models.b",
+        ),
+        (
+            {"models/a.py": "def f():\n    import literate.tools.b", "tools/b.py": ""},
+            "literate.models.a imports literate.tools.b",
+        ),
+    ],
+)
 def test_the_walk_sees_an_upward_import(tmp_path, source, problem):
     package = tmp_path / "literate"
     for name, text in source.items():
@@ -148,4 +178,6 @@ def test_the_walk_sees_a_cycle(tmp_path):
     (package / "a.py").write_text("from literate.parts.b import x\n")
     (package / "b.py").write_text("def f():\n    from literate.parts import a\n")
     (package / "c.py").write_text("import literate.parts.a\n")
-    assert cycles(import_graph(package.parent)) == [["literate.parts.a", "literate.parts.b"]]
+    assert cycles(import_graph(package.parent)) == [
+        ["literate.parts.a", "literate.parts.b"]
+    ]

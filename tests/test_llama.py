@@ -69,8 +69,11 @@ def assert_float64_equal(labels, ours, theirs) -> float:
 
 
 # --- RMSNorm ----------------------------------------------------------------------------
-DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, F64],
-                                 ids=["float16", "bfloat16", "float32", "float64"])
+DTYPES = pytest.mark.parametrize(
+    "dtype",
+    [torch.float16, torch.bfloat16, torch.float32, F64],
+    ids=["float16", "bfloat16", "float32", "float64"],
+)
 
 
 def norm_input(dtype, seed=0):
@@ -95,8 +98,10 @@ def test_rms_norm_is_torch_rms_norm_bit_for_bit(dtype):
     a, b = ours(x), theirs(x)
     assert a.dtype == dtype and torch.equal(a, b)
     probe = torch.randn(a.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
-    for g_ours, g_theirs in zip(torch.autograd.grad((a * probe).sum(), (x, ours.weight)),
-                                torch.autograd.grad((b * probe).sum(), (x, theirs.weight))):
+    for g_ours, g_theirs in zip(
+        torch.autograd.grad((a * probe).sum(), (x, ours.weight)),
+        torch.autograd.grad((b * probe).sum(), (x, theirs.weight)),
+    ):
         assert torch.equal(g_ours, g_theirs)
 
 
@@ -107,7 +112,9 @@ def test_rms_norm_equals_hf_llama_rms_norm_bit_for_bit_in_float32():
     assert torch.equal(ours(x), theirs(x))
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"]
+)
 def test_in_half_precision_hf_rounds_before_the_weight_ours_once(dtype):
     """HF: weight * (normalised in float32).to(dtype): two roundings. Ours: the whole
     formula in float32, rounded once. Ours is the float64 answer to half a unit in the last
@@ -152,13 +159,19 @@ def test_eps_sits_inside_the_square_root_added_to_the_mean_square():
     torch.testing.assert_close(ours(x), inside, atol=1e-15, rtol=0)
     torch.testing.assert_close(torch_norm(x), inside, atol=1e-15, rtol=0)
     torch.testing.assert_close(theirs(x), inside, atol=1e-7, rtol=0)  # float32 inside
-    outside = x / (x.pow(2).mean(-1, keepdim=True).sqrt() + c * c)  # eps added to the rms
+    outside = x / (
+        x.pow(2).mean(-1, keepdim=True).sqrt() + c * c
+    )  # eps added to the rms
     assert (outside - inside).abs().min() > 0.2
 
 
 # --- the block --------------------------------------------------------------------------
-BLOCK_NAMES = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
-               "ffn_norm": "post_attention_layernorm"}
+BLOCK_NAMES = {
+    "attn": "self_attn",
+    "ffn": "mlp",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
 
 
 def hf_block_name(name: str) -> str:
@@ -169,13 +182,21 @@ def hf_block_name(name: str) -> str:
 def block_pair(implementation: str, d_head: int | None, seed: int = 0):
     """(ours, theirs, rope): our float64 llama_block and HF's LlamaDecoderLayer holding the
     same weights (random gains), and HF's rotary embedding for the same config."""
-    config = LlamaConfig(hidden_size=D, num_attention_heads=H, num_key_value_heads=H_KV,
-                         head_dim=d_head or D // H, intermediate_size=D_FF,
-                         num_hidden_layers=1, rms_norm_eps=1e-5,
-                         rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
-                         attn_implementation=implementation)
+    config = LlamaConfig(
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        head_dim=d_head or D // H,
+        intermediate_size=D_FF,
+        num_hidden_layers=1,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
+        attn_implementation=implementation,
+    )
     torch.manual_seed(seed)
-    ours = llama_block(D, H, H_KV, D_FF, d_head=d_head, rope_base=10_000.0, eps=1e-5).double()
+    ours = llama_block(
+        D, H, H_KV, D_FF, d_head=d_head, rope_base=10_000.0, eps=1e-5
+    ).double()
     with torch.no_grad():
         for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
@@ -203,8 +224,10 @@ def block_grads(ours, theirs, rope, mask):
     want = theirs(x, attention_mask=mask, position_embeddings=cos_sin)
     names = [n for n, _ in ours.named_parameters()]
     g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad((want * probe).sum(),
-                                [x, *(theirs.get_parameter(hf_block_name(n)) for n in names)])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(),
+        [x, *(theirs.get_parameter(hf_block_name(n)) for n in names)],
+    )
     return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
 
 
@@ -230,15 +253,21 @@ def test_trap_eager_with_no_mask_is_not_causal():
     _, sdpa, _ = block_pair("sdpa", None)
     cos_sin = rope(x, torch.arange(T).expand(B, T))
     with torch.no_grad():
+
         def first(layer, inputs, **kwargs):
             return layer(inputs, position_embeddings=cos_sin, **kwargs)[:, 0]
-        assert (first(eager, x, attention_mask=None) - first(eager, later, attention_mask=None)
-                ).abs().max() > 1e-3  # the future leaks into position 0
-        assert torch.equal(first(sdpa, x, attention_mask=None),
-                           first(sdpa, later, attention_mask=None))
+
+        assert (
+            first(eager, x, attention_mask=None)
+            - first(eager, later, attention_mask=None)
+        ).abs().max() > 1e-3  # the future leaks into position 0
+        assert torch.equal(
+            first(sdpa, x, attention_mask=None), first(sdpa, later, attention_mask=None)
+        )
         assert torch.equal(ours(x)[:, 0], ours(later)[:, 0])
-        assert (eager(x, attention_mask=None, position_embeddings=cos_sin) - ours(x)
-                ).abs().max() > 1e-3
+        assert (
+            eager(x, attention_mask=None, position_embeddings=cos_sin) - ours(x)
+        ).abs().max() > 1e-3
 
 
 def test_trap_eager_adds_a_bool_mask_as_zero_and_one():
@@ -253,19 +282,32 @@ def test_trap_eager_adds_a_bool_mask_as_zero_and_one():
         as_01 = eager(x, attention_mask=allowed.to(F64), position_embeddings=cos_sin)
         assert torch.equal(as_bool, as_01)
         assert (as_bool - ours(x)).abs().max() > 1e-3
-        causal = eager(x, attention_mask=causal_additive_mask(T), position_embeddings=cos_sin)
-        torch.testing.assert_close(causal, ours(x), atol=F32_BOUND * causal.abs().max(), rtol=0)
+        causal = eager(
+            x, attention_mask=causal_additive_mask(T), position_embeddings=cos_sin
+        )
+        torch.testing.assert_close(
+            causal, ours(x), atol=F32_BOUND * causal.abs().max(), rtol=0
+        )
 
 
 # --- the model --------------------------------------------------------------------------
 def hf_config(**changes) -> LlamaConfig:
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
-                "num_key_value_heads": H_KV, "intermediate_size": D_FF,
-                "num_hidden_layers": LAYERS, "max_position_embeddings": 32,
-                "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-                "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
-                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
-                "attn_implementation": "sdpa"}
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "num_attention_heads": H,
+        "num_key_value_heads": H_KV,
+        "intermediate_size": D_FF,
+        "num_hidden_layers": LAYERS,
+        "max_position_embeddings": 32,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "attn_implementation": "sdpa",
+    }
     return LlamaConfig(**(settings | changes))
 
 
@@ -289,7 +331,9 @@ def pair(request):
 
 
 def ids(seed: int = 2, t: int = 9) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def our_name(hf: str) -> str:
@@ -301,11 +345,17 @@ def our_name(hf: str) -> str:
 def model_grads(ours, theirs):
     tokens = ids()
     got, want = ours(tokens), theirs(input_ids=tokens).logits
-    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    probe = torch.randn(
+        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
+    )
     names = [n for n, _ in theirs.named_parameters()]  # a tied tensor once
     mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad((want * probe).sum(), [theirs.get_parameter(n) for n in names])
-    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
+    )
+    g_ours = torch.autograd.grad(
+        (got * probe).sum(), [mine[our_name(n)] for n in names]
+    )
     return ["logits", *names], [got, *g_ours], [want, *g_ref]
 
 
@@ -314,7 +364,11 @@ def test_the_model_is_what_we_think_it_is(pair):
     tied = theirs.config.tie_word_embeddings
     assert (ours.lm_head.weight is ours.token_embedding.weight) == tied
     assert (theirs.lm_head.weight is theirs.model.embed_tokens.weight) == tied
-    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 3 + 9 * LAYERS - tied
+    assert (
+        len(list(ours.parameters()))
+        == len(list(theirs.parameters()))
+        == 3 + 9 * LAYERS - tied
+    )
     assert isinstance(ours, LlamaLanguageModel) and len(ours.blocks) == LAYERS
 
 
@@ -328,8 +382,12 @@ def test_logits_and_every_gradient_equal_llama_for_causal_lm(pair):
 def test_greedy_tokens_equal_hf_generate(pair):
     ours, theirs = pair
     prompt = ids(4, 5)
-    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=10,
-                           do_sample=False)
+    want = theirs.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=10,
+        do_sample=False,
+    )
     got = ours.generate(prompt, 10)
     assert want.shape == (B, 15) and torch.equal(got, want)
 
@@ -370,56 +428,98 @@ def refused(ours, state, config, pattern):
 def test_a_missing_weight_is_refused(untied):
     theirs, state = untied
     state = {k: v for k, v in state.items() if k != "model.layers.1.mlp.up_proj.weight"}
-    refused(fresh(theirs.config), state, theirs.config,
-            r"^state_dict lacks \['blocks\.1\.ffn\.up_proj\.weight'\] and has no place in "
-            r"ours for \[\]$")
+    refused(
+        fresh(theirs.config),
+        state,
+        theirs.config,
+        r"^state_dict lacks \['blocks\.1\.ffn\.up_proj\.weight'\] and has no place in "
+        r"ours for \[\]$",
+    )
 
 
 def test_an_extra_weight_is_refused(untied):
     theirs, state = untied
     state = state | {"model.layers.0.self_attn.q_proj.bias": torch.zeros(D, dtype=F64)}
-    refused(fresh(theirs.config), state, theirs.config,
-            r"^state_dict lacks \[\] and has no place in ours for "
-            r"\['blocks\.0\.attn\.q_proj\.bias'\]$")
+    refused(
+        fresh(theirs.config),
+        state,
+        theirs.config,
+        r"^state_dict lacks \[\] and has no place in ours for "
+        r"\['blocks\.0\.attn\.q_proj\.bias'\]$",
+    )
 
 
 def test_a_misshapen_weight_is_refused(untied):
     theirs, state = untied
-    state = state | {"model.layers.0.mlp.gate_proj.weight": torch.zeros(D_FF + 1, D, dtype=F64)}
-    refused(fresh(theirs.config), state, theirs.config,
-            r"^blocks\.0\.ffn\.gate_proj\.weight is \(49, 32\), ours \(48, 32\)$")
+    state = state | {
+        "model.layers.0.mlp.gate_proj.weight": torch.zeros(D_FF + 1, D, dtype=F64)
+    }
+    refused(
+        fresh(theirs.config),
+        state,
+        theirs.config,
+        r"^blocks\.0\.ffn\.gate_proj\.weight is \(49, 32\), ours \(48, 32\)$",
+    )
 
 
 def test_a_tied_model_refuses_a_head_unlike_the_embedding():
     theirs = hf_model(True, seed=6)
     state = dict(theirs.state_dict())
     state["lm_head.weight"] = state["lm_head.weight"] + 1.0
-    refused(fresh(theirs.config), state, theirs.config,
-            r"^lm_head\.weight differs from embed_tokens: ours is tied$")
+    refused(
+        fresh(theirs.config),
+        state,
+        theirs.config,
+        r"^lm_head\.weight differs from embed_tokens: ours is tied$",
+    )
 
 
 MISMATCHES = [  # a LlamaConfig change, then the message naming both sides
-    ({"num_attention_heads": 8, "head_dim": 4}, r"^ours has n_heads=4, theirs num_attention_heads=8$"),
-    ({"num_key_value_heads": 4}, r"^ours has n_kv_heads=2, theirs num_key_value_heads=4$"),
+    (
+        {"num_attention_heads": 8, "head_dim": 4},
+        r"^ours has n_heads=4, theirs num_attention_heads=8$",
+    ),
+    (
+        {"num_key_value_heads": 4},
+        r"^ours has n_kv_heads=2, theirs num_key_value_heads=4$",
+    ),
     ({"head_dim": 16}, r"^ours has d_head=8, theirs head_dim=16$"),
     ({"intermediate_size": 64}, r"^ours has d_ff=48, theirs intermediate_size=64$"),
     ({"rms_norm_eps": 1e-6}, r"^ours has eps=1e-05, theirs rms_norm_eps=1e-06$"),
-    ({"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}},
-     r"^ours has rope_base=10000\.0, theirs rope_theta=500000\.0$"),
-    ({"tie_word_embeddings": True}, r"^ours has tied=False, theirs tie_word_embeddings=True$"),
+    (
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}},
+        r"^ours has rope_base=10000\.0, theirs rope_theta=500000\.0$",
+    ),
+    (
+        {"tie_word_embeddings": True},
+        r"^ours has tied=False, theirs tie_word_embeddings=True$",
+    ),
     ({"vocab_size": 62}, r"^ours has vocab_size=61, theirs vocab_size=62$"),
     ({"num_hidden_layers": 3}, r"^ours has n_layers=2, theirs num_hidden_layers=3$"),
-    ({"hidden_act": "gelu"}, r"^config hidden_act='gelu' is not supported \(ours: 'silu'\)$"),
-    ({"attention_bias": True}, r"^config attention_bias=True is not supported \(ours: False\)$"),
-    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
-     r"^RoPE scaling 'linear' is not implemented"),
+    (
+        {"hidden_act": "gelu"},
+        r"^config hidden_act='gelu' is not supported \(ours: 'silu'\)$",
+    ),
+    (
+        {"attention_bias": True},
+        r"^config attention_bias=True is not supported \(ours: False\)$",
+    ),
+    (
+        {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+        r"^RoPE scaling 'linear' is not implemented",
+    ),
 ]
 
 
-@pytest.mark.parametrize("changes, pattern", MISMATCHES,
-                         ids=[next(iter(c)) + (f"={c['rope_parameters']['rope_type']}"
-                                               if "rope_parameters" in c else "")
-                              for c, _ in MISMATCHES])
+@pytest.mark.parametrize(
+    "changes, pattern",
+    MISMATCHES,
+    ids=[
+        next(iter(c))
+        + (f"={c['rope_parameters']['rope_type']}" if "rope_parameters" in c else "")
+        for c, _ in MISMATCHES
+    ],
+)
 def test_the_configuration_is_checked_before_any_weight(untied, changes, pattern):
     theirs, state = untied
     other = hf_config(**changes)
@@ -431,12 +531,20 @@ def test_the_configuration_is_checked_before_any_weight(untied, changes, pattern
 def test_a_config_json_of_the_older_layout_is_read():
     """transformers 4.x wrote rope_theta and rope_scaling (kind "type", then "rope_type")
     at the top level and no head_dim; 5.x writes rope_parameters and head_dim."""
-    old = {k: v for k, v in hf_config().to_dict().items()
-           if k not in ("rope_parameters", "head_dim")} | {"rope_theta": 5e5}
+    old = {
+        k: v
+        for k, v in hf_config().to_dict().items()
+        if k not in ("rope_parameters", "head_dim")
+    } | {"rope_theta": 5e5}
     model = llama_from_hf_config(old)
-    assert model.blocks[0].attn.rope.base == 5e5 and model.blocks[0].attn.d_head == D // H
+    assert (
+        model.blocks[0].attn.rope.base == 5e5 and model.blocks[0].attn.d_head == D // H
+    )
     check_llama_config(model, old)
-    for scaling in ({"type": "linear", "factor": 2.0}, {"rope_type": "llama3", "factor": 8.0}):
+    for scaling in (
+        {"type": "linear", "factor": 2.0},
+        {"rope_type": "llama3", "factor": 8.0},
+    ):
         with pytest.raises(ValueError, match=r"^RoPE scaling '(linear|llama3)' is not"):
             llama_from_hf_config(old | {"rope_scaling": scaling})
 
@@ -458,7 +566,11 @@ def test_head_dim_other_than_hidden_over_heads_is_built():
     config = hf_config(head_dim=16)
     model = llama_from_hf_config(config)
     attn = model.blocks[0].attn
-    assert (attn.d_head, attn.q_proj.out_features, attn.o_proj.in_features) == (16, 64, 64)
+    assert (attn.d_head, attn.q_proj.out_features, attn.o_proj.in_features) == (
+        16,
+        64,
+        64,
+    )
     assert attn.rope.d_head == 16
     check_llama_config(model, config)
 
@@ -494,7 +606,9 @@ def test_the_language_models_share_one_interface():
 
     for cls in (GPTLanguageModel, LlamaLanguageModel):
         assert issubclass(cls, DecoderLanguageModel)
-        assert {"check", "forward", "run", "generate", "vocab_size"}.isdisjoint(vars(cls))
+        assert {"check", "forward", "run", "generate", "vocab_size"}.isdisjoint(
+            vars(cls)
+        )
         assert {"embed", "context"} <= set(vars(cls))
     torch.manual_seed(0)
     model = llama_model(61, 16, 32, 4, 2, 2, 48).double()

@@ -20,6 +20,7 @@ built from a small `LlamaConfig` (no download) whose `head_dim` and RoPE base
 Every random tensor comes from a fixed seed. Importing the HF module costs a few seconds:
 everything that needs it is in this one file.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -38,7 +39,11 @@ from literate.parts.multi_head import MultiHeadAttention
 F64 = torch.float64
 TOL = dict(atol=1e-12, rtol=0)
 # the decoder layers' cache argument was renamed in 5.x (past_key_values -> cache)
-CACHE_KW = "cache" if "cache" in inspect.signature(LlamaAttention.forward).parameters else "past_key_values"
+CACHE_KW = (
+    "cache"
+    if "cache" in inspect.signature(LlamaAttention.forward).parameters
+    else "past_key_values"
+)
 
 
 def pair(seed: int, n_kv: int, *, bias: bool = False, implementation: str = "sdpa"):
@@ -49,11 +54,16 @@ def pair(seed: int, n_kv: int, *, bias: bool = False, implementation: str = "sdp
         with torch.no_grad():
             for p in (ours.q_proj, ours.k_proj, ours.v_proj, ours.o_proj):
                 p.bias.normal_()
-    config = LlamaConfig(hidden_size=ours.d_model, num_attention_heads=ours.n_heads,
-                         num_key_value_heads=ours.n_kv_heads, head_dim=ours.d_head,
-                         rope_parameters={"rope_type": "default", "rope_theta": ours.rope.base},
-                         attention_bias=bias, attn_implementation=implementation,
-                         num_hidden_layers=1)
+    config = LlamaConfig(
+        hidden_size=ours.d_model,
+        num_attention_heads=ours.n_heads,
+        num_key_value_heads=ours.n_kv_heads,
+        head_dim=ours.d_head,
+        rope_parameters={"rope_type": "default", "rope_theta": ours.rope.base},
+        attention_bias=bias,
+        attn_implementation=implementation,
+        num_hidden_layers=1,
+    )
     theirs = LlamaAttention(config, layer_idx=0).double()
     theirs.load_state_dict(ours.state_dict())  # strict: the same names and shapes
     return ours, theirs, config
@@ -61,18 +71,24 @@ def pair(seed: int, n_kv: int, *, bias: bool = False, implementation: str = "sdp
 
 def x_and_rope(config: LlamaConfig, seed: int, b: int, t: int, start: int = 0):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(b, t, config.hidden_size, generator=g, dtype=F64, requires_grad=True)
+    x = torch.randn(
+        b, t, config.hidden_size, generator=g, dtype=F64, requires_grad=True
+    )
     positions = torch.arange(start, start + t).expand(b, t)
     return x, LlamaRotaryEmbedding(config)(x, positions)
 
 
-def ours_out(layer: MultiHeadAttention, x: torch.Tensor, return_weights: bool, **kwargs):
+def ours_out(
+    layer: MultiHeadAttention, x: torch.Tensor, return_weights: bool, **kwargs
+):
     if return_weights:
         return layer(x, causal=True, return_weights=True, **kwargs)[0]
     return layer(x, causal=True, **kwargs)
 
 
-PATHS = pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "transparent"])
+PATHS = pytest.mark.parametrize(
+    "return_weights", [False, True], ids=["fused", "transparent"]
+)
 HEADS = pytest.mark.parametrize("n_kv", [8, 2, 1], ids=["MHA", "GQA", "MQA"])
 
 
@@ -83,7 +99,9 @@ def test_the_reference_is_what_we_think_it_is():
     assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10_000.0}
     x, (cos, sin) = x_and_rope(config, 1, 2, 6, start=3)
     table_cos, table_sin = ours.rope.tables(9)
-    assert torch.equal(cos[0], table_cos[3:9].double()) and torch.equal(sin[1], table_sin[3:9].double())
+    assert torch.equal(cos[0], table_cos[3:9].double()) and torch.equal(
+        sin[1], table_sin[3:9].double()
+    )
 
 
 @PATHS
@@ -91,19 +109,28 @@ def test_the_reference_is_what_we_think_it_is():
 @pytest.mark.parametrize("bias", [False, True], ids=["no-bias", "bias"])
 @pytest.mark.parametrize("start", [0, 5], ids=["at-0", "at-5"])
 @pytest.mark.parametrize("padded", [False, True], ids=["causal", "causal+padding"])
-def test_equals_llama_sdpa_attention_forward_and_backward(n_kv, bias, start, padded, return_weights):
+def test_equals_llama_sdpa_attention_forward_and_backward(
+    n_kv, bias, start, padded, return_weights
+):
     ours, theirs, config = pair(10 + n_kv, n_kv, bias=bias)
     x, cos_sin = x_and_rope(config, 20 + n_kv, 3, 6, start)
     if padded:  # right padding: no query is left without a key
-        valid = torch.tensor([[True] * 6, [True] * 4 + [False] * 2, [True] * 5 + [False]])
-        kwargs, mask = {"key_valid": valid}, causal_allowed(6, 6) & padding_allowed(valid)
+        valid = torch.tensor(
+            [[True] * 6, [True] * 4 + [False] * 2, [True] * 5 + [False]]
+        )
+        kwargs, mask = (
+            {"key_valid": valid},
+            causal_allowed(6, 6) & padding_allowed(valid),
+        )
     else:
         kwargs, mask = {}, None  # None: HF's sdpa attention is causal by itself
     start_kw = {"start_pos": start} if start else {}
     ref, _ = theirs(x, position_embeddings=cos_sin, attention_mask=mask)
     out = ours_out(ours, x, return_weights, **kwargs, **start_kw)
     torch.testing.assert_close(out, ref, **TOL)
-    probe = torch.randn(ref.shape, generator=torch.Generator().manual_seed(30), dtype=F64)
+    probe = torch.randn(
+        ref.shape, generator=torch.Generator().manual_seed(30), dtype=F64
+    )
     g_ref = torch.autograd.grad((ref * probe).sum(), [x, *theirs.parameters()])
     g_ours = torch.autograd.grad((out * probe).sum(), [x, *ours.parameters()])
     assert len(g_ours) == len(g_ref) == 1 + (8 if bias else 4)
@@ -138,15 +165,26 @@ def test_cached_decode_equals_llama_with_a_dynamic_cache(n_kv, return_weights):
     x, _ = x_and_rope(config, 51, 2, 8)
     rope = LlamaRotaryEmbedding(config)
     with torch.no_grad():
-        hf_cache, cache = DynamicCache(config=config), ours.new_cache(batch=2, capacity=8)
+        hf_cache, cache = (
+            DynamicCache(config=config),
+            ours.new_cache(batch=2, capacity=8),
+        )
         refs, outs = [], []
         for a, b in [(0, 4), (4, 5), (5, 6), (6, 7), (7, 8)]:
             cos_sin = rope(x, torch.arange(a, b).expand(2, b - a))
-            refs.append(theirs(x[:, a:b], position_embeddings=cos_sin, attention_mask=None,
-                               **{CACHE_KW: hf_cache})[0])
+            refs.append(
+                theirs(
+                    x[:, a:b],
+                    position_embeddings=cos_sin,
+                    attention_mask=None,
+                    **{CACHE_KW: hf_cache},
+                )[0]
+            )
             outs.append(ours_out(ours, x[:, a:b], return_weights, cache=cache))
     torch.testing.assert_close(torch.cat(outs, dim=1), torch.cat(refs, dim=1), **TOL)
-    keys = hf_cache.layers[0].keys  # [B, H_kv, T, d_head]: rotated before caching, as ours
+    keys = hf_cache.layers[
+        0
+    ].keys  # [B, H_kv, T, d_head]: rotated before caching, as ours
     assert keys.shape == (2, n_kv, 8, 4)
     torch.testing.assert_close(cache.k[:, :, :8], keys, **TOL)
     torch.testing.assert_close(cache.v[:, :, :8], hf_cache.layers[0].values, **TOL)
@@ -157,11 +195,15 @@ def test_eager_llama_attention_needs_an_additive_mask_and_softmaxes_in_float32(n
     ours, eager, config = pair(60 + n_kv, n_kv, implementation="eager")
     x, cos_sin = x_and_rope(config, 61, 2, 6)
     valid = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
-    allowed = causal_allowed(6, 6) & padding_allowed(valid)  # [B, 1, T, T], True = attend
+    allowed = causal_allowed(6, 6) & padding_allowed(
+        valid
+    )  # [B, 1, T, T], True = attend
     additive = torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed, -torch.inf)
     with torch.no_grad():
         out, weights = ours(x, causal=True, key_valid=valid, return_weights=True)
-        ref, ref_weights = eager(x, position_embeddings=cos_sin, attention_mask=additive)
+        ref, ref_weights = eager(
+            x, position_embeddings=cos_sin, attention_mask=additive
+        )
         # its softmax is float32: the weights are float32 numbers, and it is 1e-7 away
         assert torch.equal(ref_weights, ref_weights.float().double())
         assert 1e-12 < (ref - out).abs().max() < 1e-6

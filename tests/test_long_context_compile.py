@@ -28,20 +28,51 @@ def tiny(name: str) -> torch.nn.Module:
     if name == "mistral":
         return mistral_model(VOCAB, 32, 32, 4, 2, 2, 48, window=4)  # 2 layers, d_ff 48
     if name == "gemma3":
-        return gemma3_model(VOCAB, 32, 32, 4, 2, 48, d_head=8, window=4,
-                            layer_types=["sliding_attention", "full_attention"],
-                            query_pre_attn_scalar=8)
+        return gemma3_model(
+            VOCAB,
+            32,
+            32,
+            4,
+            2,
+            48,
+            d_head=8,
+            window=4,
+            layer_types=["sliding_attention", "full_attention"],
+            query_pre_attn_scalar=8,
+        )
     if name == "gpt_oss":
         return gpt_oss_model(VOCAB, 32, 32, 4, 2, 16, 4, 2, windows=[4, None], d_head=8)
-    return deepseek_v3_from_hf_config(DeepseekV3Config(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-        n_shared_experts=1, n_routed_experts=8, num_experts_per_tok=2, n_group=4,
-        topk_group=2, first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16,
-        qk_nope_head_dim=10, qk_rope_head_dim=6, v_head_dim=12,
-        max_position_embeddings=32, rope_parameters={
-            "rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0,
-            "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0}))
+    return deepseek_v3_from_hf_config(
+        DeepseekV3Config(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=48,
+            moe_intermediate_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            n_shared_experts=1,
+            n_routed_experts=8,
+            num_experts_per_tok=2,
+            n_group=4,
+            topk_group=2,
+            first_k_dense_replace=1,
+            q_lora_rank=24,
+            kv_lora_rank=16,
+            qk_nope_head_dim=10,
+            qk_rope_head_dim=6,
+            v_head_dim=12,
+            max_position_embeddings=32,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10_000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 8,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        )
+    )
 
 
 @pytest.mark.parametrize("name", ["mistral", "gemma3", "gpt_oss", "deepseek_v3"])

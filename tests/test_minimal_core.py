@@ -130,13 +130,17 @@ def renamed(state, names):
 def run(module, call, inputs, seed=99):
     """{"out": call(*inputs)} and the gradients of (out * probe).sum() w.r.t. each float
     input ("in0", ...) and each parameter of `module` (by its name)."""
-    inputs = [t.detach().clone().requires_grad_() if t.is_floating_point() else t
-              for t in inputs]
+    inputs = [
+        t.detach().clone().requires_grad_() if t.is_floating_point() else t
+        for t in inputs
+    ]
     out = call(*inputs)
     probe = rand(*out.shape, seed=seed)
     floats = {f"in{i}": t for i, t in enumerate(inputs) if t.is_floating_point()}
     params = dict(module.named_parameters())
-    grads = torch.autograd.grad((out * probe).sum(), [*floats.values(), *params.values()])
+    grads = torch.autograd.grad(
+        (out * probe).sum(), [*floats.values(), *params.values()]
+    )
     return {"out": out.detach()} | dict(zip([*floats, *params], grads))
 
 
@@ -144,17 +148,24 @@ def assert_same(ours, theirs, tol=TOL):
     """Each tensor of `ours` within tol * max(1, max |entry| of `theirs`) of the one of
     `theirs` of the same name (same names on both sides); returns the largest ratio."""
     assert ours.keys() == theirs.keys(), ours.keys() ^ theirs.keys()
-    ratios = {k: (ours[k] - theirs[k]).abs().max().item()
-              / max(1.0, theirs[k].abs().max().item()) for k in ours}
+    ratios = {
+        k: (ours[k] - theirs[k]).abs().max().item()
+        / max(1.0, theirs[k].abs().max().item())
+        for k in ours
+    }
     worst = max(ratios, key=ratios.get)
-    assert ratios[worst] <= tol, f"{worst}: max |diff| / scale {ratios[worst]:.3g} > {tol:g}"
+    assert ratios[worst] <= tol, (
+        f"{worst}: max |diff| / scale {ratios[worst]:.3g} > {tol:g}"
+    )
     return ratios[worst]
 
 
 def assert_f32_limited(ours, theirs):
     assert ours.keys() == theirs.keys(), ours.keys() ^ theirs.keys()
     keys = list(ours)
-    return assert_float32_limited(keys, [ours[k] for k in keys], [theirs[k] for k in keys])
+    return assert_float32_limited(
+        keys, [ours[k] for k in keys], [theirs[k] for k in keys]
+    )
 
 
 def next_token_loss(logits, ids):
@@ -168,8 +179,9 @@ def assert_loss_equal(ours, theirs, ids, names):
     and computes in float32 whatever the logits' dtype (F32_BOUND times the largest
     |logit|: each logit is rounded to float32 before the log-sum-exp)."""
     mine = run(ours, lambda i: next_token_loss(ours(i), i)[None], (ids,))
-    reference = run(theirs, lambda i: next_token_loss(
-        theirs(input_ids=i).logits, i)[None], (ids,))
+    reference = run(
+        theirs, lambda i: next_token_loss(theirs(input_ids=i).logits, i)[None], (ids,)
+    )
     assert_same(mine, names(reference))
     with torch.no_grad():
         out = theirs(input_ids=ids, labels=ids)
@@ -181,8 +193,10 @@ def assert_loss_equal(ours, theirs, ids, names):
 VALID = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])  # [B, T_k]: row 1 padded
 
 
-@pytest.mark.parametrize("case", ["none", "causal", "causal_after_cache", "padding",
-                                  "causal_and_padding", "cross"])
+@pytest.mark.parametrize(
+    "case",
+    ["none", "causal", "causal_after_cache", "padding", "causal_and_padding", "cross"],
+)
 def test_attention_equals_torch_sdpa_and_the_hardened_one(case):
     """Output and the gradients of q, k, v against F.scaled_dot_product_attention given
     the same boolean mask (True = may attend), and against literate.parts' attention
@@ -190,32 +204,51 @@ def test_attention_equals_torch_sdpa_and_the_hardened_one(case):
     from literate.parts.attention import scaled_dot_product_attention as hardened
 
     t_q = 3 if case in ("causal_after_cache", "cross") else 7
-    masks = {"none": None, "causal": causal_mask(7, 7),
-             "causal_after_cache": causal_mask(3, 7), "padding": padding_mask(VALID),
-             "causal_and_padding": causal_mask(7, 7) & padding_mask(VALID),
-             "cross": padding_mask(VALID)}
+    masks = {
+        "none": None,
+        "causal": causal_mask(7, 7),
+        "causal_after_cache": causal_mask(3, 7),
+        "padding": padding_mask(VALID),
+        "causal_and_padding": causal_mask(7, 7) & padding_mask(VALID),
+        "cross": padding_mask(VALID),
+    }
     allowed = masks[case]
-    q, k, v = rand(B, H, t_q, 8, seed=1), rand(B, H, 7, 8, seed=2), rand(B, H, 7, 5, seed=3)
-    ours = run(nn.Module(), lambda q, k, v: scaled_dot_product_attention(q, k, v, allowed)[0],
-               (q, k, v))
-    torch_ = run(nn.Module(), lambda q, k, v: F.scaled_dot_product_attention(
-        q, k, v, attn_mask=allowed), (q, k, v))
+    q, k, v = (
+        rand(B, H, t_q, 8, seed=1),
+        rand(B, H, 7, 8, seed=2),
+        rand(B, H, 7, 5, seed=3),
+    )
+    ours = run(
+        nn.Module(),
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, allowed)[0],
+        (q, k, v),
+    )
+    torch_ = run(
+        nn.Module(),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed),
+        (q, k, v),
+    )
     assert_same(ours, torch_)
-    hard = run(nn.Module(), lambda q, k, v: hardened(q, k, v, allowed).output, (q, k, v))
+    hard = run(
+        nn.Module(), lambda q, k, v: hardened(q, k, v, allowed).output, (q, k, v)
+    )
     assert_same(ours, hard)
     weights_ours = scaled_dot_product_attention(q, k, v, allowed)[1]
     assert_same({"w": weights_ours}, {"w": hardened(q, k, v, allowed).weights})
     if allowed is not None:  # blocked entries weigh exactly 0, rows sum to 1
         assert (weights_ours[~allowed.expand_as(weights_ours)] == 0).all()
-    assert_same({"rows": weights_ours.sum(-1)}, {"rows": torch.ones(B, H, t_q, dtype=F64)})
+    assert_same(
+        {"rows": weights_ours.sum(-1)}, {"rows": torch.ones(B, H, t_q, dtype=F64)}
+    )
 
 
 def test_the_masks_equal_the_hardened_helpers():
     from literate.parts.attention import causal_allowed, padding_allowed
 
     for t_q, t_k in ((7, 7), (1, 7), (3, 7)):
-        assert torch.equal(causal_mask(t_q, t_k),
-                           causal_allowed(t_q, t_k, query_offset=t_k - t_q))
+        assert torch.equal(
+            causal_mask(t_q, t_k), causal_allowed(t_q, t_k, query_offset=t_k - t_q)
+        )
     assert torch.equal(padding_mask(VALID), padding_allowed(VALID))
 
 
@@ -223,13 +256,19 @@ def test_is_causal_true_aligns_the_diagonal_to_the_first_key():
     """Why the layers pass their own mask (multi_head.py's docstring): with 3 queries
     after 4 cached keys, `is_causal=True` lets query 0 read key 0 only; the last 3 of 7
     positions must read keys 0..4, 0..5, 0..6 (causal_mask). Square: the same."""
-    q, k, v = rand(1, 1, 3, 8, seed=4), rand(1, 1, 7, 8, seed=5), rand(1, 1, 7, 8, seed=6)
+    q, k, v = (
+        rand(1, 1, 3, 8, seed=4),
+        rand(1, 1, 7, 8, seed=5),
+        rand(1, 1, 7, 8, seed=6),
+    )
     ours = scaled_dot_product_attention(q, k, v, causal_mask(3, 7))[0]
     top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert (ours - top_left).abs().max() > 1e-2
     q = rand(1, 1, 7, 8, seed=7)
-    assert_same({"o": scaled_dot_product_attention(q, k, v, causal_mask(7, 7))[0]},
-                {"o": F.scaled_dot_product_attention(q, k, v, is_causal=True)})
+    assert_same(
+        {"o": scaled_dot_product_attention(q, k, v, causal_mask(7, 7))[0]},
+        {"o": F.scaled_dot_product_attention(q, k, v, is_causal=True)},
+    )
 
 
 # --- chapter 2: positions --------------------------------------------------------------
@@ -241,9 +280,16 @@ def test_sinusoidal_table_is_the_papers_formula():
 
     n, d = 50, 16
     ours = sinusoidal_positions(n, d, dtype=F64)
-    paper = torch.tensor([[f(pos / 10000 ** (2 * (j // 2) / d))
-                           for j, f in zip(range(d), [math.sin, math.cos] * (d // 2))]
-                          for pos in range(n)], dtype=F64)
+    paper = torch.tensor(
+        [
+            [
+                f(pos / 10000 ** (2 * (j // 2) / d))
+                for j, f in zip(range(d), [math.sin, math.cos] * (d // 2))
+            ]
+            for pos in range(n)
+        ],
+        dtype=F64,
+    )
     assert_same({"pe": ours}, {"pe": paper})
     assert torch.equal(ours, sinusoidal_table(n, d, dtype=F64))
     assert torch.equal(sinusoidal_positions(1024, 64), sinusoidal_table(1024, 64))
@@ -266,21 +312,40 @@ def test_rope_equals_hf_llama_rotary_embedding_and_apply_rotary_pos_emb():
     from literate.parts.positions import rope_cache
 
     d_head, base = 16, 500_000.0
-    config = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=d_head,
-                         rope_parameters={"rope_type": "default", "rope_theta": base})
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        head_dim=d_head,
+        rope_parameters={"rope_type": "default", "rope_theta": base},
+    )
     q, k = rand(B, H, T, d_head, seed=1), rand(B, H_KV, T, d_head, seed=2)
     hf_cos, hf_sin = hf_llama.LlamaRotaryEmbedding(config)(q, torch.arange(T)[None])
     cos, sin = rope_tables(d_head, T, base=base)
     assert cos.dtype == torch.float32
     assert torch.equal(cos.double(), hf_cos[0]) and torch.equal(sin.double(), hf_sin[0])
     assert all(map(torch.equal, (cos, sin), rope_cache(T, d_head, base=base)))
-    ours = run(nn.Module(), lambda q, k: torch.cat(
-        [apply_rope(q, cos, sin), apply_rope(k, cos, sin)], dim=1), (q, k))
-    theirs = run(nn.Module(), lambda q, k: torch.cat(
-        hf_llama.apply_rotary_pos_emb(q, k, hf_cos, hf_sin), dim=1), (q, k))
+    ours = run(
+        nn.Module(),
+        lambda q, k: torch.cat(
+            [apply_rope(q, cos, sin), apply_rope(k, cos, sin)], dim=1
+        ),
+        (q, k),
+    )
+    theirs = run(
+        nn.Module(),
+        lambda q, k: torch.cat(
+            hf_llama.apply_rotary_pos_emb(q, k, hf_cos, hf_sin), dim=1
+        ),
+        (q, k),
+    )
     assert_same(ours, theirs)
-    hard = run(nn.Module(), lambda q, k: torch.cat(
-        [hardened_rope(q, cos, sin), hardened_rope(k, cos, sin)], dim=1), (q, k))
+    hard = run(
+        nn.Module(),
+        lambda q, k: torch.cat(
+            [hardened_rope(q, cos, sin), hardened_rope(k, cos, sin)], dim=1
+        ),
+        (q, k),
+    )
     assert_same(ours, hard)
 
 
@@ -291,6 +356,7 @@ def test_rope_scores_depend_on_the_distance_only():
 
     def score(m, n):
         return apply_rope(q, cos[m], sin[m]) @ apply_rope(k, cos[n], sin[n])
+
     # the tables are float32: angles rounded to ~2^-24 relative, 35 * 6e-8 ~ 2e-6
     assert abs(score(5, 2) - score(35, 32)) < 1e-5
     assert abs(score(5, 2) - score(5, 3)) > 1e-2
@@ -335,8 +401,10 @@ def test_feed_forward_equals_the_hardened_dense_ffn(activation):
 
     hard_activation = F.relu if activation is F.relu else hardened_gelu_tanh
     hard = randomised(DenseFFN(D, 4 * D, hard_activation), seed=1)
-    ours = load(FeedForward(d_model=D, d_ff=4 * D, activation=activation).double(),
-                weights(hard))
+    ours = load(
+        FeedForward(d_model=D, d_ff=4 * D, activation=activation).double(),
+        weights(hard),
+    )
     x = rand(B, T, D, seed=2)
     assert_same(run(ours, ours, (x,)), run(hard, hard, (x,)))
 
@@ -359,8 +427,12 @@ def torch_names(state, norms=()):
     """nn.MultiheadAttention / nn.Transformer*Layer names -> ours: in_proj_* (rows q; k;
     v) split in three, out_proj -> o_proj, linear1/2 -> ffn, multihead_attn ->
     cross_attn, normN -> `norms`[N - 1]."""
-    names = [(r"multihead_attn\.", "cross_attn."), (r"out_proj\.", "o_proj."),
-             (r"^linear1\.", "ffn.up_proj."), (r"^linear2\.", "ffn.down_proj.")]
+    names = [
+        (r"multihead_attn\.", "cross_attn."),
+        (r"out_proj\.", "o_proj."),
+        (r"^linear1\.", "ffn.up_proj."),
+        (r"^linear2\.", "ffn.down_proj."),
+    ]
     names += [(rf"^norm{i}\.", f"{n}.") for i, n in enumerate(norms, 1)]
     out = {}
     for key, value in renamed(state, names).items():
@@ -377,16 +449,27 @@ def test_multi_head_attention_equals_torch_multihead_attention():
     """Self-attention with a causal mask and cross-attention with source padding. torch's
     masks are the opposite convention (True = blocked): ~allowed."""
     theirs = randomised(nn.MultiheadAttention(D, H, batch_first=True), seed=1)
-    ours = load(MultiHeadAttention(d_model=D, n_heads=H).double(),
-                torch_names(weights(theirs)))
+    ours = load(
+        MultiHeadAttention(d_model=D, n_heads=H).double(), torch_names(weights(theirs))
+    )
     x, memory = rand(B, 5, D, seed=2), rand(B, T, D, seed=3)
     causal = causal_mask(5, 5)
-    assert_same(run(ours, lambda x: ours(x, allowed=causal), (x,)),
-                torch_names(run(theirs, lambda x: theirs(
-                    x, x, x, attn_mask=~causal, need_weights=False)[0], (x,))))
+    assert_same(
+        run(ours, lambda x: ours(x, allowed=causal), (x,)),
+        torch_names(
+            run(
+                theirs,
+                lambda x: theirs(x, x, x, attn_mask=~causal, need_weights=False)[0],
+                (x,),
+            )
+        ),
+    )
     mine = run(ours, lambda x, m: ours(x, m, allowed=padding_mask(VALID)), (x, memory))
-    reference = run(theirs, lambda x, m: theirs(
-        x, m, m, key_padding_mask=~VALID, need_weights=False)[0], (x, memory))
+    reference = run(
+        theirs,
+        lambda x, m: theirs(x, m, m, key_padding_mask=~VALID, need_weights=False)[0],
+        (x, memory),
+    )
     assert_same(mine, torch_names(reference))
 
 
@@ -396,10 +479,14 @@ def test_multi_head_attention_equals_the_hardened_one():
     hard = randomised(Hardened(D, H, bias=True), seed=1)
     ours = load(MultiHeadAttention(d_model=D, n_heads=H).double(), weights(hard))
     x, memory = rand(B, 5, D, seed=2), rand(B, T, D, seed=3)
-    assert_same(run(ours, lambda x: ours(x, allowed=causal_mask(5, 5)), (x,)),
-                run(hard, lambda x: hard(x, causal=True), (x,)))
-    assert_same(run(ours, lambda x, m: ours(x, m, allowed=padding_mask(VALID)), (x, memory)),
-                run(hard, lambda x, m: hard(x, m, causal=False, key_valid=VALID), (x, memory)))
+    assert_same(
+        run(ours, lambda x: ours(x, allowed=causal_mask(5, 5)), (x,)),
+        run(hard, lambda x: hard(x, causal=True), (x,)),
+    )
+    assert_same(
+        run(ours, lambda x, m: ours(x, m, allowed=padding_mask(VALID)), (x, memory)),
+        run(hard, lambda x, m: hard(x, m, causal=False, key_valid=VALID), (x, memory)),
+    )
 
 
 @pytest.mark.parametrize("qk_norm", [False, True], ids=["llama", "qwen3"])
@@ -409,13 +496,30 @@ def test_gq_attention_equals_the_hardened_one(qk_norm):
     from literate.parts.multi_head import MultiHeadAttention as Hardened
     from literate.parts.norms import RMSNorm as HardenedRMSNorm
 
-    norms = dict(q_norm=HardenedRMSNorm(16, eps=1e-6), k_norm=HardenedRMSNorm(16, eps=1e-6),
-                 qk_norm="head") if qk_norm else {}
-    hard = randomised(Hardened(D, H, H_KV, d_head=16, rope=True, rope_base=1e6, **norms),
-                      seed=1)
-    ours = load(GQAttention(d_model=D, n_heads=H, n_kv_heads=H_KV, d_head=16,
-                            rope_base=1e6, qk_norm=qk_norm, eps=1e-6).double(),
-                weights(hard))
+    norms = (
+        dict(
+            q_norm=HardenedRMSNorm(16, eps=1e-6),
+            k_norm=HardenedRMSNorm(16, eps=1e-6),
+            qk_norm="head",
+        )
+        if qk_norm
+        else {}
+    )
+    hard = randomised(
+        Hardened(D, H, H_KV, d_head=16, rope=True, rope_base=1e6, **norms), seed=1
+    )
+    ours = load(
+        GQAttention(
+            d_model=D,
+            n_heads=H,
+            n_kv_heads=H_KV,
+            d_head=16,
+            rope_base=1e6,
+            qk_norm=qk_norm,
+            eps=1e-6,
+        ).double(),
+        weights(hard),
+    )
     assert len(weights(ours)) == 4 + 2 * qk_norm
     x = rand(B, T, D, seed=2)
     assert_same(run(ours, ours, (x,)), run(hard, lambda x: hard(x, causal=True), (x,)))
@@ -424,65 +528,93 @@ def test_gq_attention_equals_the_hardened_one(qk_norm):
 def test_gq_attention_with_a_cache_equals_it_without():
     """Prefill 4 tokens, then one at a time: each output equals the uncached layer's
     at that position; the cache holds H_KV heads, not H, and its offset counts tokens."""
-    ours = randomised(GQAttention(d_model=D, n_heads=H, n_kv_heads=H_KV, qk_norm=True),
-                      seed=1)
+    ours = randomised(
+        GQAttention(d_model=D, n_heads=H, n_kv_heads=H_KV, qk_norm=True), seed=1
+    )
     x = rand(B, T, D, seed=2)
     with torch.no_grad():
         full = ours(x)
         cache = KVCache()
-        steps = [ours(x[:, :4], cache)] + [ours(x[:, t:t + 1], cache) for t in range(4, T)]
+        steps = [ours(x[:, :4], cache)] + [
+            ours(x[:, t : t + 1], cache) for t in range(4, T)
+        ]
     assert_same({"out": torch.cat(steps, dim=1)}, {"out": full})
     assert cache.k.shape == cache.v.shape == (B, H_KV, T, D // H) and cache.offset == T
 
 
 # --- chapter 4: the 2017 layers --------------------------------------------------------
-ENCODER_NORMS, DECODER_NORMS = ("self_attn_norm", "ffn_norm"), (
-    "self_attn_norm", "cross_attn_norm", "ffn_norm")
+ENCODER_NORMS, DECODER_NORMS = (
+    ("self_attn_norm", "ffn_norm"),
+    ("self_attn_norm", "cross_attn_norm", "ffn_norm"),
+)
 
 
 def torch_2017_pair(kind, dropout=0.0, seed=1):
     """(ours, theirs): PyTorch's post-norm ReLU layer, random, and ours holding its
     weights; both float64 and in eval mode."""
-    layer = nn.TransformerEncoderLayer if kind == "encoder" else nn.TransformerDecoderLayer
-    theirs = randomised(layer(D, H, D_FF, dropout=dropout, batch_first=True,
-                              norm_first=False, activation="relu"), seed)
-    cls, norms = (EncoderLayer, ENCODER_NORMS) if kind == "encoder" else (
-        DecoderLayer, DECODER_NORMS)
+    layer = (
+        nn.TransformerEncoderLayer if kind == "encoder" else nn.TransformerDecoderLayer
+    )
+    theirs = randomised(
+        layer(
+            D,
+            H,
+            D_FF,
+            dropout=dropout,
+            batch_first=True,
+            norm_first=False,
+            activation="relu",
+        ),
+        seed,
+    )
+    cls, norms = (
+        (EncoderLayer, ENCODER_NORMS)
+        if kind == "encoder"
+        else (DecoderLayer, DECODER_NORMS)
+    )
     ours = cls(d_model=D, n_heads=H, d_ff=D_FF, dropout=dropout).double().eval()
     return load(ours, torch_names(weights(theirs), norms)), theirs
 
 
 def encoder_calls(ours, theirs):
-    return (lambda x: ours(x, padding_mask(VALID)),
-            lambda x: theirs(x, src_key_padding_mask=~VALID))
+    return (
+        lambda x: ours(x, padding_mask(VALID)),
+        lambda x: theirs(x, src_key_padding_mask=~VALID),
+    )
 
 
 def decoder_calls(ours, theirs):
     blocked = ~causal_mask(5, 5)  # torch: True = may not attend
-    return (lambda y, m: ours(y, m, padding_mask(VALID)),
-            lambda y, m: theirs(y, m, tgt_mask=blocked, memory_key_padding_mask=~VALID))
+    return (
+        lambda y, m: ours(y, m, padding_mask(VALID)),
+        lambda y, m: theirs(y, m, tgt_mask=blocked, memory_key_padding_mask=~VALID),
+    )
 
 
 def test_encoder_layer_equals_torch_transformer_encoder_layer():
     ours, theirs = torch_2017_pair("encoder")
     mine, reference = encoder_calls(ours, theirs)
     x = rand(B, T, D, seed=2)
-    assert_same(run(ours, mine, (x,)),
-                torch_names(run(theirs, reference, (x,)), ENCODER_NORMS))
+    assert_same(
+        run(ours, mine, (x,)), torch_names(run(theirs, reference, (x,)), ENCODER_NORMS)
+    )
 
 
 def test_decoder_layer_equals_torch_transformer_decoder_layer():
     ours, theirs = torch_2017_pair("decoder")
     mine, reference = decoder_calls(ours, theirs)
     y, memory = rand(B, 5, D, seed=2), rand(B, T, D, seed=3)
-    assert_same(run(ours, mine, (y, memory)),
-                torch_names(run(theirs, reference, (y, memory)), DECODER_NORMS))
+    assert_same(
+        run(ours, mine, (y, memory)),
+        torch_names(run(theirs, reference, (y, memory)), DECODER_NORMS),
+    )
 
 
 def contiguous_output(forward):
     def patched(*args, **kwargs):
         out, weights = forward(*args, **kwargs)
         return out.contiguous(), weights
+
     return patched
 
 
@@ -501,9 +633,14 @@ def test_the_2017_layers_drop_where_pytorch_does_in_train_mode(kind):
     for attn in (theirs.self_attn, getattr(theirs, "multihead_attn", theirs.self_attn)):
         attn.dropout = 0.0  # the attention weights
         attn.forward = contiguous_output(attn.forward)
-    mine, reference = (encoder_calls if kind == "encoder" else decoder_calls)(ours, theirs)
-    inputs = (rand(B, T, D, seed=2),) if kind == "encoder" else (
-        rand(B, 5, D, seed=2), rand(B, T, D, seed=3))
+    mine, reference = (encoder_calls if kind == "encoder" else decoder_calls)(
+        ours, theirs
+    )
+    inputs = (
+        (rand(B, T, D, seed=2),)
+        if kind == "encoder"
+        else (rand(B, 5, D, seed=2), rand(B, T, D, seed=3))
+    )
     norms = ENCODER_NORMS if kind == "encoder" else DECODER_NORMS
     torch.manual_seed(0)
     dropped = run(ours, mine, inputs)
@@ -517,25 +654,38 @@ def test_the_2017_layers_equal_the_hardened_ones():
     from literate.parts.blocks import decoder_layer_2017, encoder_layer_2017
 
     hard_enc = randomised(encoder_layer_2017(D, H, D_FF, dropout=0.0), seed=1)
-    ours = load(EncoderLayer(d_model=D, n_heads=H, d_ff=D_FF).double().eval(),
-                weights(hard_enc))
+    ours = load(
+        EncoderLayer(d_model=D, n_heads=H, d_ff=D_FF).double().eval(), weights(hard_enc)
+    )
     x = rand(B, T, D, seed=2)
-    assert_same(run(ours, lambda x: ours(x, padding_mask(VALID)), (x,)),
-                run(hard_enc, lambda x: hard_enc(x, key_valid=VALID), (x,)))
+    assert_same(
+        run(ours, lambda x: ours(x, padding_mask(VALID)), (x,)),
+        run(hard_enc, lambda x: hard_enc(x, key_valid=VALID), (x,)),
+    )
     hard_dec = randomised(decoder_layer_2017(D, H, D_FF, dropout=0.0), seed=3)
-    ours = load(DecoderLayer(d_model=D, n_heads=H, d_ff=D_FF).double().eval(),
-                weights(hard_dec))
+    ours = load(
+        DecoderLayer(d_model=D, n_heads=H, d_ff=D_FF).double().eval(), weights(hard_dec)
+    )
     y = rand(B, 5, D, seed=4)
-    assert_same(run(ours, lambda y, m: ours(y, m, padding_mask(VALID)), (y, x)),
-                run(hard_dec, lambda y, m: hard_dec(y, m, memory_valid=VALID), (y, x)))
+    assert_same(
+        run(ours, lambda y, m: ours(y, m, padding_mask(VALID)), (y, x)),
+        run(hard_dec, lambda y, m: hard_dec(y, m, memory_valid=VALID), (y, x)),
+    )
 
 
 # --- chapter 5: GPT-2 ------------------------------------------------------------------
-GPT2_NAMES = [(r"^transformer\.", ""), (r"^wte\.", "token_embedding."),
-              (r"^wpe\.", "positions.embedding."), (r"^ln_f\.", "final_norm."),
-              (r"^h\.(\d+)\.", r"blocks.\1."), (r"ln_1\.", "attn_norm."),
-              (r"ln_2\.", "ffn_norm."), (r"attn\.c_proj\.", "attn.o_proj."),
-              (r"mlp\.c_fc\.", "ffn.up_proj."), (r"mlp\.c_proj\.", "ffn.down_proj.")]
+GPT2_NAMES = [
+    (r"^transformer\.", ""),
+    (r"^wte\.", "token_embedding."),
+    (r"^wpe\.", "positions.embedding."),
+    (r"^ln_f\.", "final_norm."),
+    (r"^h\.(\d+)\.", r"blocks.\1."),
+    (r"ln_1\.", "attn_norm."),
+    (r"ln_2\.", "ffn_norm."),
+    (r"attn\.c_proj\.", "attn.o_proj."),
+    (r"mlp\.c_fc\.", "ffn.up_proj."),
+    (r"mlp\.c_proj\.", "ffn.down_proj."),
+]
 
 
 def gpt2_names(state):
@@ -554,9 +704,19 @@ def gpt2_names(state):
 
 
 def gpt2_config(**changes):
-    settings = dict(n_embd=D, n_head=H, n_layer=2, vocab_size=64, n_positions=16,
-                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                    bos_token_id=None, eos_token_id=None, attn_implementation="eager")
+    settings = dict(
+        n_embd=D,
+        n_head=H,
+        n_layer=2,
+        vocab_size=64,
+        n_positions=16,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        attn_implementation="eager",
+    )
     return GPT2Config(**(settings | changes))
 
 
@@ -564,12 +724,18 @@ def test_gpt2_block_equals_hf_gpt2_block_and_the_hardened_one():
     from literate.parts.blocks import gpt2_block
 
     theirs = randomised(hf_gpt2.GPT2Block(gpt2_config(), layer_idx=0), seed=1)
-    ours = load(GPT2Block(d_model=D, n_heads=H, dropout=0.0).double().eval(),
-                gpt2_names(weights(theirs)))
+    ours = load(
+        GPT2Block(d_model=D, n_heads=H, dropout=0.0).double().eval(),
+        gpt2_names(weights(theirs)),
+    )
     x = rand(B, T, D, seed=2)
     mine = run(ours, ours, (x,))
-    assert_same(mine, gpt2_names(run(theirs, lambda x: theirs(
-        x, attention_mask=hf_causal_mask(T)), (x,))))
+    assert_same(
+        mine,
+        gpt2_names(
+            run(theirs, lambda x: theirs(x, attention_mask=hf_causal_mask(T)), (x,))
+        ),
+    )
     hard = load(gpt2_block(D, H, dropout=0.0).double(), weights(ours))
     assert_same(mine, run(hard, hard, (x,)))
 
@@ -577,15 +743,23 @@ def test_gpt2_block_equals_hf_gpt2_block_and_the_hardened_one():
 def test_gpt2_block_drops_where_hf_gpt2_block_does():
     """Train mode, one seed, resid_pdrop 0.3 (attn_pdrop 0: ours drops no attention
     weights): HF drops the attention's output, then the MLP's; so do we."""
-    theirs = randomised(hf_gpt2.GPT2Block(gpt2_config(resid_pdrop=0.3), 0), seed=1).train()
-    ours = load(GPT2Block(d_model=D, n_heads=H, dropout=0.3).double().train(),
-                gpt2_names(weights(theirs)))
+    theirs = randomised(
+        hf_gpt2.GPT2Block(gpt2_config(resid_pdrop=0.3), 0), seed=1
+    ).train()
+    ours = load(
+        GPT2Block(d_model=D, n_heads=H, dropout=0.3).double().train(),
+        gpt2_names(weights(theirs)),
+    )
     x = rand(B, T, D, seed=2)
     torch.manual_seed(0)
     dropped = run(ours, ours, (x,))
     torch.manual_seed(0)
-    assert_same(dropped, gpt2_names(run(theirs, lambda x: theirs(
-        x, attention_mask=hf_causal_mask(T)), (x,))))
+    assert_same(
+        dropped,
+        gpt2_names(
+            run(theirs, lambda x: theirs(x, attention_mask=hf_causal_mask(T)), (x,))
+        ),
+    )
     ours.eval()
     assert (run(ours, ours, (x,))["out"] - dropped["out"]).abs().max() > 1e-2
 
@@ -596,25 +770,36 @@ def test_gpt2_model_equals_gpt2_lm_head_model_and_the_hardened_one():
     from literate.models.gpt2 import gpt2_model
 
     theirs = randomised(GPT2LMHeadModel(gpt2_config()), seed=1)
-    ours = load(GPT2Model(vocab_size=64, n_positions=16, d_model=D, n_heads=H,
-                          n_layers=2, dropout=0.0).double().eval(),
-                gpt2_names(weights(theirs)))
+    ours = load(
+        GPT2Model(
+            vocab_size=64, n_positions=16, d_model=D, n_heads=H, n_layers=2, dropout=0.0
+        )
+        .double()
+        .eval(),
+        gpt2_names(weights(theirs)),
+    )
     assert ours.lm_head.weight is ours.token_embedding.weight
     ids = torch.randint(0, 64, (B, 16), generator=torch.Generator().manual_seed(2))
     mine = run(ours, ours, (ids,))
-    assert_same(mine, gpt2_names(run(theirs, lambda i: theirs(input_ids=i).logits,
-                                     (ids,))))
+    assert_same(
+        mine, gpt2_names(run(theirs, lambda i: theirs(input_ids=i).logits, (ids,)))
+    )
     hard = load(gpt2_model(64, 16, D, H, 2, dropout=0.0).double().eval(), weights(ours))
     assert_same(mine, run(hard, hard, (ids,)))
     assert_loss_equal(ours, theirs, ids, gpt2_names)
 
 
 # --- chapter 7: Llama and Qwen3 --------------------------------------------------------
-LLAMA_NAMES = [(r"^model\.", ""), (r"^embed_tokens\.", "token_embedding."),
-               (r"^norm\.", "final_norm."), (r"^layers\.", "blocks."),
-               (r"self_attn\.", "attn."), (r"mlp\.", "ffn."),
-               (r"input_layernorm\.", "attn_norm."),
-               (r"post_attention_layernorm\.", "ffn_norm.")]
+LLAMA_NAMES = [
+    (r"^model\.", ""),
+    (r"^embed_tokens\.", "token_embedding."),
+    (r"^norm\.", "final_norm."),
+    (r"^layers\.", "blocks."),
+    (r"self_attn\.", "attn."),
+    (r"mlp\.", "ffn."),
+    (r"input_layernorm\.", "attn_norm."),
+    (r"post_attention_layernorm\.", "ffn_norm."),
+]
 
 
 def llama_names(state):
@@ -623,13 +808,22 @@ def llama_names(state):
 
 def hf_llama_config(qwen3=False, **changes):
     """A tiny LlamaConfig, or Qwen3Config (head_dim 16 != d / H, QK-norm, base 1e6)."""
-    settings = dict(vocab_size=61, hidden_size=D, num_attention_heads=H,
-                    num_key_value_heads=H_KV, intermediate_size=D_FF, num_hidden_layers=2,
-                    max_position_embeddings=32, rms_norm_eps=1e-5, tie_word_embeddings=False,
-                    rope_parameters={"rope_type": "default",
-                                     "rope_theta": 1e6 if qwen3 else 1e4},
-                    bos_token_id=None, eos_token_id=None, pad_token_id=None,
-                    attn_implementation="eager")
+    settings = dict(
+        vocab_size=61,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        intermediate_size=D_FF,
+        num_hidden_layers=2,
+        max_position_embeddings=32,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6 if qwen3 else 1e4},
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation="eager",
+    )
     if qwen3:
         return Qwen3Config(**(settings | {"head_dim": 16} | changes))
     return LlamaConfig(**(settings | changes))
@@ -637,10 +831,23 @@ def hf_llama_config(qwen3=False, **changes):
 
 def minimal_llama(config):
     qwen3 = isinstance(config, Qwen3Config)
-    return LlamaModel(vocab_size=config.vocab_size, d_model=D, n_layers=2, n_heads=H,
-                      n_kv_heads=H_KV, d_ff=D_FF, d_head=16 if qwen3 else None,
-                      rope_base=config.rope_parameters["rope_theta"], eps=1e-5,
-                      qk_norm=qwen3, tied=config.tie_word_embeddings).double().eval()
+    return (
+        LlamaModel(
+            vocab_size=config.vocab_size,
+            d_model=D,
+            n_layers=2,
+            n_heads=H,
+            n_kv_heads=H_KV,
+            d_ff=D_FF,
+            d_head=16 if qwen3 else None,
+            rope_base=config.rope_parameters["rope_theta"],
+            eps=1e-5,
+            qk_norm=qwen3,
+            tied=config.tie_word_embeddings,
+        )
+        .double()
+        .eval()
+    )
 
 
 @pytest.mark.parametrize("qwen3", [False, True], ids=["llama", "qwen3"])
@@ -653,29 +860,44 @@ def test_llama_block_equals_the_hf_decoder_layer(qwen3):
     layer = modeling.Qwen3DecoderLayer if qwen3 else modeling.LlamaDecoderLayer
     rotary = modeling.Qwen3RotaryEmbedding if qwen3 else modeling.LlamaRotaryEmbedding
     theirs = randomised(layer(config, 0), seed=1)
-    ours = load(LlamaBlock(d_model=D, n_heads=H, n_kv_heads=H_KV, d_ff=D_FF,
-                           d_head=16 if qwen3 else None,
-                           rope_base=config.rope_parameters["rope_theta"], eps=1e-5,
-                           qk_norm=qwen3).double(), llama_names(weights(theirs)))
+    ours = load(
+        LlamaBlock(
+            d_model=D,
+            n_heads=H,
+            n_kv_heads=H_KV,
+            d_ff=D_FF,
+            d_head=16 if qwen3 else None,
+            rope_base=config.rope_parameters["rope_theta"],
+            eps=1e-5,
+            qk_norm=qwen3,
+        ).double(),
+        llama_names(weights(theirs)),
+    )
     x = rand(B, T, D, seed=2)
     cos_sin = rotary(config)(x, torch.arange(T)[None])
 
     def call(x):
         return theirs(x, attention_mask=hf_causal_mask(T), position_embeddings=cos_sin)
+
     mine = run(ours, ours, (x,))
     assert_f32_limited(mine, llama_names(run(theirs, call, (x,))))
     with hf_in_input_dtype(theirs, modeling):
         assert_same(mine, llama_names(run(theirs, call, (x,))))
 
 
-@pytest.fixture(scope="module", params=[(False, False), (False, True), (True, True)],
-                ids=["llama-untied", "llama-tied", "qwen3-tied"])
+@pytest.fixture(
+    scope="module",
+    params=[(False, False), (False, True), (True, True)],
+    ids=["llama-untied", "llama-tied", "qwen3-tied"],
+)
 def llama_pair(request):
     """(ours, theirs, modeling): a random float64 HF model and our LlamaModel holding
     its weights."""
     qwen3, tied = request.param
     config = hf_llama_config(qwen3, tie_word_embeddings=tied)
-    theirs = randomised((Qwen3ForCausalLM if qwen3 else LlamaForCausalLM)(config), seed=1)
+    theirs = randomised(
+        (Qwen3ForCausalLM if qwen3 else LlamaForCausalLM)(config), seed=1
+    )
     ours = load(minimal_llama(config), llama_names(weights(theirs)))
     assert (ours.lm_head.weight is ours.token_embedding.weight) == tied
     return ours, theirs, hf_qwen3 if qwen3 else hf_llama
@@ -692,6 +914,7 @@ def test_llama_model_logits_loss_and_every_gradient_equal_hf(llama_pair):
 
     def call(i):
         return theirs(input_ids=i).logits
+
     assert_f32_limited(mine, llama_names(run(theirs, call, (ids,))))
     with hf_in_input_dtype(theirs, modeling):
         assert_same(mine, llama_names(run(theirs, call, (ids,))))
@@ -705,8 +928,9 @@ def test_cached_forward_equals_the_full_forward(llama_pair):
     ids = llama_ids()
     with torch.no_grad():
         cache = [KVCache() for _ in ours.blocks]
-        steps = [ours(ids[:, :5], cache)] + [ours(ids[:, t:t + 1], cache)
-                                             for t in range(5, 9)]
+        steps = [ours(ids[:, :5], cache)] + [
+            ours(ids[:, t : t + 1], cache) for t in range(5, 9)
+        ]
         assert_same({"logits": torch.cat(steps, dim=1)}, {"logits": ours(ids)})
     assert all(c.offset == 9 for c in cache)
 
@@ -714,8 +938,12 @@ def test_cached_forward_equals_the_full_forward(llama_pair):
 def test_greedy_generate_equals_hf_generate(llama_pair):
     ours, theirs, _ = llama_pair
     prompt = llama_ids(4, 5)
-    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                           max_new_tokens=10, do_sample=False)
+    want = theirs.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=10,
+        do_sample=False,
+    )
     got = generate(ours, prompt, max_new_tokens=10)
     assert want.shape == (B, 15) and torch.equal(got, want)
     assert len(set(got[:, 5:].flatten().tolist())) >= 3  # not one token repeated
@@ -726,8 +954,13 @@ def test_sampled_generate_equals_sampling_without_a_cache(llama_pair):
     re-reading the whole sequence at every step draws (same logits, same draws)."""
     ours, _, _ = llama_pair
     prompt = llama_ids(5, 4)
-    got = generate(ours, prompt, max_new_tokens=8, temperature=0.8,
-                   generator=torch.Generator().manual_seed(7))
+    got = generate(
+        ours,
+        prompt,
+        max_new_tokens=8,
+        temperature=0.8,
+        generator=torch.Generator().manual_seed(7),
+    )
     g, ids = torch.Generator().manual_seed(7), prompt
     with torch.no_grad():
         for _ in range(8):
@@ -747,11 +980,14 @@ def hardened_llama(ours, qwen3):
     tied = ours.lm_head.weight is ours.token_embedding.weight
     if not qwen3:
         return llama_model(61, 32, D, H, H_KV, 2, D_FF, eps=1e-5, tied=tied).double()
-    blocks = [qwen3_block(D, H, H_KV, D_FF, d_head=16, rope_base=1e6, eps=1e-5)
-              for _ in range(2)]
+    blocks = [
+        qwen3_block(D, H, H_KV, D_FF, d_head=16, rope_base=1e6, eps=1e-5)
+        for _ in range(2)
+    ]
     head = None if tied else nn.Linear(D, 61, bias=False)
-    return LlamaLanguageModel(nn.Embedding(61, D), blocks, HardenedRMSNorm(D, eps=1e-5),
-                              head, context=32).double()
+    return LlamaLanguageModel(
+        nn.Embedding(61, D), blocks, HardenedRMSNorm(D, eps=1e-5), head, context=32
+    ).double()
 
 
 def test_llama_model_and_generate_equal_the_hardened_ones(llama_pair):
@@ -767,8 +1003,9 @@ def test_llama_model_and_generate_equal_the_hardened_ones(llama_pair):
     block, hard_block = ours.blocks[1], hard.blocks[1]
     assert_same(run(block, block, (x,)), run(hard_block, hard_block, (x,)))
     prompt = llama_ids(4, 5)
-    assert torch.equal(generate(ours, prompt, max_new_tokens=10),
-                       hardened_generate(hard, prompt, 10))
+    assert torch.equal(
+        generate(ours, prompt, max_new_tokens=10), hardened_generate(hard, prompt, 10)
+    )
 
 
 # --- chapter 7: the parallel residual --------------------------------------------------
@@ -776,16 +1013,25 @@ def parallel_parts(*, bias, activation, two_norms):
     """Our GPT-J (one norm, no attention biases, tanh GELU) or GPT-NeoX (two norms,
     biases, exact GELU) block, RoPE over the whole head."""
     norm = LayerNorm(d_model=D, eps=1e-5)
-    return ParallelBlock(
-        attn=GQAttention(d_model=D, n_heads=H, n_kv_heads=H, bias=bias),
-        ffn=FeedForward(d_model=D, d_ff=64, activation=activation),
-        attn_norm=norm, ffn_norm=LayerNorm(d_model=D, eps=1e-5) if two_norms else None,
-    ).double().eval()
+    return (
+        ParallelBlock(
+            attn=GQAttention(d_model=D, n_heads=H, n_kv_heads=H, bias=bias),
+            ffn=FeedForward(d_model=D, d_ff=64, activation=activation),
+            attn_norm=norm,
+            ffn_norm=LayerNorm(d_model=D, eps=1e-5) if two_norms else None,
+        )
+        .double()
+        .eval()
+    )
 
 
 HALF = torch.cat((torch.arange(0, 8, 2), torch.arange(1, 8, 2)))  # interleaved -> half
-GPTJ_NAMES = [(r"^ln_1\.", "attn_norm."), (r"^attn\.out_proj\.", "attn.o_proj."),
-              (r"^mlp\.fc_in\.", "ffn.up_proj."), (r"^mlp\.fc_out\.", "ffn.down_proj.")]
+GPTJ_NAMES = [
+    (r"^ln_1\.", "attn_norm."),
+    (r"^attn\.out_proj\.", "attn.o_proj."),
+    (r"^mlp\.fc_in\.", "ffn.up_proj."),
+    (r"^mlp\.fc_out\.", "ffn.down_proj."),
+]
 
 
 def to_half(state):
@@ -806,11 +1052,13 @@ def neox_names(state):
     """GPTNeoXLayer -> ours: query_key_value is packed head by head, [H, 3, d_head]."""
     from literate.models.parallel import neox_unpack_qkv
 
-    names = [(r"^input_layernorm\.", "attn_norm."),
-             (r"^post_attention_layernorm\.", "ffn_norm."),
-             (r"^attention\.dense\.", "attn.o_proj."),
-             (r"^mlp\.dense_h_to_4h\.", "ffn.up_proj."),
-             (r"^mlp\.dense_4h_to_h\.", "ffn.down_proj.")]
+    names = [
+        (r"^input_layernorm\.", "attn_norm."),
+        (r"^post_attention_layernorm\.", "ffn_norm."),
+        (r"^attention\.dense\.", "attn.o_proj."),
+        (r"^mlp\.dense_h_to_4h\.", "ffn.up_proj."),
+        (r"^mlp\.dense_4h_to_h\.", "ffn.down_proj."),
+    ]
     out = {}
     for key, value in renamed(state, names).items():
         if key.startswith("attention.query_key_value."):
@@ -831,19 +1079,33 @@ def test_parallel_block_equals_the_hf_layer_and_the_hardened_one(family):
     from literate.parts.blocks import gptj_block, neox_block
 
     if family == "gptj":
-        config = GPTJConfig(n_embd=D, n_head=H, rotary_dim=8, n_inner=64, n_layer=1,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                            attn_implementation="sdpa")
+        config = GPTJConfig(
+            n_embd=D,
+            n_head=H,
+            rotary_dim=8,
+            n_inner=64,
+            n_layer=1,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            attn_implementation="sdpa",
+        )
         theirs = randomised(hf_gptj.GPTJBlock(config, 0), seed=1)
         rotary, names = hf_gptj.GPTJRotaryEmbedding(config), gptj_names
         ours = parallel_parts(bias=False, activation=gelu_tanh, two_norms=False)
         hard = gptj_block(D, H, 64, rotary_dim=8)
     else:
         rope = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}
-        config = GPTNeoXConfig(hidden_size=D, num_attention_heads=H, intermediate_size=64,
-                               num_hidden_layers=1, use_parallel_residual=True,
-                               hidden_act="gelu", rope_parameters=rope,
-                               attn_implementation="sdpa")
+        config = GPTNeoXConfig(
+            hidden_size=D,
+            num_attention_heads=H,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            use_parallel_residual=True,
+            hidden_act="gelu",
+            rope_parameters=rope,
+            attn_implementation="sdpa",
+        )
         theirs = randomised(hf_neox.GPTNeoXLayer(config, 0), seed=1)
         rotary, names = hf_neox.GPTNeoXRotaryEmbedding(config), neox_names
         ours = parallel_parts(bias=True, activation=F.gelu, two_norms=True)
@@ -852,8 +1114,9 @@ def test_parallel_block_equals_the_hf_layer_and_the_hardened_one(family):
     x = rand(B, T, D, seed=2)
     cos_sin = rotary(x, torch.arange(T)[None])
     mine = run(ours, ours, (x,))
-    assert_same(mine, names(run(theirs, lambda x: theirs(
-        x, position_embeddings=cos_sin), (x,))))
+    assert_same(
+        mine, names(run(theirs, lambda x: theirs(x, position_embeddings=cos_sin), (x,)))
+    )
     if family == "gptj":  # the hardened GPT-J keeps GPT-J's interleaved layout
         hard = load(hard.double().eval(), renamed(weights(theirs), GPTJ_NAMES))
         assert_same(mine, to_half(run(hard, hard, (x,))))

@@ -70,8 +70,9 @@ B, T = 2, 11
 
 
 # --- the harness ----------------------------------------------------------------------
-def randomise_(module: torch.nn.Module, seed: int, scale: float = 0.3
-               ) -> torch.nn.Module:
+def randomise_(
+    module: torch.nn.Module, seed: int, scale: float = 0.3
+) -> torch.nn.Module:
     """Gains ~ N(1, 0.09), biases ~ N(0, 0.09), sinks ~ N(0, 4) (shares far from 0 and
     1), matrices ~ N(0, scale^2): a swapped or misplaced part shows."""
     g = torch.Generator().manual_seed(seed)
@@ -112,8 +113,10 @@ def compare(ours, run_ours, theirs, run_theirs, rename=lambda n: n, *, d, seed=1
 
 
 def assert_float64_equal(labels, ours, theirs, tol=TOL) -> float:
-    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs,
-                                                              strict=True)}
+    diffs = {
+        n: (a - b).abs().max().item()
+        for n, a, b in zip(labels, ours, theirs, strict=True)
+    }
     worst = max(diffs, key=diffs.get)
     assert diffs[worst] <= tol, f"{worst}: max |diff| {diffs[worst]:.3g}"
     return diffs[worst]
@@ -130,11 +133,18 @@ D, D_FF, E, K = 32, 24, 4, 2
 
 
 def mixtral_config() -> MixtralConfig:
-    return MixtralConfig(hidden_size=D, intermediate_size=D_FF, num_local_experts=E,
-                         num_experts_per_tok=K, num_attention_heads=4,
-                         num_key_value_heads=2, num_hidden_layers=1, vocab_size=16,
-                         router_jitter_noise=0.0,
-                         experts_implementation="eager")  # grouped_mm has no float64
+    return MixtralConfig(
+        hidden_size=D,
+        intermediate_size=D_FF,
+        num_local_experts=E,
+        num_experts_per_tok=K,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        vocab_size=16,
+        router_jitter_noise=0.0,
+        experts_implementation="eager",
+    )  # grouped_mm has no float64
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +160,13 @@ def test_moe_equals_hf_mixtral_sparse_moe_block(moe):
     theirs = hf_mixtral.MixtralSparseMoeBlock(mixtral_config()).double().eval()
     theirs.load_state_dict(moe.state_dict(), strict=True)  # HF's names, as they are
     labels, got, want = compare(moe, lambda x: moe(x)[0], theirs, theirs, d=D)
-    assert labels == ["output", "x", "gate.weight", "experts.gate_up_proj",
-                      "experts.down_proj"]
+    assert labels == [
+        "output",
+        "x",
+        "gate.weight",
+        "experts.gate_up_proj",
+        "experts.down_proj",
+    ]
     assert_float64_equal(labels, got, want)
     x, _ = inputs(D)
     out, logits = moe(x)
@@ -162,16 +177,19 @@ def test_moe_equals_hf_mixtral_sparse_moe_block(moe):
 
 
 def test_moe_equals_the_hardened_moe_ffn(moe):
-    hardened = parts_moe.MoEFFN(Router(D, E, partial(mixtral_router, top_k=K)),
-                                parts_moe.Experts(E, D, D_FF)).double()
+    hardened = parts_moe.MoEFFN(
+        Router(D, E, partial(mixtral_router, top_k=K)), parts_moe.Experts(E, D, D_FF)
+    ).double()
 
     def rename(name: str) -> str:
         return name.replace("gate.", "router.")
 
-    hardened.load_state_dict({rename(n): p for n, p in moe.state_dict().items()},
-                             strict=True)
-    labels, got, want = compare(moe, lambda x: moe(x)[0], hardened, hardened, rename,
-                                d=D)
+    hardened.load_state_dict(
+        {rename(n): p for n, p in moe.state_dict().items()}, strict=True
+    )
+    labels, got, want = compare(
+        moe, lambda x: moe(x)[0], hardened, hardened, rename, d=D
+    )
     assert_float64_equal(labels, got, want)
     assert (moe(inputs(D)[0])[1] - hardened.router_logits).abs().max() <= TOL
 
@@ -185,8 +203,9 @@ def test_moe_gates_are_renormalised_over_the_top_k(moe):
     top, chosen = logits[0].float().softmax(dim=-1).topk(K)  # float32, as Mixtral's
     assert top.sum() < 0.99  # renormalising changes the gates
     gates = (top / top.sum()).double()
-    want = sum(moe.experts(x[0, 0][None], e) * p
-               for e, p in zip(chosen.tolist(), gates))
+    want = sum(
+        moe.experts(x[0, 0][None], e) * p for e, p in zip(chosen.tolist(), gates)
+    )
     assert (out[0, 0] - want[0]).abs().max() <= TOL
 
 
@@ -194,14 +213,17 @@ def test_load_balancing_loss_equals_hf_and_the_hardened():
     """Two layers' logits, pooled. Ours and the hardened: float64, TOL. HF's
     accumulates its counts and probability sums in float32: F32_BOUND."""
     g = torch.Generator().manual_seed(5)
-    layers = [(2 * torch.randn(B * T, E, generator=g, dtype=F64)).requires_grad_()
-              for _ in range(2)]
+    layers = [
+        (2 * torch.randn(B * T, E, generator=g, dtype=F64)).requires_grad_()
+        for _ in range(2)
+    ]
     ours = load_balancing_loss(torch.cat(layers), top_k=K)
     hardened = parts_moe.load_balancing_loss(layers, K, E)
     hf = hf_mixtral.load_balancing_loss_func(tuple(layers), E, K)
     labels = ["loss", "d layer 0", "d layer 1"]
-    got, want_hardened, want_hf = ([loss, *torch.autograd.grad(loss, layers)]
-                                   for loss in (ours, hardened, hf))
+    got, want_hardened, want_hf = (
+        [loss, *torch.autograd.grad(loss, layers)] for loss in (ours, hardened, hf)
+    )
     assert_float64_equal(labels, got, want_hardened)
     assert_float32_limited(labels, got, want_hf)
     assert ours > K  # these logits route unevenly; uniform routing gives k:
@@ -214,11 +236,18 @@ H, H_KV, W, BASE = 4, 2, 4, 10_000.0
 
 
 def mistral_config(implementation: str) -> MistralConfig:
-    return MistralConfig(hidden_size=D, num_attention_heads=H, num_key_value_heads=H_KV,
-                         intermediate_size=D_FF, num_hidden_layers=1, vocab_size=16,
-                         sliding_window=W, max_position_embeddings=64,
-                         rope_parameters={"rope_type": "default", "rope_theta": BASE},
-                         attn_implementation=implementation)
+    return MistralConfig(
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        intermediate_size=D_FF,
+        num_hidden_layers=1,
+        vocab_size=16,
+        sliding_window=W,
+        max_position_embeddings=64,
+        rope_parameters={"rope_type": "default", "rope_theta": BASE},
+        attn_implementation=implementation,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -232,30 +261,39 @@ def test_the_window_mask_is_hfs_and_the_hardened_ones():
     mask as MistralModel builds it); W - 1 or W + 1 is another mask."""
     ours = sliding_window_mask(T, W)
     x = torch.zeros(1, T, D, dtype=F64)
-    hf = create_sliding_window_causal_mask(mistral_config("sdpa"), x, None, None,
-                                           position_ids=torch.arange(T)[None])
+    hf = create_sliding_window_causal_mask(
+        mistral_config("sdpa"), x, None, None, position_ids=torch.arange(T)[None]
+    )
     assert torch.equal(ours, hf[0, 0])
-    assert torch.equal(ours, parts_window.window_allowed(torch.arange(T),
-                                                         torch.arange(T), W))
+    assert torch.equal(
+        ours, parts_window.window_allowed(torch.arange(T), torch.arange(T), W)
+    )
     assert ours.sum(dim=-1).tolist() == [min(i + 1, W) for i in range(T)]
     assert not torch.equal(ours, sliding_window_mask(T, W + 1))
     assert not torch.equal(ours, sliding_window_mask(T, W - 1))
 
 
 @pytest.mark.parametrize("implementation", ["sdpa", "eager"])
-def test_sliding_window_attention_equals_hf_mistral_attention(window_layer,
-                                                              implementation):
+def test_sliding_window_attention_equals_hf_mistral_attention(
+    window_layer, implementation
+):
     """Given the mask HF builds for it. sdpa computes in float64: TOL. Eager takes its
     softmax in float32: F32_BOUND."""
     config = mistral_config(implementation)
     theirs = hf_mistral.MistralAttention(config, layer_idx=0).double()
     theirs.load_state_dict(window_layer.state_dict(), strict=True)
     x = torch.zeros(B, T, D, dtype=F64)
-    mask = create_sliding_window_causal_mask(config, x, None, None,
-                                             position_ids=torch.arange(T)[None])
+    mask = create_sliding_window_causal_mask(
+        config, x, None, None, position_ids=torch.arange(T)[None]
+    )
     cos, sin = hf_mistral.MistralRotaryEmbedding(config)(x, torch.arange(T)[None])
-    result = compare(window_layer, lambda x: window_layer(x, cos[0], sin[0]), theirs,
-                     lambda x: theirs(x, (cos, sin), mask)[0], d=D)
+    result = compare(
+        window_layer,
+        lambda x: window_layer(x, cos[0], sin[0]),
+        theirs,
+        lambda x: theirs(x, (cos, sin), mask)[0],
+        d=D,
+    )
     if implementation == "sdpa":
         assert_float64_equal(*result)
     else:
@@ -263,12 +301,20 @@ def test_sliding_window_attention_equals_hf_mistral_attention(window_layer,
 
 
 def test_sliding_window_attention_equals_the_hardened_layer(window_layer):
-    hardened = parts_window.SlidingWindowAttention(D, H, H_KV, window=W, rope=True,
-                                                   rope_base=BASE).double()
+    hardened = parts_window.SlidingWindowAttention(
+        D, H, H_KV, window=W, rope=True, rope_base=BASE
+    ).double()
     hardened.load_state_dict(window_layer.state_dict(), strict=True)
     cos, sin = tables(D // H, BASE)
-    assert_float64_equal(*compare(window_layer, lambda x: window_layer(x, cos, sin),
-                                  hardened, lambda x: hardened(x, causal=True), d=D))
+    assert_float64_equal(
+        *compare(
+            window_layer,
+            lambda x: window_layer(x, cos, sin),
+            hardened,
+            lambda x: hardened(x, causal=True),
+            d=D,
+        )
+    )
 
 
 def test_ring_decoding_equals_the_full_windowed_forward(window_layer):
@@ -279,7 +325,7 @@ def test_ring_decoding_equals_the_full_windowed_forward(window_layer):
     cache = RingKVCache(batch=B, n_kv_heads=H_KV, d_head=D // H, window=W, dtype=F64)
     with torch.no_grad():
         full = window_layer(x, cos, sin)
-        steps = [window_layer.step(x[:, t:t + 1], cos, sin, cache) for t in range(T)]
+        steps = [window_layer.step(x[:, t : t + 1], cos, sin, cache) for t in range(T)]
     assert cache.k.shape == cache.v.shape == (B, H_KV, W, D // H) and cache.offset == T
     assert_float64_equal(["decoded"], [torch.cat(steps, dim=1)], [full])
     with torch.no_grad():  # the window matters: a plain causal layer differs
@@ -291,27 +337,43 @@ def test_ring_decoding_equals_the_full_windowed_forward(window_layer):
 
 # --- chapter 10: attention sinks ------------------------------------------------------
 D_HEAD, GPT_OSS_BASE = 8, 150_000.0
-YARN = {"rope_type": "yarn", "rope_theta": GPT_OSS_BASE, "factor": 32.0,
-        "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-        "original_max_position_embeddings": 4096}
+YARN = {
+    "rope_type": "yarn",
+    "rope_theta": GPT_OSS_BASE,
+    "factor": 32.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "truncate": False,
+    "original_max_position_embeddings": 4096,
+}
 
 
 def gpt_oss_config(rope: str) -> GptOssConfig:
-    rope_parameters = YARN if rope == "yarn" else {"rope_type": "default",
-                                                   "rope_theta": GPT_OSS_BASE}
-    return GptOssConfig(vocab_size=16, hidden_size=D, num_attention_heads=H,
-                        num_key_value_heads=H_KV, head_dim=D_HEAD, num_hidden_layers=2,
-                        intermediate_size=8, num_local_experts=2,
-                        num_experts_per_tok=1, sliding_window=W,
-                        layer_types=["sliding_attention", "full_attention"],
-                        rope_parameters=rope_parameters,
-                        max_position_embeddings=131_072,
-                        attn_implementation="eager")
+    rope_parameters = (
+        YARN if rope == "yarn" else {"rope_type": "default", "rope_theta": GPT_OSS_BASE}
+    )
+    return GptOssConfig(
+        vocab_size=16,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        head_dim=D_HEAD,
+        num_hidden_layers=2,
+        intermediate_size=8,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=W,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters=rope_parameters,
+        max_position_embeddings=131_072,
+        attn_implementation="eager",
+    )
 
 
 def sink_layer(window: int | None) -> SinkAttention:
-    attn = SinkAttention(d_model=D, n_heads=H, n_kv_heads=H_KV, d_head=D_HEAD,
-                         window=window)
+    attn = SinkAttention(
+        d_model=D, n_heads=H, n_kv_heads=H_KV, d_head=D_HEAD, window=window
+    )
     return randomise_(attn, 3).double()
 
 
@@ -331,9 +393,14 @@ def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
     mask = make_mask(config, x, None, None, position_ids=torch.arange(T)[None])
     cos, sin = hf_gpt_oss.GptOssRotaryEmbedding(config)(x, torch.arange(T)[None])
     labels, got, want = compare(
-        ours, lambda x: ours(x, torch.cat((cos[0], cos[0]), -1),
-                             torch.cat((sin[0], sin[0]), -1)),
-        theirs, lambda x: theirs(x, (cos, sin), mask)[0], d=D)
+        ours,
+        lambda x: ours(
+            x, torch.cat((cos[0], cos[0]), -1), torch.cat((sin[0], sin[0]), -1)
+        ),
+        theirs,
+        lambda x: theirs(x, (cos, sin), mask)[0],
+        d=D,
+    )
     assert len(labels) == 2 + 9 and "sinks" in labels
     assert_float64_equal(labels, got, want)
     assert got[labels.index("sinks")].abs().min() > 1e-3  # every head's sink is used
@@ -343,17 +410,32 @@ def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
 def test_sink_attention_equals_the_hardened_layer(window):
     ours = sink_layer(window)
     if window is None:
-        hardened = parts_sinks.SinkAttention(D, H, H_KV, d_head=D_HEAD, bias=True,
-                                             rope=True, rope_base=GPT_OSS_BASE)
+        hardened = parts_sinks.SinkAttention(
+            D, H, H_KV, d_head=D_HEAD, bias=True, rope=True, rope_base=GPT_OSS_BASE
+        )
     else:
         hardened = parts_sinks.SlidingWindowSinkAttention(
-            D, H, H_KV, d_head=D_HEAD, bias=True, rope=True, rope_base=GPT_OSS_BASE,
-            window=window)
+            D,
+            H,
+            H_KV,
+            d_head=D_HEAD,
+            bias=True,
+            rope=True,
+            rope_base=GPT_OSS_BASE,
+            window=window,
+        )
     hardened = hardened.double()
     hardened.load_state_dict(ours.state_dict(), strict=True)
     cos, sin = tables(D_HEAD, GPT_OSS_BASE)
-    assert_float64_equal(*compare(ours, lambda x: ours(x, cos, sin), hardened,
-                                  lambda x: hardened(x, causal=True), d=D))
+    assert_float64_equal(
+        *compare(
+            ours,
+            lambda x: ours(x, cos, sin),
+            hardened,
+            lambda x: hardened(x, causal=True),
+            d=D,
+        )
+    )
 
 
 def test_a_sink_takes_weight_from_the_keys():
@@ -364,8 +446,9 @@ def test_a_sink_takes_weight_from_the_keys():
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     no_sink = torch.full((H,), float("-inf"), dtype=F64)
     plain = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert_float64_equal(["-inf sinks"], [sink_attention(q, k, v, no_sink, causal)],
-                         [plain])
+    assert_float64_equal(
+        ["-inf sinks"], [sink_attention(q, k, v, no_sink, causal)], [plain]
+    )
     ours = sink_layer(None)
     cos, sin = tables(D_HEAD, GPT_OSS_BASE)
     with torch.no_grad():
@@ -379,33 +462,60 @@ R_Q, R_KV, D_NOPE, D_ROPE, D_V = 24, 16, 10, 6, 12
 
 
 def mla_config(**changes) -> DeepseekV3Config:
-    settings = {"vocab_size": 16, "hidden_size": D, "intermediate_size": 48,
-                "moe_intermediate_size": 16, "num_hidden_layers": 1,
-                "num_attention_heads": H, "num_key_value_heads": H,
-                "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4,
-                "topk_group": 2, "q_lora_rank": R_Q, "kv_lora_rank": R_KV,
-                "qk_nope_head_dim": D_NOPE, "qk_rope_head_dim": D_ROPE,
-                "v_head_dim": D_V, "max_position_embeddings": 32,
-                "rope_parameters": {"rope_type": "default", "rope_theta": BASE},
-                "rope_interleave": False, "attn_implementation": "sdpa"}
+    settings = {
+        "vocab_size": 16,
+        "hidden_size": D,
+        "intermediate_size": 48,
+        "moe_intermediate_size": 16,
+        "num_hidden_layers": 1,
+        "num_attention_heads": H,
+        "num_key_value_heads": H,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_group": 4,
+        "topk_group": 2,
+        "q_lora_rank": R_Q,
+        "kv_lora_rank": R_KV,
+        "qk_nope_head_dim": D_NOPE,
+        "qk_rope_head_dim": D_ROPE,
+        "v_head_dim": D_V,
+        "max_position_embeddings": 32,
+        "rope_parameters": {"rope_type": "default", "rope_theta": BASE},
+        "rope_interleave": False,
+        "attn_implementation": "sdpa",
+    }
     return DeepseekV3Config(**(settings | changes))
 
 
 def mla_layer(form: str = "naive") -> MultiHeadLatentAttention:
     make = MultiHeadLatentAttention if form == "naive" else AbsorbedLatentAttention
-    attn = make(d_model=D, n_heads=H, q_lora_rank=R_Q, kv_lora_rank=R_KV,
-                qk_nope_head_dim=D_NOPE, qk_rope_head_dim=D_ROPE, v_head_dim=D_V)
+    attn = make(
+        d_model=D,
+        n_heads=H,
+        q_lora_rank=R_Q,
+        kv_lora_rank=R_KV,
+        qk_nope_head_dim=D_NOPE,
+        qk_rope_head_dim=D_ROPE,
+        v_head_dim=D_V,
+    )
     return randomise_(attn, 4).double()
 
 
 def test_absorbed_equals_naive():
     """The same weights, the products in another order: TOL (measured 2e-14)."""
     naive, absorbed = mla_layer("naive"), mla_layer("absorbed")
-    assert all(torch.equal(a, b) for a, b in zip(naive.state_dict().values(),
-                                                 absorbed.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(naive.state_dict().values(), absorbed.state_dict().values())
+    )
     cos, sin = tables(D_ROPE, BASE)
-    labels, got, want = compare(absorbed, lambda x: absorbed(x, cos, sin), naive,
-                                lambda x: naive(x, cos, sin), d=D)
+    labels, got, want = compare(
+        absorbed,
+        lambda x: absorbed(x, cos, sin),
+        naive,
+        lambda x: naive(x, cos, sin),
+        d=D,
+    )
     assert_float64_equal(labels, got, want)
     assert got[labels.index("kv_a_proj_with_mqa.weight")].abs().max() > 1e-3
 
@@ -436,8 +546,9 @@ def test_mla_equals_hf_deepseek_v3_attention(form, interleave):
     randomise_(theirs, 5)
     ours = mla_layer(form)
     state = theirs.state_dict()
-    ours.load_state_dict(deinterleave_rope_rows(state) if interleave else state,
-                         strict=True)
+    ours.load_state_dict(
+        deinterleave_rope_rows(state) if interleave else state, strict=True
+    )
     x = torch.zeros(B, T, D, dtype=F64)
     cos, sin = hf_deepseek.DeepseekV3RotaryEmbedding(config)(x, torch.arange(T)[None])
     names = [n for n, _ in ours.named_parameters()]
@@ -445,8 +556,9 @@ def test_mla_equals_hf_deepseek_v3_attention(form, interleave):
     def run():
         x, probe = inputs(D)
         got = output_and_grads(ours, lambda x: ours(x, cos[0], sin[0]), names, x, probe)
-        want = output_and_grads(theirs, lambda x: theirs(x, (cos, sin), None)[0], names,
-                                x, probe)  # sdpa, no mask: causal
+        want = output_and_grads(
+            theirs, lambda x: theirs(x, (cos, sin), None)[0], names, x, probe
+        )  # sdpa, no mask: causal
         if interleave:  # HF's parameter gradients, in our row order
             want[2:] = deinterleave_rope_rows(dict(zip(names, want[2:]))).values()
         return ["output", "x", *names], got, want
@@ -460,10 +572,25 @@ def test_mla_equals_hf_deepseek_v3_attention(form, interleave):
 def test_mla_equals_the_hardened_layer(form):
     ours = mla_layer(form)
     hardened = parts_mla.MultiHeadLatentAttention(
-        D, H, q_lora_rank=R_Q, kv_lora_rank=R_KV, qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE, v_head_dim=D_V, rope_base=BASE, rope_layout="half",
-        absorb="never" if form == "naive" else "always").double()
+        D,
+        H,
+        q_lora_rank=R_Q,
+        kv_lora_rank=R_KV,
+        qk_nope_head_dim=D_NOPE,
+        qk_rope_head_dim=D_ROPE,
+        v_head_dim=D_V,
+        rope_base=BASE,
+        rope_layout="half",
+        absorb="never" if form == "naive" else "always",
+    ).double()
     hardened.load_state_dict(ours.state_dict(), strict=True)
     cos, sin = tables(D_ROPE, BASE)
-    assert_float64_equal(*compare(ours, lambda x: ours(x, cos, sin), hardened,
-                                  lambda x: hardened(x, causal=True), d=D))
+    assert_float64_equal(
+        *compare(
+            ours,
+            lambda x: ours(x, cos, sin),
+            hardened,
+            lambda x: hardened(x, causal=True),
+            d=D,
+        )
+    )

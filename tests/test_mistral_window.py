@@ -58,8 +58,12 @@ F64 = torch.float64
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 4, 12, 2, 61, 2
-NAMES = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
-         "ffn_norm": "post_attention_layernorm"}
+NAMES = {
+    "attn": "self_attn",
+    "ffn": "mlp",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
 
 
 # --- the harness ------------------------------------------------------------------------
@@ -82,20 +86,35 @@ def windows(model) -> list[int | None]:
 
 
 def hf_config(**changes) -> MistralConfig:
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
-                "num_key_value_heads": H_KV, "intermediate_size": D_FF,
-                "num_hidden_layers": LAYERS, "max_position_embeddings": 64,
-                "rms_norm_eps": 1e-5, "sliding_window": W, "tie_word_embeddings": False,
-                "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
-                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
-                "attn_implementation": "sdpa"}
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "num_attention_heads": H,
+        "num_key_value_heads": H_KV,
+        "intermediate_size": D_FF,
+        "num_hidden_layers": LAYERS,
+        "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-5,
+        "sliding_window": W,
+        "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "attn_implementation": "sdpa",
+    }
     return MistralConfig(**(settings | changes))
 
 
 def hf_window_mask(window: int, implementation: str) -> torch.Tensor:
     """[1, 1, T, T]: HF's own sliding-window mask; bool for sdpa, additive for eager."""
-    allowed = sdpa_mask(1, T, T, mask_function=sliding_window_causal_mask_function(window),
-                        allow_is_causal_skip=False)
+    allowed = sdpa_mask(
+        1,
+        T,
+        T,
+        mask_function=sliding_window_causal_mask_function(window),
+        allow_is_causal_skip=False,
+    )
     if implementation == "sdpa":
         return allowed
     return torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed, float("-inf"))
@@ -105,13 +124,19 @@ def hf_window_mask(window: int, implementation: str) -> torch.Tensor:
 def block_pair(implementation: str, window: int = W, seed: int = 0):
     config = hf_config(num_hidden_layers=1, attn_implementation=implementation)
     torch.manual_seed(seed)
-    ours = mistral_block(D, H, H_KV, D_FF, rope_base=10_000.0, eps=1e-5, window=window).double()
+    ours = mistral_block(
+        D, H, H_KV, D_FF, rope_base=10_000.0, eps=1e-5, window=window
+    ).double()
     with torch.no_grad():
         for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
     theirs = mistral.MistralDecoderLayer(config, 0).double()
-    theirs.load_state_dict({f"{NAMES[k.split('.', 1)[0]]}.{k.split('.', 1)[1]}": v
-                            for k, v in ours.state_dict().items()})
+    theirs.load_state_dict(
+        {
+            f"{NAMES[k.split('.', 1)[0]]}.{k.split('.', 1)[1]}": v
+            for k, v in ours.state_dict().items()
+        }
+    )
     return ours, theirs, mistral.MistralRotaryEmbedding(config)
 
 
@@ -123,8 +148,10 @@ def block_grads(ours, theirs, rope, mask):
     got = ours(x)
     want = theirs(x, attention_mask=mask, position_embeddings=cos_sin)
     names = [n for n, _ in ours.named_parameters()]
-    theirs_params = [theirs.get_parameter(f"{NAMES[n.split('.', 1)[0]]}.{n.split('.', 1)[1]}")
-                     for n in names]
+    theirs_params = [
+        theirs.get_parameter(f"{NAMES[n.split('.', 1)[0]]}.{n.split('.', 1)[1]}")
+        for n in names
+    ]
     g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
     g_ref = torch.autograd.grad((want * probe).sum(), [x, *theirs_params])
     return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
@@ -171,33 +198,46 @@ def pair():
 
 
 def ids(seed: int = 2, t: int = T) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def model_grads(ours, theirs):
     tokens = ids()
     got, want = ours(tokens), theirs(input_ids=tokens).logits
-    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    probe = torch.randn(
+        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
+    )
     names = [n for n, _ in theirs.named_parameters()]
     mine = dict(ours.named_parameters())
 
     def our_name(hf: str) -> str:
-        hf = hf.replace("model.embed_tokens.", "token_embedding.").replace("model.norm.",
-                                                                           "final_norm.")
+        hf = hf.replace("model.embed_tokens.", "token_embedding.").replace(
+            "model.norm.", "final_norm."
+        )
         for theirs_name, ours_name in NAMES.items():
             hf = hf.replace(f".{ours_name}.", f".{theirs_name}.")
         return hf.replace("model.layers.", "blocks.")
 
-    g_ref = torch.autograd.grad((want * probe).sum(), [theirs.get_parameter(n) for n in names])
-    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
+    )
+    g_ours = torch.autograd.grad(
+        (got * probe).sum(), [mine[our_name(n)] for n in names]
+    )
     return ["logits", *names], [got, *g_ours], [want, *g_ref]
 
 
 def test_the_model_is_what_we_think_it_is(pair):
     ours, theirs = pair
     assert windows(ours) == [W] * LAYERS
-    assert all(layer.self_attn.config.sliding_window == W for layer in theirs.model.layers)
-    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 3 + 9 * LAYERS
+    assert all(
+        layer.self_attn.config.sliding_window == W for layer in theirs.model.layers
+    )
+    assert (
+        len(list(ours.parameters())) == len(list(theirs.parameters())) == 3 + 9 * LAYERS
+    )
     assert T > 2 * W  # the window is really shorter than the sequence
 
 
@@ -211,29 +251,52 @@ def test_logits_and_every_gradient_equal_mistral_for_causal_lm(pair):
 def test_the_window_is_in_the_path(pair):
     """The same weights without the window (a Llama): other logits."""
     ours, _ = pair
-    llama = llama_from_hf_config(LlamaConfig(**{
-        k: v for k, v in hf_config().to_dict().items()
-        if k in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads",
-                 "intermediate_size", "num_hidden_layers", "max_position_embeddings",
-                 "rms_norm_eps", "rope_parameters")})).double()
+    llama = llama_from_hf_config(
+        LlamaConfig(
+            **{
+                k: v
+                for k, v in hf_config().to_dict().items()
+                if k
+                in (
+                    "vocab_size",
+                    "hidden_size",
+                    "num_attention_heads",
+                    "num_key_value_heads",
+                    "intermediate_size",
+                    "num_hidden_layers",
+                    "max_position_embeddings",
+                    "rms_norm_eps",
+                    "rope_parameters",
+                )
+            }
+        )
+    ).double()
     llama.load_state_dict(ours.state_dict())
     with torch.no_grad():
         assert (llama(ids()) - ours(ids())).abs().max() > 1e-3
         torch.testing.assert_close(llama(ids(t=W)), ours(ids(t=W)), atol=SAME, rtol=0)
 
 
-@pytest.mark.parametrize("chunk", [None, 5, 2], ids=["one-prefill", "chunks-longer-than-W",
-                                                   "chunks-shorter"])
+@pytest.mark.parametrize(
+    "chunk", [None, 5, 2], ids=["one-prefill", "chunks-longer-than-W", "chunks-shorter"]
+)
 def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_forward(
-        pair, chunk):
+    pair, chunk
+):
     ours, theirs = pair
     prompt = ids(4, 6)
     with torch.no_grad():
-        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                               max_new_tokens=20, do_sample=False)
+        want = theirs.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=20,
+            do_sample=False,
+        )
     got, logits = generate(ours, prompt, 20, prefill_chunk=chunk, return_logits=True)
     assert want.shape == (B, 26) and torch.equal(got, want)
-    assert torch.equal(ours.generate(prompt, 20), got)  # uncached: the whole prefix each step
+    assert torch.equal(
+        ours.generate(prompt, 20), got
+    )  # uncached: the whole prefix each step
     with torch.no_grad():
         full = ours(got[:, :-1])[:, 5:]  # the logits each new token was chosen from
     torch.testing.assert_close(logits, full, atol=SAME, rtol=0)
@@ -242,17 +305,24 @@ def test_greedy_decoding_past_the_window_equals_hf_generate_and_our_uncached_for
 def test_left_padded_batch_equals_hf_generate_and_each_row_alone(pair):
     ours, theirs = pair
     t0, pads = 8, [0, 3, 5]
-    prompt = torch.randint(1, VOCAB, (3, t0), generator=torch.Generator().manual_seed(5))
+    prompt = torch.randint(
+        1, VOCAB, (3, t0), generator=torch.Generator().manual_seed(5)
+    )
     valid = torch.arange(t0)[None] >= torch.tensor(pads)[:, None]
     prompt = prompt.masked_fill(~valid, 0)
     with torch.no_grad():
-        want = theirs.generate(prompt, attention_mask=valid.long(), max_new_tokens=12,
-                               do_sample=False, pad_token_id=0)
+        want = theirs.generate(
+            prompt,
+            attention_mask=valid.long(),
+            max_new_tokens=12,
+            do_sample=False,
+            pad_token_id=0,
+        )
     got = generate(ours, prompt, 12, valid=valid)
     assert torch.equal(got, want)
     for row, pad in enumerate(pads):
-        alone = generate(ours, prompt[row:row + 1, pad:], 12)
-        assert torch.equal(alone[0, t0 - pad:], got[row, t0:])
+        alone = generate(ours, prompt[row : row + 1, pad:], 12)
+        assert torch.equal(alone[0, t0 - pad :], got[row, t0:])
 
 
 def test_hf_keeps_w_minus_1_keys_between_calls_ours_w_slots(pair):
@@ -266,14 +336,21 @@ def test_hf_keeps_w_minus_1_keys_between_calls_ours_w_slots(pair):
     with torch.no_grad(), hf_in_input_dtype(theirs, mistral):
         out = theirs(input_ids=tokens, use_cache=True)
     layer = out.cache.layers[0]
-    assert type(layer).__name__ == "DynamicSlidingWindowLayer" and layer.sliding_window == W
+    assert (
+        type(layer).__name__ == "DynamicSlidingWindowLayer"
+        and layer.sliding_window == W
+    )
     assert layer.keys.shape[-2] == W - 1 and layer.get_seq_length() == T
     cache = new_decode_cache(ours, B, T + 1)
     with torch.no_grad():
         cached_run(ours, tokens, cache)
     ring = cache.layers[0]
-    assert ring.k.shape[2] == W and sorted(ring.positions.tolist()) == list(range(T - W, T))
-    k = ring.k[:, :, [p % W for p in range(T - W + 1, T)]]  # the W - 1 a query at T reads
+    assert ring.k.shape[2] == W and sorted(ring.positions.tolist()) == list(
+        range(T - W, T)
+    )
+    k = ring.k[
+        :, :, [p % W for p in range(T - W + 1, T)]
+    ]  # the W - 1 a query at T reads
     torch.testing.assert_close(k, layer.keys, atol=SAME, rtol=0)
 
 
@@ -282,8 +359,13 @@ def test_beam_search_past_the_window_equals_hf(pair):
     ours, theirs = pair
     prompt = ids(6, 5)
     with torch.no_grad():
-        want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), num_beams=3,
-                               max_new_tokens=12, do_sample=False)
+        want = theirs.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            num_beams=3,
+            max_new_tokens=12,
+            do_sample=False,
+        )
     got, _ = beam_generate(ours, prompt, 3, 12)
     assert torch.equal(got, want)
 
@@ -300,15 +382,24 @@ def test_loading_reads_sliding_window_and_refuses_another():
     assert mistral_from_hf_config(as_json).blocks[1].attn.window == W
     as_json["sliding_window"] = None  # Mistral 7B v0.2 and later: no window
     assert layer_window(mistral_from_hf_config(as_json).blocks[1].attn) is None
-    with pytest.raises(ValueError, match=r"^ours has window=None, theirs sliding_window=4$"):
+    with pytest.raises(
+        ValueError, match=r"^ours has window=None, theirs sliding_window=4$"
+    ):
         check_mistral_config(plain, hf_config())
-    with pytest.raises(ValueError, match=r"^ours has window=4, theirs sliding_window=8$"):
+    with pytest.raises(
+        ValueError, match=r"^ours has window=4, theirs sliding_window=8$"
+    ):
         check_mistral_config(windowed, hf_config(sliding_window=8))
     check_mistral_config(windowed, hf_config())
     check_mistral_config(plain, hf_config(sliding_window=None))
-    mixed = hf_config().to_dict() | {"layer_types": ["sliding_attention", "full_attention"]}
-    with pytest.raises(ValueError, match=r"config layer_types=\['full_attention', "
-                                         r"'sliding_attention'\] is not supported"):
+    mixed = hf_config().to_dict() | {
+        "layer_types": ["sliding_attention", "full_attention"]
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"config layer_types=\['full_attention', "
+        r"'sliding_attention'\] is not supported",
+    ):
         mistral_from_hf_config(mixed)
 
 
@@ -316,8 +407,11 @@ def test_chapter_7_refuses_a_window_rather_than_dropping_it():
     """Chapter 7's loaders build no window: given one, they say so (before, a
     MistralConfig was built without its window, silently)."""
     for config in (hf_config(), hf_config().to_dict()):
-        with pytest.raises(ValueError, match=r"^config sliding_window=4 is not supported "
-                                             r"\(ours: None\)$"):
+        with pytest.raises(
+            ValueError,
+            match=r"^config sliding_window=4 is not supported "
+            r"\(ours: None\)$",
+        ):
             llama_from_hf_config(config)
     plain = llama_from_hf_config(hf_config(sliding_window=None))
     with pytest.raises(ValueError, match=r"^config sliding_window=4 is not supported"):
@@ -330,7 +424,11 @@ def test_kv_cache_bytes_by_formula_equal_what_decoding_allocates(pair, context):
     ours, _ = pair
     cache = new_decode_cache(ours, B, context)
     expected = kv_cache_bytes(windows(ours), H_KV, D // H, 8, context, batch=B)
-    assert cache.nbytes == expected == B * LAYERS * 2 * H_KV * (D // H) * 8 * min(context, W)
+    assert (
+        cache.nbytes
+        == expected
+        == B * LAYERS * 2 * H_KV * (D // H) * 8 * min(context, W)
+    )
 
 
 def test_no_host_sync_in_run_and_a_windowed_block_compiles_to_the_same_numbers():

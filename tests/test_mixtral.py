@@ -63,16 +63,27 @@ def assert_float64_equal(labels, ours, theirs) -> float:
 
 
 def hf_config(**changes) -> MixtralConfig:
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "num_attention_heads": H,
-                "num_key_value_heads": H_KV, "intermediate_size": D_FF,
-                "num_hidden_layers": LAYERS, "num_local_experts": E,
-                "num_experts_per_tok": K, "max_position_embeddings": 32,
-                "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-                "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
-                "router_aux_loss_coef": 0.02, "router_jitter_noise": 0.0,
-                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
-                "attn_implementation": "eager",
-                "experts_implementation": "eager"}  # grouped_mm has no float64
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "num_attention_heads": H,
+        "num_key_value_heads": H_KV,
+        "intermediate_size": D_FF,
+        "num_hidden_layers": LAYERS,
+        "num_local_experts": E,
+        "num_experts_per_tok": K,
+        "max_position_embeddings": 32,
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+        "router_aux_loss_coef": 0.02,
+        "router_jitter_noise": 0.0,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "attn_implementation": "eager",
+        "experts_implementation": "eager",
+    }  # grouped_mm has no float64
     return MixtralConfig(**(settings | changes))
 
 
@@ -82,15 +93,19 @@ def causal_additive_mask(t: int) -> torch.Tensor:
 
 
 # --- the block --------------------------------------------------------------------------
-BLOCK_NAMES = [("attn.", "self_attn."), ("ffn.router.", "mlp.gate."),
-               ("ffn.experts.", "mlp.experts."), ("attn_norm.", "input_layernorm."),
-               ("ffn_norm.", "post_attention_layernorm.")]
+BLOCK_NAMES = [
+    ("attn.", "self_attn."),
+    ("ffn.router.", "mlp.gate."),
+    ("ffn.experts.", "mlp.experts."),
+    ("attn_norm.", "input_layernorm."),
+    ("ffn_norm.", "post_attention_layernorm."),
+]
 
 
 def hf_block_name(name: str) -> str:
     for ours, theirs in BLOCK_NAMES:
         if name.startswith(ours):
-            return theirs + name[len(ours):]
+            return theirs + name[len(ours) :]
     raise KeyError(name)
 
 
@@ -104,8 +119,9 @@ def block_pair():
             norm.weight.normal_(1.0, 0.3)
         ours.ffn.router.weight.normal_(0.0, 0.5)  # routing far from uniform
     theirs = modeling_mixtral.MixtralDecoderLayer(config, 0).double().eval()
-    theirs.load_state_dict({hf_block_name(k): v for k, v in ours.state_dict().items()},
-                           strict=True)
+    theirs.load_state_dict(
+        {hf_block_name(k): v for k, v in ours.state_dict().items()}, strict=True
+    )
     assert theirs.self_attn.config._attn_implementation == "eager"
     return ours.eval(), theirs, modeling_mixtral.MixtralRotaryEmbedding(config)
 
@@ -116,12 +132,15 @@ def block_grads(ours, theirs, rope):
     probe = torch.randn(B, T, D, generator=g, dtype=F64)
     cos_sin = rope(x, torch.arange(T).expand(B, T))
     got = ours(x)
-    want = theirs(x, attention_mask=causal_additive_mask(T), position_embeddings=cos_sin)
+    want = theirs(
+        x, attention_mask=causal_additive_mask(T), position_embeddings=cos_sin
+    )
     names = [n for n, _ in ours.named_parameters()]
     g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad((want * probe).sum(),
-                                [x, *(theirs.get_parameter(hf_block_name(n))
-                                      for n in names)])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(),
+        [x, *(theirs.get_parameter(hf_block_name(n)) for n in names)],
+    )
     return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
 
 
@@ -163,7 +182,9 @@ def our_name(hf: str) -> str:
 
 
 def tokens(seed: int = 2, t: int = 9) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def model_grads(ours, theirs):
@@ -172,12 +193,17 @@ def model_grads(ours, theirs):
     out = theirs(input_ids=ids, output_router_logits=True)
     want = out.logits
     aux_ours, aux_hf = router_aux_loss(ours), out.aux_loss
-    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    probe = torch.randn(
+        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
+    )
     names = [n for n, _ in theirs.named_parameters()]
     mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad((want * probe).sum(),
-                                [theirs.get_parameter(n) for n in names])
-    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
+    )
+    g_ours = torch.autograd.grad(
+        (got * probe).sum(), [mine[our_name(n)] for n in names]
+    )
     return ["logits", *names], [got, *g_ours], [want, *g_ref], (aux_ours, aux_hf)
 
 
@@ -185,7 +211,9 @@ def test_the_model_is_what_we_think_it_is(pair):
     ours, theirs = pair
     assert isinstance(ours, LlamaLanguageModel) and len(ours.blocks) == LAYERS
     assert all(isinstance(b.ffn, MoEFFN) for b in ours.blocks)
-    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 3 + 9 * LAYERS
+    assert (
+        len(list(ours.parameters())) == len(list(theirs.parameters())) == 3 + 9 * LAYERS
+    )
     check_mixtral_config(ours, theirs.config.to_dict())
 
 
@@ -211,8 +239,9 @@ def test_balancing_loss_and_training_loss_equal_hf(pair):
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
         loss = ce + theirs.config.router_aux_loss_coef * aux
     assert len(out.router_logits) == LAYERS
-    for moe_logits, hf_logits in zip((b.ffn.router_logits for b in ours.blocks),
-                                     out.router_logits):
+    for moe_logits, hf_logits in zip(
+        (b.ffn.router_logits for b in ours.blocks), out.router_logits
+    ):
         assert (moe_logits - hf_logits).abs().max() <= F32_BOUND * hf_logits.abs().max()
     assert aux > K  # uniform routing gives k: ours is not
     for name, a, b in (("aux", aux, out.aux_loss), ("loss", loss, out.loss)):
@@ -226,13 +255,21 @@ def test_no_host_sync_in_run(pair):
 
 def test_a_wrong_config_is_refused_naming_both_sides(pair):
     ours, _ = pair
-    with pytest.raises(ValueError, match=r"^ours has n_experts=4, theirs "
-                                         r"num_local_experts=8$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has n_experts=4, theirs "
+        r"num_local_experts=8$",
+    ):
         check_mixtral_config(ours, hf_config(num_local_experts=8))
-    with pytest.raises(ValueError, match=r"^ours has top_k=2, theirs "
-                                         r"num_experts_per_tok=1$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has top_k=2, theirs "
+        r"num_experts_per_tok=1$",
+    ):
         check_mixtral_config(ours, hf_config(num_experts_per_tok=1))
-    with pytest.raises(ValueError, match=r"^config sliding_window=4096 is not supported"):
+    with pytest.raises(
+        ValueError, match=r"^config sliding_window=4096 is not supported"
+    ):
         mixtral_from_hf_config(hf_config(sliding_window=4096))
 
 
@@ -245,24 +282,51 @@ def meta_count(model_class, config) -> int:
 
 MIXTRAL_8X7B = MixtralConfig()  # transformers' defaults are Mixtral 8x7B's config.json
 QWEN3_30B_A3B = Qwen3MoeConfig(
-    hidden_size=2048, num_hidden_layers=48, num_attention_heads=32,
-    num_key_value_heads=4, head_dim=128, moe_intermediate_size=768, num_experts=128,
-    num_experts_per_tok=8, vocab_size=151936, tie_word_embeddings=False,
-    decoder_sparse_step=1, mlp_only_layers=[])
+    hidden_size=2048,
+    num_hidden_layers=48,
+    num_attention_heads=32,
+    num_key_value_heads=4,
+    head_dim=128,
+    moe_intermediate_size=768,
+    num_experts=128,
+    num_experts_per_tok=8,
+    vocab_size=151936,
+    tie_word_embeddings=False,
+    decoder_sparse_step=1,
+    mlp_only_layers=[],
+)
 DEEPSEEK_V3 = DeepseekV3Config(  # its config.json (also transformers' defaults)
-    hidden_size=7168, num_hidden_layers=61, num_attention_heads=128,
-    num_key_value_heads=128, intermediate_size=18432, moe_intermediate_size=2048,
-    n_routed_experts=256, num_experts_per_tok=8, n_shared_experts=1,
-    first_k_dense_replace=3, vocab_size=129280, q_lora_rank=1536, kv_lora_rank=512,
-    qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-    tie_word_embeddings=False)
+    hidden_size=7168,
+    num_hidden_layers=61,
+    num_attention_heads=128,
+    num_key_value_heads=128,
+    intermediate_size=18432,
+    moe_intermediate_size=2048,
+    n_routed_experts=256,
+    num_experts_per_tok=8,
+    n_shared_experts=1,
+    first_k_dense_replace=3,
+    vocab_size=129280,
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    tie_word_embeddings=False,
+)
 
 
 def test_moe_params_mixtral_8x7b():
     """46.7 B total, 12.9 B active per token (Mistral AI's announcement)."""
     c = MIXTRAL_8X7B
-    assert (c.hidden_size, c.num_hidden_layers, c.intermediate_size, c.vocab_size,
-            c.num_local_experts, c.num_experts_per_tok) == (4096, 32, 14336, 32000, 8, 2)
+    assert (
+        c.hidden_size,
+        c.num_hidden_layers,
+        c.intermediate_size,
+        c.vocab_size,
+        c.num_local_experts,
+        c.num_experts_per_tok,
+    ) == (4096, 32, 14336, 32000, 8, 2)
     total, active = moe_params(4096, 32, 8, 2, 14336, 32, 8, 32000)
     assert total == meta_count(MixtralForCausalLM, c) == 46_702_792_704
     assert active == 12_879_925_248
@@ -272,8 +336,9 @@ def test_moe_params_mixtral_8x7b():
 def test_moe_params_qwen3_30b_a3b():
     """30.5 B total, 3.3 B active (Qwen3 technical report). Its q_norm and k_norm add
     2 d_head per layer. Active is 3.353 B: "3.3" truncates it (rounded, 3.4)."""
-    total, active = moe_params(2048, 48, 128, 8, 768, 32, 4, 151936, d_head=128,
-                               qk_norm=True)
+    total, active = moe_params(
+        2048, 48, 128, 8, 768, 32, 4, 151936, d_head=128, qk_norm=True
+    )
     assert total == meta_count(Qwen3MoeForCausalLM, QWEN3_30B_A3B) == 30_532_122_624
     assert active == 3_353_032_704
     assert round(total / 1e9, 1) == 30.5 and math.floor(active / 1e8) / 10 == 3.3
@@ -285,17 +350,43 @@ def test_moe_params_deepseek_v3():
     formula, checked against the meta model's attention; 3 dense layers first, one
     shared expert. The active count is also the meta model's total minus the unchosen
     routed experts, read from its own parameter shapes."""
-    attention = mla_params(7168, 128, q_lora_rank=1536, kv_lora_rank=512,
-                           qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
-    total, active = moe_params(7168, 61, 256, 8, 2048, 128, 128, 129280, shared=1,
-                               dense_layers=3, dense_d_ff=18432, attention=attention)
+    attention = mla_params(
+        7168,
+        128,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+    )
+    total, active = moe_params(
+        7168,
+        61,
+        256,
+        8,
+        2048,
+        128,
+        128,
+        129280,
+        shared=1,
+        dense_layers=3,
+        dense_d_ff=18432,
+        attention=attention,
+    )
     with torch.device("meta"):
         model = DeepseekV3ForCausalLM(DEEPSEEK_V3)
     assert total == sum(p.numel() for p in model.parameters()) == 671_026_404_352
-    assert attention == sum(p.numel() for p in model.model.layers[0].self_attn.parameters())
-    unchosen = sum((256 - 8) * (layer.mlp.experts.gate_up_proj[0].numel()
-                                + layer.mlp.experts.down_proj[0].numel())
-                   for layer in model.model.layers[3:])
+    assert attention == sum(
+        p.numel() for p in model.model.layers[0].self_attn.parameters()
+    )
+    unchosen = sum(
+        (256 - 8)
+        * (
+            layer.mlp.experts.gate_up_proj[0].numel()
+            + layer.mlp.experts.down_proj[0].numel()
+        )
+        for layer in model.model.layers[3:]
+    )
     assert active == total - unchosen == 37_552_282_624
     assert (round(total / 1e9), math.floor(active / 1e9)) == (671, 37)
 

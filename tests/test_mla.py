@@ -72,19 +72,37 @@ B, T, VOCAB, LAYERS = 2, 7, 61, 2
 
 
 def hf_config(**changes) -> DeepseekV3Config:
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "intermediate_size": 48,
-                "moe_intermediate_size": 16, "num_hidden_layers": LAYERS,
-                "num_attention_heads": H, "num_key_value_heads": H,
-                "n_shared_experts": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
-                "n_group": 4, "topk_group": 2, "first_k_dense_replace": 1,
-                "routed_scaling_factor": 2.5, "q_lora_rank": R_Q, "kv_lora_rank": R_KV,
-                "qk_nope_head_dim": D_NOPE, "qk_rope_head_dim": D_ROPE,
-                "v_head_dim": D_V, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
-                "initializer_range": 0.2, "tie_word_embeddings": False,
-                "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
-                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
-                "attn_implementation": "sdpa",
-                "experts_implementation": "eager"}  # grouped_mm has no float64
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "intermediate_size": 48,
+        "moe_intermediate_size": 16,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": H,
+        "num_key_value_heads": H,
+        "n_shared_experts": 1,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_group": 4,
+        "topk_group": 2,
+        "first_k_dense_replace": 1,
+        "routed_scaling_factor": 2.5,
+        "q_lora_rank": R_Q,
+        "kv_lora_rank": R_KV,
+        "qk_nope_head_dim": D_NOPE,
+        "qk_rope_head_dim": D_ROPE,
+        "v_head_dim": D_V,
+        "max_position_embeddings": 32,
+        "rms_norm_eps": 1e-5,
+        "initializer_range": 0.2,
+        "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "attn_implementation": "sdpa",
+        "experts_implementation": "eager",
+    }  # grouped_mm has no float64
     return DeepseekV3Config(**(settings | changes))
 
 
@@ -95,9 +113,12 @@ def hf_norms_in_input_dtype(module: torch.nn.Module):
     in the input dtype (HF: float32)."""
     norms = [m for m in module.modules() if isinstance(m, hf_ds.DeepseekV3RMSNorm)]
     for m in norms:
+
         def forward(x, m=m):
-            return m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
-                                               + m.variance_epsilon))
+            return m.weight * (
+                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
+            )
+
         m.forward = forward
     try:
         yield
@@ -114,7 +135,9 @@ def assert_float64_equal(labels, ours, theirs, tol=F64_TOL) -> float:
     return diffs[worst]
 
 
-def randomise_(module: torch.nn.Module, seed: int, scale: float = 0.3) -> torch.nn.Module:
+def randomise_(
+    module: torch.nn.Module, seed: int, scale: float = 0.3
+) -> torch.nn.Module:
     """Gains ~ N(1, 0.09), biases ~ N(0, 0.09), matrices ~ N(0, scale^2): a swapped or
     misplaced part shows."""
     g = torch.Generator().manual_seed(seed)
@@ -157,11 +180,14 @@ def layer_grads(ours, theirs, rope):
     x, probe = inputs()
     cos_sin = rope(x, torch.arange(T).expand(B, T))
     got = ours(x, causal=True)
-    want = theirs(x, position_embeddings=cos_sin, attention_mask=None)[0]  # sdpa: causal
+    want = theirs(x, position_embeddings=cos_sin, attention_mask=None)[
+        0
+    ]  # sdpa: causal
     names = [n for n, _ in ours.named_parameters()]
     g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad((want * probe).sum(),
-                                [x, *(theirs.get_parameter(n) for n in names)])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [x, *(theirs.get_parameter(n) for n in names)]
+    )
     return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
 
 
@@ -195,8 +221,13 @@ def test_hf_layout_rope_and_scale_are_what_the_module_says():
 YARN_CASES = {  # DeepSeek-V3's kind (mscale = mscale_all_dim: cos and sin unscaled), and
     # one whose attention factor is not 1, with an untruncated ramp
     "deepseek": {"factor": 4.0, "mscale": 1.0, "mscale_all_dim": 1.0},
-    "attention_factor": {"factor": 3.0, "mscale": 1.0, "mscale_all_dim": 0.5,
-                         "truncate": False, "beta_fast": 8.0},
+    "attention_factor": {
+        "factor": 3.0,
+        "mscale": 1.0,
+        "mscale_all_dim": 0.5,
+        "truncate": False,
+        "beta_fast": 8.0,
+    },
 }
 
 
@@ -204,8 +235,11 @@ YARN_CASES = {  # DeepSeek-V3's kind (mscale = mscale_all_dim: cos and sin unsca
 def test_yarn_layer_equals_deepseek_v3_attention_past_the_original_context(case):
     """YaRN over an original context of 8, inputs of 20 positions: HF's inverse
     frequencies and attention factor bit for bit, its scale, its output and gradients."""
-    rope = {"rope_type": "yarn", "rope_theta": 10_000.0,
-            "original_max_position_embeddings": 8} | YARN_CASES[case]
+    rope = {
+        "rope_type": "yarn",
+        "rope_theta": 10_000.0,
+        "original_max_position_embeddings": 8,
+    } | YARN_CASES[case]
     config = hf_config(rope_parameters=rope)
     theirs = randomise_(hf_ds.DeepseekV3Attention(config, layer_idx=0).double(), 0)
     ours = mla_from_hf_config(config).double()
@@ -227,8 +261,9 @@ def test_yarn_layer_equals_deepseek_v3_attention_past_the_original_context(case)
         want = theirs(x, position_embeddings=cos_sin, attention_mask=None)[0]
         names = [n for n, _ in ours.named_parameters()]
         g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-        g_ref = torch.autograd.grad((want * probe).sum(),
-                                    [x, *(theirs.get_parameter(n) for n in names)])
+        g_ref = torch.autograd.grad(
+            (want * probe).sum(), [x, *(theirs.get_parameter(n) for n in names)]
+        )
         return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
 
     assert_float32_limited(*grads())
@@ -239,30 +274,59 @@ def test_yarn_layer_equals_deepseek_v3_attention_past_the_original_context(case)
 def test_deepseek_v3_published_rope_equals_hf():
     """DeepSeek-V3's config.json (old style, `rope_scaling`): yarn, factor 40 over 4096;
     the softmax scale 1/sqrt(192) times (0.1 ln 40 + 1)^2 = 1.87."""
-    published = {"rope_theta": 10_000, "max_position_embeddings": 163_840,
-                 "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32,
-                                  "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
-                                  "original_max_position_embeddings": 4096}}
+    published = {
+        "rope_theta": 10_000,
+        "max_position_embeddings": 163_840,
+        "rope_scaling": {
+            "type": "yarn",
+            "factor": 40,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+    }
     config = DeepseekV3Config(**published)
     rope, scale = deepseek_rope(published)  # read from the plain dict
     with torch.device("meta"):
         attention = hf_ds.DeepseekV3Attention(config, layer_idx=0)
     hf_rope = hf_ds.DeepseekV3RotaryEmbedding(config)
     assert scale == attention.scaling and round(scale * 192**0.5, 4) == 1.8739
-    assert torch.equal(yarn_inverse_frequencies(64, base=10_000.0, **rope.yarn),
-                       hf_rope.inv_freq)
+    assert torch.equal(
+        yarn_inverse_frequencies(64, base=10_000.0, **rope.yarn), hf_rope.inv_freq
+    )
     assert rope.attention_factor == hf_rope.attention_scaling == 1.0
     assert deepseek_rope(config)[1] == scale  # and from the config object
 
 
 # --- absorbed == naive ------------------------------------------------------------------
 def twin_layers(seed: int = 0, **options):
-    naive = randomise_(MultiHeadLatentAttention(
-        D, H, q_lora_rank=R_Q, kv_lora_rank=R_KV, qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE, v_head_dim=D_V, absorb="never", **options).double(), seed)
+    naive = randomise_(
+        MultiHeadLatentAttention(
+            D,
+            H,
+            q_lora_rank=R_Q,
+            kv_lora_rank=R_KV,
+            qk_nope_head_dim=D_NOPE,
+            qk_rope_head_dim=D_ROPE,
+            v_head_dim=D_V,
+            absorb="never",
+            **options,
+        ).double(),
+        seed,
+    )
     absorbed = MultiHeadLatentAttention(
-        D, H, q_lora_rank=R_Q, kv_lora_rank=R_KV, qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE, v_head_dim=D_V, absorb="always", **options).double()
+        D,
+        H,
+        q_lora_rank=R_Q,
+        kv_lora_rank=R_KV,
+        qk_nope_head_dim=D_NOPE,
+        qk_rope_head_dim=D_ROPE,
+        v_head_dim=D_V,
+        absorb="always",
+        **options,
+    ).double()
     absorbed.load_state_dict(naive.state_dict())
     return naive, absorbed
 
@@ -280,7 +344,13 @@ def test_absorbed_equals_naive_outputs_weights_and_gradients():
             fused = layer(x, causal=True, **kwargs)  # the kernel's path
             grads = torch.autograd.grad((out * probe).sum(), [x, *layer.parameters()])
             got[name] = [out, fused, weights, *grads]
-        labels = ["out", "fused", "weights", "x", *(n for n, _ in naive.named_parameters())]
+        labels = [
+            "out",
+            "fused",
+            "weights",
+            "x",
+            *(n for n, _ in naive.named_parameters()),
+        ]
         diffs.append(assert_float64_equal(labels, got["absorbed"], got["naive"]))
         assert_float64_equal(["fused"], [got["naive"][1]], [got["naive"][0]])
     assert min(diffs) > 0  # two computations, not one
@@ -296,8 +366,10 @@ def test_cached_decoding_equals_the_full_forward(absorb):
     with torch.no_grad():
         full = naive(x, causal=True)
         cache = naive.new_cache(B, 9)
-        pieces = [naive(x[:, s:e], causal=True, cache=cache)
-                  for s, e in ((0, 3), (3, 5), *((i, i + 1) for i in range(5, 9)))]
+        pieces = [
+            naive(x[:, s:e], causal=True, cache=cache)
+            for s, e in ((0, 3), (3, 5), *((i, i + 1) for i in range(5, 9)))
+        ]
     assert cache.next_pos == 9
     assert_float64_equal(["cached"], [torch.cat(pieces, dim=1)], [full])
 
@@ -306,8 +378,11 @@ def test_decode_mode_up_projects_the_prefill_and_absorbs_each_step(monkeypatch):
     from literate.parts import mla
 
     calls = []
-    monkeypatch.setattr(mla, "absorb_query", lambda *a: calls.append(1) or
-                        mla.torch.cat((a[0] @ a[2], a[1]), dim=-1))
+    monkeypatch.setattr(
+        mla,
+        "absorb_query",
+        lambda *a: calls.append(1) or mla.torch.cat((a[0] @ a[2], a[1]), dim=-1),
+    )
     layer, _ = twin_layers(seed=3)
     layer.absorb = "decode"
     x, _ = inputs(2, t=4)
@@ -342,8 +417,10 @@ def test_the_latent_cache_stores_the_latent_once():
     assert cache.v.data_ptr() == cache.k.data_ptr() and cache.v.shape[-1] == R_KV
     assert cache.nbytes == 3 * 5 * latent_cache_bytes_per_token(1, R_KV, D_ROPE, 2)
     g = torch.Generator().manual_seed(0)
-    c, k_rope = torch.randn(3, 1, 4, R_KV, generator=g), torch.randn(3, 1, 4, D_ROPE,
-                                                                     generator=g)
+    c, k_rope = (
+        torch.randn(3, 1, 4, R_KV, generator=g),
+        torch.randn(3, 1, 4, D_ROPE, generator=g),
+    )
     filled = cache.append(c.bfloat16(), k_rope.bfloat16())
     assert filled.shape == (3, 1, 4, R_KV + D_ROPE) and cache.next_pos == 4
     assert torch.equal(filled, torch.cat((c, k_rope), -1).bfloat16())
@@ -365,9 +442,15 @@ def test_the_latent_cache_refuses_what_does_not_fit():
         cache.append(torch.zeros(2, 1, 4, R_KV), torch.zeros(2, 1, 4, D_ROPE))
     with pytest.raises(ValueError, match=r"rows must be torch.long \[batch=2\]"):
         cache.reorder(torch.tensor([0]))
-    layer = MultiHeadLatentAttention(D, H, q_lora_rank=None, kv_lora_rank=R_KV + 2,
-                                     qk_nope_head_dim=D_NOPE, qk_rope_head_dim=D_ROPE,
-                                     v_head_dim=D_V)
+    layer = MultiHeadLatentAttention(
+        D,
+        H,
+        q_lora_rank=None,
+        kv_lora_rank=R_KV + 2,
+        qk_nope_head_dim=D_NOPE,
+        qk_rope_head_dim=D_ROPE,
+        v_head_dim=D_V,
+    )
     x = torch.randn(2, 1, D)
     with torch.no_grad():
         with pytest.raises(ValueError, match=r"latents of \[kv_lora_rank, d_rope\]"):
@@ -381,8 +464,13 @@ def test_the_latent_cache_refuses_what_does_not_fit():
 
 # --- refusals ---------------------------------------------------------------------------
 def test_bad_arguments_are_refused_naming_them():
-    dims = {"q_lora_rank": R_Q, "kv_lora_rank": R_KV, "qk_nope_head_dim": D_NOPE,
-            "qk_rope_head_dim": D_ROPE, "v_head_dim": D_V}
+    dims = {
+        "q_lora_rank": R_Q,
+        "kv_lora_rank": R_KV,
+        "qk_nope_head_dim": D_NOPE,
+        "qk_rope_head_dim": D_ROPE,
+        "v_head_dim": D_V,
+    }
     with pytest.raises(ValueError, match=r"rotary_dim must be even"):
         MultiHeadLatentAttention(D, H, **(dims | {"qk_rope_head_dim": 5}))
     with pytest.raises(TypeError, match=r"q_lora_rank must be an int"):
@@ -441,18 +529,25 @@ def our_name(hf: str) -> str:
 
 
 def tokens(seed: int = 2, t: int = 9) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def model_grads(ours, theirs):
     ids = tokens()
     got, want = ours(ids), theirs(input_ids=ids).logits
-    probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    probe = torch.randn(
+        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
+    )
     names = [n for n, _ in theirs.named_parameters()]
     mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad((want * probe).sum(),
-                                [theirs.get_parameter(n) for n in names])
-    g_ours = torch.autograd.grad((got * probe).sum(), [mine[our_name(n)] for n in names])
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
+    )
+    g_ours = torch.autograd.grad(
+        (got * probe).sum(), [mine[our_name(n)] for n in names]
+    )
     return ["logits", *names], [got, *g_ours], [want, *g_ref]
 
 
@@ -460,14 +555,22 @@ def test_the_model_is_what_we_think_it_is(pair):
     ours, theirs = pair
     assert [isinstance(b.ffn, MoEFFN) for b in ours.blocks] == [False, True]
     assert len(list(ours.parameters())) == len(list(theirs.parameters()))
-    assert torch.equal(ours.blocks[1].ffn.router.e_score_correction_bias,
-                       theirs.model.layers[1].mlp.gate.e_score_correction_bias)
+    assert torch.equal(
+        ours.blocks[1].ffn.router.e_score_correction_bias,
+        theirs.model.layers[1].mlp.gate.e_score_correction_bias,
+    )
     check_deepseek_v3_config(ours, theirs.config.to_dict())
-    with pytest.raises(ValueError, match=r"^ours has blocks\[0\].attn.kv_lora_rank=16, "
-                                         r"theirs kv_lora_rank=8$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[0\].attn.kv_lora_rank=16, "
+        r"theirs kv_lora_rank=8$",
+    ):
         check_deepseek_v3_config(ours, hf_config(kv_lora_rank=8))
-    with pytest.raises(ValueError, match=r"^ours has blocks\[1\].ffn is MoE=True, "
-                                         r"theirs first_k_dense_replace=False$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ours has blocks\[1\].ffn is MoE=True, "
+        r"theirs first_k_dense_replace=False$",
+    ):
         check_deepseek_v3_config(ours, hf_config(first_k_dense_replace=2))
 
 
@@ -492,8 +595,9 @@ def test_greedy_cached_generate_equals_hf_generate(pair, absorb):
     finally:
         for block in ours.blocks:
             block.attn.absorb = "decode"
-    hf = theirs.generate(PROMPT, attention_mask=MASK, max_new_tokens=8, do_sample=False,
-                         pad_token_id=0)
+    hf = theirs.generate(
+        PROMPT, attention_mask=MASK, max_new_tokens=8, do_sample=False, pad_token_id=0
+    )
     assert torch.equal(mine, hf)
     assert len({tuple(row) for row in mine[:, 6:].tolist()}) == 3  # rows that differ
 
@@ -502,9 +606,16 @@ def test_beam_search_equals_hf_and_needs_the_latent_reordered_once(pair, monkeyp
     ours, theirs = pair
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        hf = theirs.generate(PROMPT, attention_mask=MASK, num_beams=3, do_sample=False,
-                             max_new_tokens=6, pad_token_id=1, output_scores=True,
-                             return_dict_in_generate=True)
+        hf = theirs.generate(
+            PROMPT,
+            attention_mask=MASK,
+            num_beams=3,
+            do_sample=False,
+            max_new_tokens=6,
+            pad_token_id=1,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
     sequences, scores = beam_generate(ours, PROMPT, 3, 6, valid=MASK.bool())
     assert torch.equal(sequences, hf.sequences)
     bound = 16 * 2.0**-23 * hf.sequences_scores.abs().max()  # HF scores in float32
@@ -524,11 +635,17 @@ def test_hf_caches_the_latent_too_and_ours_holds_the_same_numbers(pair):
         theirs(input_ids=ids, cache=hf_cache, use_cache=True)
         cache = new_decode_cache(ours, B, 5)
         from literate.decoding.generate import cached_run
+
         cached_run(ours, ids, cache)
     perm = interleaved_to_half_permutation(D_ROPE)
     for layer, mine in zip(hf_cache.layers, cache.layers, strict=True):
         assert isinstance(mine, LatentCache)
-        assert layer.keys.shape == (B, 1, 5, R_KV) and layer.values.shape == (B, 1, 5, D_ROPE)
+        assert layer.keys.shape == (B, 1, 5, R_KV) and layer.values.shape == (
+            B,
+            1,
+            5,
+            D_ROPE,
+        )
         latent = mine.k[:, :, :5]
         assert (latent[..., :R_KV] - layer.keys).abs().max() <= F64_TOL
         assert (latent[..., R_KV:][..., perm] - layer.values).abs().max() <= F64_TOL
@@ -553,26 +670,42 @@ def test_no_host_sync_in_run_or_in_a_decoding_step(pair):
 def test_parameters_equal_mla_params_and_hf(q_lora_rank):
     ours = mla_from_hf_config(hf_config(q_lora_rank=q_lora_rank))
     theirs = hf_ds.DeepseekV3Attention(hf_config(q_lora_rank=q_lora_rank), 0)
-    formula = mla_params(D, H, q_lora_rank=q_lora_rank, kv_lora_rank=R_KV,
-                         qk_nope_head_dim=D_NOPE, qk_rope_head_dim=D_ROPE, v_head_dim=D_V)
-    assert sum(p.numel() for p in ours.parameters()) == formula \
+    formula = mla_params(
+        D,
+        H,
+        q_lora_rank=q_lora_rank,
+        kv_lora_rank=R_KV,
+        qk_nope_head_dim=D_NOPE,
+        qk_rope_head_dim=D_ROPE,
+        v_head_dim=D_V,
+    )
+    assert (
+        sum(p.numel() for p in ours.parameters())
+        == formula
         == sum(p.numel() for p in theirs.parameters())
+    )
 
 
 def test_cache_bytes_per_token_formulas_and_storage(pair):
     ours, _ = pair
     cache = new_decode_cache(ours, 3, 10)
     assert isinstance(cache, DecodeCache)
-    assert cache.nbytes == 3 * 10 * latent_cache_bytes_per_token(LAYERS, R_KV, D_ROPE, 8)
+    assert cache.nbytes == 3 * 10 * latent_cache_bytes_per_token(
+        LAYERS, R_KV, D_ROPE, 8
+    )
     layer = ours.blocks[0].attn  # what caching the up-projected keys and values costs
-    c, k_rope = torch.randn(3, 1, 10, R_KV, dtype=F64), torch.randn(3, 1, 10, D_ROPE,
-                                                                    dtype=F64)
+    c, k_rope = (
+        torch.randn(3, 1, 10, R_KV, dtype=F64),
+        torch.randn(3, 1, 10, D_ROPE, dtype=F64),
+    )
     k, v = layer.up_project(c, k_rope)
     assert k.nbytes + v.nbytes == 3 * 10 * expanded_cache_bytes_per_token(
-        1, H, D_NOPE + D_ROPE, D_V, 8)
+        1, H, D_NOPE + D_ROPE, D_V, 8
+    )
     # with d_qk = d_v it is chapter 3's multi-head cache
-    assert expanded_cache_bytes_per_token(61, 128, 128, 128, 2) \
-        == kv_cache_bytes_per_token(61, 128, 128, 2)
+    assert expanded_cache_bytes_per_token(
+        61, 128, 128, 128, 2
+    ) == kv_cache_bytes_per_token(61, 128, 128, 2)
     latent = latent_cache_bytes_per_token(61, 512, 64, 2)  # DeepSeek-V3 in bfloat16
     expanded = expanded_cache_bytes_per_token(61, 128, 192, 128, 2)
     assert (latent, expanded, round(expanded / latent, 1)) == (70_272, 4_997_120, 71.1)

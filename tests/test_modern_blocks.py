@@ -74,6 +74,7 @@ def hf_norms_in_input_dtype(module: torch.nn.Module):
             def forward(x, m=m, eps=eps, zero=zero):
                 gain = 1.0 + m.weight if zero else m.weight
                 return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gain
+
             m.forward = forward
             patched.append(m)
     assert patched, "no HF norm found to patch"
@@ -89,7 +90,9 @@ def hf_name(name: str, table: dict[str, str]) -> str:
     return f"{table[first]}.{rest}"
 
 
-def make_pair(ours: torch.nn.Module, theirs: torch.nn.Module, table: dict[str, str], seed: int):
+def make_pair(
+    ours: torch.nn.Module, theirs: torch.nn.Module, table: dict[str, str], seed: int
+):
     """Both in float64, every 1-D parameter (the norms' gains) random, HF holding ours."""
     ours, theirs = ours.double(), theirs.double()
     g = torch.Generator().manual_seed(seed)
@@ -135,18 +138,33 @@ def compare(ours, theirs, table, call_theirs, seed):
     """Both comparisons; returns (max |diff| as-is, max |diff| norm-patched)."""
     as_is = assert_float32_limited(*run_both(ours, theirs, table, call_theirs, seed))
     with hf_norms_in_input_dtype(theirs):
-        patched = assert_float64_equal(*run_both(ours, theirs, table, call_theirs, seed))
+        patched = assert_float64_equal(
+            *run_both(ours, theirs, table, call_theirs, seed)
+        )
     return as_is, patched
 
 
 # our parts and norms, by role -> Hugging Face's
-PRE_NORM = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
-            "ffn_norm": "post_attention_layernorm"}
-OUTPUT_NORM = {"attn": "self_attn", "ffn": "mlp", "attn_out_norm": "post_attention_layernorm",
-               "ffn_out_norm": "post_feedforward_layernorm"}
-SANDWICH = {"attn": "self_attn", "ffn": "mlp", "attn_norm": "input_layernorm",
-            "attn_out_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
-            "ffn_out_norm": "post_feedforward_layernorm"}
+PRE_NORM = {
+    "attn": "self_attn",
+    "ffn": "mlp",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+OUTPUT_NORM = {
+    "attn": "self_attn",
+    "ffn": "mlp",
+    "attn_out_norm": "post_attention_layernorm",
+    "ffn_out_norm": "post_feedforward_layernorm",
+}
+SANDWICH = {
+    "attn": "self_attn",
+    "ffn": "mlp",
+    "attn_norm": "input_layernorm",
+    "attn_out_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "ffn_out_norm": "post_feedforward_layernorm",
+}
 
 
 def test_the_patch_is_each_norms_own_formula_in_the_input_dtype():
@@ -171,21 +189,45 @@ def test_the_patch_is_each_norms_own_formula_in_the_input_dtype():
 # --- Qwen3 ------------------------------------------------------------------------------
 @pytest.mark.parametrize("d_head", [16, 8], ids=["head_dim=2d/H", "head_dim=d/H"])
 def test_qwen3_block_equals_hf_qwen3_decoder_layer(d_head):
-    config = Qwen3Config(hidden_size=D, num_attention_heads=H, num_key_value_heads=H_KV,
-                         head_dim=d_head, intermediate_size=D_FF, num_hidden_layers=1,
-                         rms_norm_eps=1e-6, attn_implementation="sdpa",
-                         rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    config = Qwen3Config(
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        head_dim=d_head,
+        intermediate_size=D_FF,
+        num_hidden_layers=1,
+        rms_norm_eps=1e-6,
+        attn_implementation="sdpa",
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+    )
     torch.manual_seed(1)
-    ours, theirs = make_pair(qwen3_block(D, H, H_KV, D_FF, d_head=d_head, rope_base=1e6,
-                                         eps=1e-6),
-                             qwen3.Qwen3DecoderLayer(config, 0), PRE_NORM, seed=2)
+    ours, theirs = make_pair(
+        qwen3_block(D, H, H_KV, D_FF, d_head=d_head, rope_base=1e6, eps=1e-6),
+        qwen3.Qwen3DecoderLayer(config, 0),
+        PRE_NORM,
+        seed=2,
+    )
     # the reference is what we think: per-head norms, wider projections, no window
-    assert theirs.self_attn.q_norm.weight.shape == theirs.self_attn.k_norm.weight.shape == (d_head,)
-    assert theirs.self_attn.q_proj.out_features == H * d_head and theirs.self_attn.sliding_window is None
+    assert (
+        theirs.self_attn.q_norm.weight.shape
+        == theirs.self_attn.k_norm.weight.shape
+        == (d_head,)
+    )
+    assert (
+        theirs.self_attn.q_proj.out_features == H * d_head
+        and theirs.self_attn.sliding_window is None
+    )
     assert ours.attn.qk_norm == "head" and ours.attn.d_head == d_head
     rope = qwen3.Qwen3RotaryEmbedding(config)
-    compare(ours, theirs, PRE_NORM, lambda m, x: m(x, attention_mask=None,
-                                                   position_embeddings=rope(x, positions(x))), seed=3)
+    compare(
+        ours,
+        theirs,
+        PRE_NORM,
+        lambda m, x: m(
+            x, attention_mask=None, position_embeddings=rope(x, positions(x))
+        ),
+        seed=3,
+    )
 
 
 def test_qwen3_norms_q_and_k_before_rope():
@@ -215,51 +257,105 @@ def test_qwen3_norms_q_and_k_before_rope():
 
 # --- OLMo 2 -----------------------------------------------------------------------------
 def test_olmo2_block_equals_hf_olmo2_decoder_layer():
-    config = Olmo2Config(hidden_size=D, num_attention_heads=H, num_key_value_heads=H_KV,
-                         intermediate_size=D_FF, num_hidden_layers=1, rms_norm_eps=1e-6,
-                         attn_implementation="sdpa",
-                         rope_parameters={"rope_type": "default", "rope_theta": 5e5})
+    config = Olmo2Config(
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        intermediate_size=D_FF,
+        num_hidden_layers=1,
+        rms_norm_eps=1e-6,
+        attn_implementation="sdpa",
+        rope_parameters={"rope_type": "default", "rope_theta": 5e5},
+    )
     torch.manual_seed(5)
-    ours, theirs = make_pair(olmo2_block(D, H, H_KV, D_FF, rope_base=5e5, eps=1e-6),
-                             olmo2.Olmo2DecoderLayer(config, 0), OUTPUT_NORM, seed=6)
+    ours, theirs = make_pair(
+        olmo2_block(D, H, H_KV, D_FF, rope_base=5e5, eps=1e-6),
+        olmo2.Olmo2DecoderLayer(config, 0),
+        OUTPUT_NORM,
+        seed=6,
+    )
     # QK-norm over the projections, before the split; no norm in front of a sublayer
     assert theirs.self_attn.q_norm.weight.shape == (H * D // H,)
     assert theirs.self_attn.k_norm.weight.shape == (H_KV * D // H,)
     assert not hasattr(theirs, "input_layernorm") and ours.attn.qk_norm == "projection"
     rope = olmo2.Olmo2RotaryEmbedding(config)
-    compare(ours, theirs, OUTPUT_NORM, lambda m, x: m(x, attention_mask=None,
-                                                      position_embeddings=rope(x, positions(x))),
-            seed=7)
+    compare(
+        ours,
+        theirs,
+        OUTPUT_NORM,
+        lambda m, x: m(
+            x, attention_mask=None, position_embeddings=rope(x, positions(x))
+        ),
+        seed=7,
+    )
 
 
 # --- Gemma 3 ----------------------------------------------------------------------------
 def gemma3_config(*layer_types: str, **extra) -> Gemma3TextConfig:
-    return Gemma3TextConfig(hidden_size=D, num_attention_heads=H, num_key_value_heads=H_KV,
-                            head_dim=16, intermediate_size=D_FF,
-                            num_hidden_layers=len(layer_types),
-                            layer_types=list(layer_types), query_pre_attn_scalar=24,
-                            rms_norm_eps=1e-6, vocab_size=50, attn_implementation="sdpa",
-                            **extra)
+    return Gemma3TextConfig(
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        head_dim=16,
+        intermediate_size=D_FF,
+        num_hidden_layers=len(layer_types),
+        layer_types=list(layer_types),
+        query_pre_attn_scalar=24,
+        rms_norm_eps=1e-6,
+        vocab_size=50,
+        attn_implementation="sdpa",
+        **extra,
+    )
 
 
-@pytest.mark.parametrize("layer_type, base", [("full_attention", 1e6), ("sliding_attention", 1e4)],
-                         ids=["global", "local-window-covers-sequence"])
+@pytest.mark.parametrize(
+    "layer_type, base",
+    [("full_attention", 1e6), ("sliding_attention", 1e4)],
+    ids=["global", "local-window-covers-sequence"],
+)
 def test_gemma3_block_equals_hf_gemma3_decoder_layer(layer_type, base):
     config = gemma3_config(layer_type, sliding_window=2 * T)
     torch.manual_seed(8)
-    ours, theirs = make_pair(gemma3_block(D, H, H_KV, D_FF, d_head=16, query_pre_attn_scalar=24,
-                                          rope_base=base, eps=1e-6),
-                             gemma3.Gemma3DecoderLayer(config, 0), SANDWICH, seed=9)
+    ours, theirs = make_pair(
+        gemma3_block(
+            D,
+            H,
+            H_KV,
+            D_FF,
+            d_head=16,
+            query_pre_attn_scalar=24,
+            rope_base=base,
+            eps=1e-6,
+        ),
+        gemma3.Gemma3DecoderLayer(config, 0),
+        SANDWICH,
+        seed=9,
+    )
     attn = theirs.self_attn
     # the reference is what we think: its scale, no softcapping, GeGLU, the layer's base
-    assert attn.scaling == 24**-0.5 != attn.head_dim**-0.5 and ours.attn.scale == 24**-0.5
-    assert config.attn_logit_softcapping is None and config.hidden_activation == "gelu_pytorch_tanh"
+    assert (
+        attn.scaling == 24**-0.5 != attn.head_dim**-0.5 and ours.attn.scale == 24**-0.5
+    )
+    assert (
+        config.attn_logit_softcapping is None
+        and config.hidden_activation == "gelu_pytorch_tanh"
+    )
     assert attn.sliding_window == (2 * T if layer_type == "sliding_attention" else None)
-    assert config.rope_parameters[layer_type]["rope_theta"] == base == ours.attn.rope.base
+    assert (
+        config.rope_parameters[layer_type]["rope_theta"] == base == ours.attn.rope.base
+    )
     rope = gemma3.Gemma3RotaryEmbedding(config)
-    compare(ours, theirs, SANDWICH,
-            lambda m, x: m(x, position_embeddings=rope(x, positions(x), layer_type),
-                           attention_mask=None), seed=10)
+    compare(
+        ours,
+        theirs,
+        SANDWICH,
+        lambda m, x: m(
+            x,
+            position_embeddings=rope(x, positions(x), layer_type),
+            attention_mask=None,
+        ),
+        seed=10,
+    )
 
 
 def test_gemma3_rotary_embedding_gives_each_layer_type_its_own_base():
@@ -271,7 +367,9 @@ def test_gemma3_rotary_embedding_gives_each_layer_type_its_own_base():
     cos_global, _ = rope(x, positions(x), "full_attention")
     cos_local, _ = rope(x, positions(x), "sliding_attention")
     assert (cos_global - cos_local).abs().max() > 1e-3
-    ours = gemma3_block(D, H, H_KV, D_FF, d_head=16, query_pre_attn_scalar=24, rope_base=1e6)
+    ours = gemma3_block(
+        D, H, H_KV, D_FF, d_head=16, query_pre_attn_scalar=24, rope_base=1e6
+    )
     table, _ = ours.attn.rope.tables(T)
     torch.testing.assert_close(cos_global[0], table[:T].double(), atol=0, rtol=0)
 
@@ -283,7 +381,7 @@ def test_gemma_trap_one_plus_w_in_bfloat16_loses_small_w():
     1 + w in float32, which keeps it."""
     w = torch.linspace(-0.02, 0.02, 4001).bfloat16()  # every value bfloat16 holds there
     lost = (1 + w) == 1  # the sum in bfloat16
-    expected = (w.float() >= -2.0**-9) & (w.float() <= 2.0**-8)
+    expected = (w.float() >= -(2.0**-9)) & (w.float() <= 2.0**-8)
     assert torch.equal(lost, expected) and lost.any() and not lost.all()
     # a bfloat16 layer whose learned w = 1e-3 everywhere
     x = torch.randn(4, 16, D, generator=torch.Generator().manual_seed(11)).bfloat16()
@@ -297,8 +395,12 @@ def test_gemma_trap_one_plus_w_in_bfloat16_loses_small_w():
     assert torch.equal(ours(x), hf(x))  # bit for bit with HF in bfloat16
     reference = F.rms_norm(x.double(), (D,), 1 + ours.weight.double(), 1e-6)
     ulp = 2.0**-7 * reference.abs()  # bfloat16 spacing bound
-    assert ((ours(x).double() - reference).abs() <= ulp / 2 + 1e-30).all()  # rounded once
-    assert (ours(x) != naive).float().mean() > 0.1  # the learned 0.1% changes many outputs
+    assert (
+        (ours(x).double() - reference).abs() <= ulp / 2 + 1e-30
+    ).all()  # rounded once
+    assert (
+        ours(x) != naive
+    ).float().mean() > 0.1  # the learned 0.1% changes many outputs
 
 
 # --- parameter parity, the width rule, gradients -------------------------------------------------------------
@@ -310,7 +412,9 @@ def test_ffn_parameter_parity_dense_4d_and_gated_8d_over_3():
     d = 96
     dense, gated = DenseFFN(d, 4 * d, F.gelu), GatedFFN(d, 8 * d // 3, F.silu)
     assert (dense.d_ff, gated.d_ff) == (384, 256)
-    assert matrix_parameters(dense) == matrix_parameters(gated) == 2 * d * 4 * d == 73_728
+    assert (
+        matrix_parameters(dense) == matrix_parameters(gated) == 2 * d * 4 * d == 73_728
+    )
 
 
 @pytest.mark.parametrize("n_kv", [8, 2, 1], ids=["MHA", "GQA", "MQA"])
@@ -320,15 +424,21 @@ def test_attention_parameters_are_2_d_squared_times_1_plus_kv_over_q(n_kv):
     assert sum(p.numel() for p in attn.parameters()) == 2 * d * d * (1 + n_kv / n_q)
 
 
-@pytest.mark.parametrize("d, multiple_of, multiplier, published", [
-    (4096, 256, None, 11008),  # Llama 2 7B: intermediate_size 11008
-    (4096, 1024, 1.3, 14336),  # Llama 3 8B: 14336
-    (8192, 4096, 1.3, 28672),  # Llama 2 70B and Llama 3 70B: 28672
-])
-def test_llama_ffn_width_gives_the_published_intermediate_sizes(d, multiple_of, multiplier,
-                                                                 published):
-    assert llama_ffn_width(d, multiple_of=multiple_of,
-                           ffn_dim_multiplier=multiplier) == published
+@pytest.mark.parametrize(
+    "d, multiple_of, multiplier, published",
+    [
+        (4096, 256, None, 11008),  # Llama 2 7B: intermediate_size 11008
+        (4096, 1024, 1.3, 14336),  # Llama 3 8B: 14336
+        (8192, 4096, 1.3, 28672),  # Llama 2 70B and Llama 3 70B: 28672
+    ],
+)
+def test_llama_ffn_width_gives_the_published_intermediate_sizes(
+    d, multiple_of, multiplier, published
+):
+    assert (
+        llama_ffn_width(d, multiple_of=multiple_of, ffn_dim_multiplier=multiplier)
+        == published
+    )
 
 
 def modern_blocks():

@@ -65,7 +65,9 @@ D, I, E, K, B, T = 16, 12, 8, 2, 2, 9
 
 
 # --- the harness ------------------------------------------------------------------------
-def randomise(module: torch.nn.Module, seed: int, scale: float = 0.3) -> torch.nn.Module:
+def randomise(
+    module: torch.nn.Module, seed: int, scale: float = 0.3
+) -> torch.nn.Module:
     """Every parameter of `module` random (HF's fused experts are torch.empty)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -75,8 +77,9 @@ def randomise(module: torch.nn.Module, seed: int, scale: float = 0.3) -> torch.n
 
 
 def copy_into(ours: torch.nn.Module, theirs: torch.nn.Module, rename) -> None:
-    theirs.load_state_dict({rename(k): v for k, v in ours.state_dict().items()},
-                           strict=True)
+    theirs.load_state_dict(
+        {rename(k): v for k, v in ours.state_dict().items()}, strict=True
+    )
 
 
 def inputs(seed: int = 1, scale: float = 1.0):
@@ -92,8 +95,16 @@ def recorded_logits(router_module: torch.nn.Module):
     return seen, handle
 
 
-def compare(ours: MoEFFN, theirs: torch.nn.Module, hf_router: torch.nn.Module, rename,
-            *, seed: int = 1, scale: float = 1.0, output=lambda out: out):
+def compare(
+    ours: MoEFFN,
+    theirs: torch.nn.Module,
+    hf_router: torch.nn.Module,
+    rename,
+    *,
+    seed: int = 1,
+    scale: float = 1.0,
+    output=lambda out: out,
+):
     """(max diffs by name) of output, router logits, d/dx and every parameter's grad;
     asserts the tolerances of the module docstring."""
     x, probe = inputs(seed, scale)
@@ -105,10 +116,13 @@ def compare(ours: MoEFFN, theirs: torch.nn.Module, hf_router: torch.nn.Module, r
     got = ours(x)
     names = [n for n, _ in ours.named_parameters()]
     g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad((want * probe).sum(),
-                                [x, *(theirs.get_parameter(rename(n)) for n in names)])
-    diffs = {"output": (got - want).abs().max().item(),
-             "router_logits": (ours.router_logits - seen[0]).abs().max().item()}
+    g_ref = torch.autograd.grad(
+        (want * probe).sum(), [x, *(theirs.get_parameter(rename(n)) for n in names)]
+    )
+    diffs = {
+        "output": (got - want).abs().max().item(),
+        "router_logits": (ours.router_logits - seen[0]).abs().max().item(),
+    }
     assert ours.router_logits.dtype == seen[0].dtype
     assert diffs["output"] <= F64_TOL and diffs["router_logits"] <= F64_TOL, diffs
     for name, a, b in zip(["x", *names], g_ours, g_ref):
@@ -124,10 +138,19 @@ def hf_gate_names(name: str) -> str:
 
 # --- Mixtral, Qwen3-MoE -----------------------------------------------------------------
 def mixtral_pair(top_k: int = K, seed: int = 0):
-    config = MixtralConfig(hidden_size=D, intermediate_size=I, num_local_experts=E,
-                           num_experts_per_tok=top_k, router_jitter_noise=0.0)
-    ours = randomise(MoEFFN(Router(D, E, partial(mixtral_router, top_k=top_k)),
-                            Experts(E, D, I)).double(), seed)
+    config = MixtralConfig(
+        hidden_size=D,
+        intermediate_size=I,
+        num_local_experts=E,
+        num_experts_per_tok=top_k,
+        router_jitter_noise=0.0,
+    )
+    ours = randomise(
+        MoEFFN(
+            Router(D, E, partial(mixtral_router, top_k=top_k)), Experts(E, D, I)
+        ).double(),
+        seed,
+    )
     theirs = modeling_mixtral.MixtralSparseMoeBlock(config).double().eval()
     copy_into(ours, theirs, hf_gate_names)
     return ours, theirs
@@ -149,8 +172,13 @@ def test_mixtral_moe_equals_mixtral_sparse_moe_block():
 
 @pytest.mark.parametrize("norm_topk_prob", [True, False])
 def test_qwen3_moe_equals_qwen3_moe_sparse_moe_block(norm_topk_prob):
-    config = Qwen3MoeConfig(hidden_size=D, moe_intermediate_size=I, num_experts=E,
-                            num_experts_per_tok=K, norm_topk_prob=norm_topk_prob)
+    config = Qwen3MoeConfig(
+        hidden_size=D,
+        moe_intermediate_size=I,
+        num_experts=E,
+        num_experts_per_tok=K,
+        norm_topk_prob=norm_topk_prob,
+    )
     route = partial(qwen3_moe_router, top_k=K, norm_topk_prob=norm_topk_prob)
     ours = randomise(MoEFFN(Router(D, E, route), Experts(E, D, I)).double(), 2)
     theirs = modeling_qwen3_moe.Qwen3MoeSparseMoeBlock(config).double().eval()
@@ -162,17 +190,32 @@ def test_qwen3_moe_equals_qwen3_moe_sparse_moe_block(norm_topk_prob):
 
 
 # --- DeepSeek-V3 ------------------------------------------------------------------------
-DS = {"top_k": 3, "n_group": 4, "topk_group": 2, "norm_topk_prob": True,
-      "routed_scaling_factor": 2.5}
+DS = {
+    "top_k": 3,
+    "n_group": 4,
+    "topk_group": 2,
+    "norm_topk_prob": True,
+    "routed_scaling_factor": 2.5,
+}
 
 
 def test_deepseek_v3_moe_equals_deepseek_v3_moe_with_a_bias_that_changes_the_choice():
-    config = DeepseekV3Config(hidden_size=D, moe_intermediate_size=I, n_routed_experts=E,
-                              num_experts_per_tok=DS["top_k"], n_group=DS["n_group"],
-                              topk_group=DS["topk_group"], n_shared_experts=2,
-                              norm_topk_prob=True, routed_scaling_factor=2.5)
-    ours = MoEFFN(DeepSeekV3Router(D, E, **DS), Experts(E, D, I),
-                  shared=GatedFFN(D, 2 * I, F.silu)).double()
+    config = DeepseekV3Config(
+        hidden_size=D,
+        moe_intermediate_size=I,
+        n_routed_experts=E,
+        num_experts_per_tok=DS["top_k"],
+        n_group=DS["n_group"],
+        topk_group=DS["topk_group"],
+        n_shared_experts=2,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+    )
+    ours = MoEFFN(
+        DeepSeekV3Router(D, E, **DS),
+        Experts(E, D, I),
+        shared=GatedFFN(D, 2 * I, F.silu),
+    ).double()
     randomise(ours, 3, scale=0.5)
     bias = 0.3 * torch.randn(E, generator=torch.Generator().manual_seed(4), dtype=F64)
     ours.router.e_score_correction_bias.copy_(bias)
@@ -196,8 +239,9 @@ def test_deepseek_v3_weights_are_unbiased_scores_of_the_kept_groups():
     bias = torch.randn(E, generator=g, dtype=F64)
     weights, experts = deepseek_v3_router(logits, score_bias=bias, **DS)
     scores = logits.sigmoid().gather(1, experts)
-    torch.testing.assert_close(weights, 2.5 * scores / scores.sum(-1, keepdim=True),
-                               atol=1e-14, rtol=0)
+    torch.testing.assert_close(
+        weights, 2.5 * scores / scores.sum(-1, keepdim=True), atol=1e-14, rtol=0
+    )
     groups = experts // (E // DS["n_group"])  # each token's experts in <= 2 groups
     assert all(len(set(row)) <= DS["topk_group"] for row in groups.tolist())
 
@@ -206,10 +250,13 @@ def test_deepseek_v3_weights_are_unbiased_scores_of_the_kept_groups():
 def test_gpt_oss_moe_equals_gpt_oss_mlp():
     """Router with a bias, top-k on logits then a softmax over the k; experts (E, d, 2I)
     interleaved with biases and the clamped SwiGLU, the clamp active on these inputs."""
-    config = GptOssConfig(hidden_size=D, intermediate_size=I, num_local_experts=E,
-                          num_experts_per_tok=K)
-    ours = MoEFFN(Router(D, E, partial(gpt_oss_router, top_k=K), bias=True),
-                  GptOssExperts(E, D, I)).double()
+    config = GptOssConfig(
+        hidden_size=D, intermediate_size=I, num_local_experts=E, num_experts_per_tok=K
+    )
+    ours = MoEFFN(
+        Router(D, E, partial(gpt_oss_router, top_k=K), bias=True),
+        GptOssExperts(E, D, I),
+    ).double()
     randomise(ours, 6, scale=1.0)
     theirs = modeling_gpt_oss.GptOssMLP(config).double().eval()
     copy_into(ours, theirs, lambda n: n)  # HF's names are ours
@@ -220,15 +267,18 @@ def test_gpt_oss_moe_equals_gpt_oss_mlp():
     with torch.no_grad():
         gate_up = x.reshape(-1, D) @ ours.experts.gate_up_proj[0]
         assert (gate_up[:, ::2] > 7).any() and (gate_up[:, 1::2].abs() > 7).any()
-    compare(ours, theirs, theirs.router, lambda n: n, scale=3.0,
-            output=lambda out: out[0])
+    compare(
+        ours, theirs, theirs.router, lambda n: n, scale=3.0, output=lambda out: out[0]
+    )
 
 
 # --- the balancing loss -----------------------------------------------------------------
 def layer_logits(seed: int, layers: int = 3):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B * T, E, generator=g, dtype=F64, requires_grad=True)
-            for _ in range(layers)]
+    return [
+        torch.randn(B * T, E, generator=g, dtype=F64, requires_grad=True)
+        for _ in range(layers)
+    ]
 
 
 @pytest.mark.parametrize("masked", [False, True], ids=["no mask", "attention_mask"])
@@ -237,11 +287,14 @@ def test_load_balancing_loss_equals_hf(masked):
     mask = torch.ones(B, T, dtype=torch.long)
     mask[0, :3] = 0  # left padding in the first row
     ours = load_balancing_loss(logits, K, E, mask == 1 if masked else None)
-    theirs = modeling_mixtral.load_balancing_loss_func(tuple(logits), E, K,
-                                                       mask if masked else None)
+    theirs = modeling_mixtral.load_balancing_loss_func(
+        tuple(logits), E, K, mask if masked else None
+    )
     diff = (ours - theirs).abs().item()
     assert 1e-12 < diff <= F32_BOUND * theirs.abs().item()  # HF: float32 sums
-    for a, b in zip(torch.autograd.grad(ours, logits), torch.autograd.grad(theirs, logits)):
+    for a, b in zip(
+        torch.autograd.grad(ours, logits), torch.autograd.grad(theirs, logits)
+    ):
         assert (a - b).abs().max() <= F32_BOUND * b.abs().max()
     if masked:  # the padding is really left out
         assert (load_balancing_loss(logits, K, E) - ours).abs() > 1e-6
@@ -255,8 +308,9 @@ def test_uniform_routing_gives_k():
 
 def test_a_single_layer_tensor_is_one_layer():
     logits = layer_logits(8, layers=1)
-    assert torch.equal(load_balancing_loss(logits[0], K, E),
-                       load_balancing_loss(logits, K, E))
+    assert torch.equal(
+        load_balancing_loss(logits[0], K, E), load_balancing_loss(logits, K, E)
+    )
 
 
 # --- routers ----------------------------------------------------------------------------
@@ -289,8 +343,9 @@ def test_idle_experts_get_exactly_zero_gradient_and_hf_agrees():
     assert len(idle) >= E - 2 * K
     for module in (ours, theirs):
         out = module(x)
-        grads = torch.autograd.grad(out.square().sum(), [module.experts.gate_up_proj,
-                                                         module.experts.down_proj])
+        grads = torch.autograd.grad(
+            out.square().sum(), [module.experts.gate_up_proj, module.experts.down_proj]
+        )
         for g in grads:
             assert torch.count_nonzero(g[idle]) == 0  # exactly zero, not None
             assert all(torch.count_nonzero(g[e]) > 0 for e in used.tolist())
@@ -298,8 +353,13 @@ def test_idle_experts_get_exactly_zero_gradient_and_hf_agrees():
 
 def test_idle_gpt_oss_experts_get_zero_gradient_despite_their_biases():
     """Empty slots of a group give bias-only outputs; they are never gathered."""
-    ours = randomise(MoEFFN(Router(D, E, partial(gpt_oss_router, top_k=K), bias=True),
-                            GptOssExperts(E, D, I)).double(), 13)
+    ours = randomise(
+        MoEFFN(
+            Router(D, E, partial(gpt_oss_router, top_k=K), bias=True),
+            GptOssExperts(E, D, I),
+        ).double(),
+        13,
+    )
     x = torch.randn(1, 2, D, generator=torch.Generator().manual_seed(14), dtype=F64)
     used = ours.router(x.reshape(-1, D))[2].unique().tolist()
     idle = [e for e in range(E) if e not in used]
@@ -315,8 +375,10 @@ def router_grads(top_k: int, route=None):
     if route is not None:
         ours.router.route = partial(route, top_k=top_k)
     x, probe = inputs()
-    return (torch.autograd.grad((ours(x) * probe).sum(), ours.router.weight)[0],
-            torch.autograd.grad((theirs(x) * probe).sum(), theirs.gate.weight)[0])
+    return (
+        torch.autograd.grad((ours(x) * probe).sum(), ours.router.weight)[0],
+        torch.autograd.grad((theirs(x) * probe).sum(), theirs.gate.weight)[0],
+    )
 
 
 def test_the_router_learns_with_top_2_and_not_with_renormalised_top_1():
@@ -335,17 +397,27 @@ def test_the_router_learns_with_top_2_and_not_with_renormalised_top_1():
 
 
 # --- refusals ----------------------------------------------------------------------
-ROUTERS = {"mixtral": mixtral_router, "gpt-oss": gpt_oss_router,
-           "qwen3": partial(qwen3_moe_router, norm_topk_prob=True),
-           "deepseek": partial(deepseek_v3_router, score_bias=torch.zeros(E), n_group=4,
-                               topk_group=2, norm_topk_prob=True,
-                               routed_scaling_factor=1.0)}
+ROUTERS = {
+    "mixtral": mixtral_router,
+    "gpt-oss": gpt_oss_router,
+    "qwen3": partial(qwen3_moe_router, norm_topk_prob=True),
+    "deepseek": partial(
+        deepseek_v3_router,
+        score_bias=torch.zeros(E),
+        n_group=4,
+        topk_group=2,
+        norm_topk_prob=True,
+        routed_scaling_factor=1.0,
+    ),
+}
 
 
 @pytest.mark.parametrize("route", ROUTERS.values(), ids=ROUTERS.keys())
-@pytest.mark.parametrize("top_k, error", [(0, ValueError), (E + 1, ValueError),
-                                          (2.0, TypeError), (True, TypeError)],
-                         ids=["0", "E+1", "float", "bool"])
+@pytest.mark.parametrize(
+    "top_k, error",
+    [(0, ValueError), (E + 1, ValueError), (2.0, TypeError), (True, TypeError)],
+    ids=["0", "E+1", "float", "bool"],
+)
 def test_a_bad_top_k_is_refused_naming_it(route, top_k, error):
     with pytest.raises(error, match="top_k"):
         route(torch.randn(3, E), top_k)
@@ -365,11 +437,21 @@ def test_parts_that_do_not_fit_are_refused():
     with pytest.raises(ValueError, match="router is for d_model=16, n_experts=4"):
         MoEFFN(Router(D, 4, partial(mixtral_router, top_k=2)), Experts(E, D, I))
     with pytest.raises(ValueError, match=r"experts \(4, 3\) must both be \[N, k\]"):
-        dispatch(torch.randn(4, D), torch.rand(4, 2), torch.zeros(4, 3, dtype=torch.long),
-                 Experts(E, D, I), n_experts=E)
+        dispatch(
+            torch.randn(4, D),
+            torch.rand(4, 2),
+            torch.zeros(4, 3, dtype=torch.long),
+            Experts(E, D, I),
+            n_experts=E,
+        )
     with pytest.raises(TypeError, match="experts must be a torch.long"):
-        dispatch(torch.randn(4, D), torch.rand(4, 2), torch.zeros(4, 2),
-                 Experts(E, D, I), n_experts=E)
+        dispatch(
+            torch.randn(4, D),
+            torch.rand(4, 2),
+            torch.zeros(4, 2),
+            Experts(E, D, I),
+            n_experts=E,
+        )
 
 
 # --- dispatch ---------------------------------------------------------------------------
@@ -389,12 +471,20 @@ def test_capacity_drops_the_pairs_beyond_an_experts_first_c():
 
 def all_moes():
     torch.manual_seed(17)
-    return {"mixtral": MoEFFN(Router(D, E, partial(mixtral_router, top_k=K)),
-                              Experts(E, D, I)),
-            "deepseek": MoEFFN(DeepSeekV3Router(D, E, **DS), Experts(E, D, I),
-                               shared=GatedFFN(D, I, F.silu)),
-            "gpt-oss": MoEFFN(Router(D, E, partial(gpt_oss_router, top_k=K), bias=True),
-                              GptOssExperts(E, D, I))}
+    return {
+        "mixtral": MoEFFN(
+            Router(D, E, partial(mixtral_router, top_k=K)), Experts(E, D, I)
+        ),
+        "deepseek": MoEFFN(
+            DeepSeekV3Router(D, E, **DS),
+            Experts(E, D, I),
+            shared=GatedFFN(D, I, F.silu),
+        ),
+        "gpt-oss": MoEFFN(
+            Router(D, E, partial(gpt_oss_router, top_k=K), bias=True),
+            GptOssExperts(E, D, I),
+        ),
+    }
 
 
 def test_no_host_sync_in_a_forward():
@@ -403,7 +493,9 @@ def test_no_host_sync_in_a_forward():
         assert host_reads(moe, x) == 0, name
         flat = x.reshape(-1, D)
         _, weights, experts = moe.router(flat)
-        assert host_reads(dispatch, flat, weights, experts, moe.experts, n_experts=E) == 0
+        assert (
+            host_reads(dispatch, flat, weights, experts, moe.experts, n_experts=E) == 0
+        )
         assert host_reads(load_balancing_loss, [moe.router_logits] * 2, K, E) == 0
     mask = torch.ones(B, T, dtype=torch.bool).tril()
     assert host_reads(load_balancing_loss, torch.randn(B * T, E), K, E, mask) == 0
@@ -433,7 +525,9 @@ def test_fullgraph_compile_equals_eager_bit_for_bit():
 # --- the fast path: grouped_mm on the sorted pairs ------------------------------------
 F32_ULPS = 8 * 2.0**-23  # times the largest |entry|: float32 sums in another order
 HAS_GROUPED_MM = hasattr(torch.nn.functional, "grouped_mm")
-NO_GROUPED_MM = "this torch has no F.grouped_mm: only the padded path exists, tested above"
+NO_GROUPED_MM = (
+    "this torch has no F.grouped_mm: only the padded path exists, tested above"
+)
 
 
 def test_the_fast_path_is_taken_exactly_when_torch_has_grouped_mm():
@@ -488,20 +582,21 @@ def test_grouped_path_makes_no_host_sync_and_compiles_whole(name, monkeypatch):
     assert moe.experts.takes_grouped(torch.float32)
     x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(20))
     assert host_reads(moe, x) == 0
-    monkeypatch.setattr(type(moe.experts), "forward", lambda *a: pytest.fail(
-        "the padded path ran"))
+    monkeypatch.setattr(
+        type(moe.experts), "forward", lambda *a: pytest.fail("the padded path ran")
+    )
     compiled = torch.compile(moe, fullgraph=True, backend="aot_eager")
     results = []
     for run in (moe, compiled):
         out = run(x)
-        results.append((out, *torch.autograd.grad(out.square().sum(),
-                                                  list(moe.parameters()))))
+        results.append(
+            (out, *torch.autograd.grad(out.square().sum(), list(moe.parameters())))
+        )
     assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
 @pytest.mark.skipif(not HAS_GROUPED_MM, reason=NO_GROUPED_MM)
-def test_gpt_oss_grouped_path_equals_padded_path_values_and_every_gradient(
-        monkeypatch):
+def test_gpt_oss_grouped_path_equals_padded_path_values_and_every_gradient(monkeypatch):
     """float32, gpt-oss's experts (x @ W, interleaved gate/up, biases, the clamp
     reached), 3 tokens x top-2 = 6 pairs for 8 experts: the fast path
     (`GptOssExperts.grouped`, spied on: once, on the 6 sorted rows) against the padded
@@ -521,8 +616,9 @@ def test_gpt_oss_grouped_path_equals_padded_path_values_and_every_gradient(
     idle = [e for e in range(E) if e not in experts.unique().tolist()]
     assert len(idle) >= 2
     with torch.no_grad():  # each pair's pre-activations [N, k, 2I]: beyond the limit
-        pre = (x[:, None, None] @ experts_module.gate_up_proj[experts]).squeeze(-2) \
-            + experts_module.gate_up_proj_bias[experts]
+        pre = (x[:, None, None] @ experts_module.gate_up_proj[experts]).squeeze(
+            -2
+        ) + experts_module.gate_up_proj_bias[experts]
         assert (pre[..., ::2] > 7).any() and (pre[..., 1::2].abs() > 7).any()
     grouped, calls = GptOssExperts.grouped, []
 
@@ -538,8 +634,13 @@ def test_gpt_oss_grouped_path_equals_padded_path_values_and_every_gradient(
         out = dispatch(x, weights, experts, fn, n_experts=E)
         results.append((out, *torch.autograd.grad(out.sum(), params)))
     assert calls == [(3 * K, D)]  # the first run only: the second is padded
-    names = ["output", "x", "router", "router bias", *dict(
-        experts_module.named_parameters())]
+    names = [
+        "output",
+        "x",
+        "router",
+        "router bias",
+        *dict(experts_module.named_parameters()),
+    ]
     for name, a, b in zip(names, *results, strict=True):
         assert (a - b).abs().max() <= F32_ULPS * b.abs().max(), name
     for grads in results:
@@ -557,13 +658,16 @@ def test_the_ops_take_a_transposed_weight_and_say_the_strides_they_return():
     weight = torch.randn(E, D, 2 * I, generator=g)  # gpt-oss's x @ W layout
     rows, grad = torch.randn(10, D, generator=g), torch.randn(10, 2 * I, generator=g)
     offs = torch.tensor([0, 3, 3, 3, 7, 7, 9, 10], dtype=torch.int32)  # idle experts
-    for op, args in ((moe_module._grouped_mm, (rows, weight.mT, offs)),
-                     (moe_module._grouped_mm_backward, (grad, rows, weight.mT, offs))):
+    for op, args in (
+        (moe_module._grouped_mm, (rows, weight.mT, offs)),
+        (moe_module._grouped_mm_backward, (grad, rows, weight.mT, offs)),
+    ):
         torch.library.opcheck(op, args)
     d_rows, d_weight = moe_module._grouped_mm_backward(grad, rows, weight.mT, offs)
     for e, (start, end) in enumerate(zip([0, *offs[:-1].tolist()], offs.tolist())):
-        torch.testing.assert_close(d_weight[e], (rows[start:end].T @ grad[start:end]).T,
-                                   atol=1e-5, rtol=0)  # float32 sums of <= 4 products
+        torch.testing.assert_close(
+            d_weight[e], (rows[start:end].T @ grad[start:end]).T, atol=1e-5, rtol=0
+        )  # float32 sums of <= 4 products
     torch.testing.assert_close(d_rows[3:7], grad[3:7] @ weight[4].T, atol=1e-5, rtol=0)
 
 
@@ -578,8 +682,11 @@ def test_the_ops_survive_a_copy_of_their_section_run_and_dropped():
     from literate.tools.export import section_source
 
     namespace = {"__builtins__": __builtins__}
-    exec("import torch\nimport torch.nn.functional as F\nfrom torch import Tensor\n"
-         + section_source("parts.moe", "grouped_mm"), namespace)
+    exec(
+        "import torch\nimport torch.nn.functional as F\nfrom torch import Tensor\n"
+        + section_source("parts.moe", "grouped_mm"),
+        namespace,
+    )
     assert namespace["OPS"] == "builtins" != moe_module.OPS == "literate_parts_moe"
     del namespace
     gc.collect()
@@ -620,8 +727,15 @@ def test_the_loss_free_bias_evens_out_a_skewed_load():
 
     def imbalance() -> float:
         logits = torch.randn(n, e) + skew
-        _, chosen = deepseek_v3_router(logits, k, score_bias=bias, n_group=4, topk_group=2,
-                                       norm_topk_prob=True, routed_scaling_factor=1.0)
+        _, chosen = deepseek_v3_router(
+            logits,
+            k,
+            score_bias=bias,
+            n_group=4,
+            topk_group=2,
+            norm_topk_prob=True,
+            routed_scaling_factor=1.0,
+        )
         load = torch.bincount(chosen.flatten(), minlength=e).float()
         update_balancing_bias(bias, chosen, speed=0.01)
         return float(load.max() / load.mean())
@@ -635,6 +749,9 @@ def test_the_loss_free_bias_evens_out_a_skewed_load():
     assert bias[0] == before[0] - 0.01 and (bias[1:] == before[1:] + 0.01).all()
     with pytest.raises(ValueError, match=r"^speed must be"):
         update_balancing_bias(bias, torch.zeros(4, 2, dtype=torch.long), speed=0.0)
-    with pytest.raises(TypeError, match=r"^bias must be float32 or float64, got "
-                                        r"torch.bfloat16"):
+    with pytest.raises(
+        TypeError,
+        match=r"^bias must be float32 or float64, got "
+        r"torch.bfloat16",
+    ):
         update_balancing_bias(bias.bfloat16(), torch.zeros(4, 2, dtype=torch.long))

@@ -69,8 +69,9 @@ def test_each_topic_is_the_common_words_and_its_own():
     for topic in range(4):
         torch.testing.assert_close(probs[topic, :c], 0.75 * zipf / zipf.sum())
         own = slice(c + topic * w, c + (topic + 1) * w)
-        torch.testing.assert_close(probs[topic, own], torch.full((w,), 0.25 / w,
-                                                                 dtype=torch.float64))
+        torch.testing.assert_close(
+            probs[topic, own], torch.full((w,), 0.25 / w, dtype=torch.float64)
+        )
         assert probs[topic, c:].sum() == pytest.approx(0.25, abs=1e-15)  # none other
 
 
@@ -90,6 +91,7 @@ def test_a_batch_uses_the_common_words_and_one_topic_per_sequence():
 def test_the_two_loss_levels_are_the_entropies_written_out():
     """H = -sum p ln p, by hand: a topic's distribution (common words and 6 words of
     1/24 each), and the mixture over the 4 topics (each topic word 1/96)."""
+
     def h(ps: list[float]) -> float:
         return -sum(p * math.log(p) for p in ps)
 
@@ -156,9 +158,18 @@ def test_the_shares_are_what_the_router_chose():
     run = train_tiny_moe(balance_coef=0.0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = mixtral_model(32, TINY_MOE.context, TINY_MOE.d_model,
-                              TINY_MOE.n_heads, TINY_MOE.n_kv_heads, 1, TINY_MOE.d_ff,
-                              8, 2, std=TINY_MOE.init_std)
+        model = mixtral_model(
+            32,
+            TINY_MOE.context,
+            TINY_MOE.d_model,
+            TINY_MOE.n_heads,
+            TINY_MOE.n_kv_heads,
+            1,
+            TINY_MOE.d_ff,
+            8,
+            2,
+            std=TINY_MOE.init_std,
+        )
     ids = topic_batch(TINY_MOE, TINY_MOE.batch, torch.Generator().manual_seed(0))
     with torch.no_grad():
         logits = model(ids[:, :-1])
@@ -221,21 +232,33 @@ def test_imbalance_is_the_busiest_over_the_mean():
     assert imbalance([1 / 8] * 8) == 1.0
     assert imbalance([0.5, 0.5] + [0.0] * 6) == 4.0  # top-2, every token the same two
     assert imbalance(torch.tensor([3, 1, 1, 1])) == 2.0  # counts are loads too
-    with pytest.raises(ValueError, match=r"^shares must be one load per expert, got "
-                                         r"shape \(2, 2\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^shares must be one load per expert, got "
+        r"shape \(2, 2\)$",
+    ):
         imbalance([[0.5, 0.5], [0.5, 0.5]])
     for bad in ([0.5, -0.1, 0.6], [0.0, 0.0], [math.nan, 1.0]):
-        with pytest.raises(ValueError, match=r"^shares must be finite, >= 0, and not "
-                                             r"all 0$"):
+        with pytest.raises(
+            ValueError,
+            match=r"^shares must be finite, >= 0, and not "
+            r"all 0$",
+        ):
             imbalance(bad)
-    with pytest.raises(TypeError, match=r"^shares must be a sequence or tensor of "
-                                        r"numbers, got str$"):
+    with pytest.raises(
+        TypeError,
+        match=r"^shares must be a sequence or tensor of "
+        r"numbers, got str$",
+    ):
         imbalance("even")
 
 
 def test_train_tiny_moe_refuses_bad_arguments():
-    with pytest.raises(TypeError, match=r"^balance_coef must be a real number, got "
-                                        r"bool$"):
+    with pytest.raises(
+        TypeError,
+        match=r"^balance_coef must be a real number, got "
+        r"bool$",
+    ):
         train_tiny_moe(balance_coef=True)
     for bad in (-0.01, math.inf, math.nan):
         with pytest.raises(ValueError, match=r"^balance_coef must be finite and >= 0"):
@@ -267,8 +290,12 @@ def test_the_figure_is_registered_and_draws_the_runs():
     without, with_, loss = fig.axes
     for ax, coef in ((without, 0.0), (with_, BALANCE_COEF)):
         run = train_tiny_moe(balance_coef=coef)
-        tops = [path.vertices[:, 1].max() for c in ax.collections
-                for path in c.get_paths() if len(path.vertices)]
+        tops = [
+            path.vertices[:, 1].max()
+            for c in ax.collections
+            for path in c.get_paths()
+            if len(path.vertices)
+        ]
         assert len(ax.collections) == TINY_MOE.n_experts and max(tops) == 1.0
         texts = " ".join(t.get_text() for t in ax.texts)
         assert f"{imbalance(run.final_shares(LAST)):.2f}" in texts
@@ -281,8 +308,9 @@ def test_the_figure_is_registered_and_draws_the_runs():
 @pytest.mark.parametrize("theme", THEMES)
 def test_the_figure_draws_in_each_language_and_theme(language, theme):
     fig = moe.tokens_per_expert_figure(language=language, theme=theme)
-    words = " ".join(t.get_text() for t in fig.findobj(
-        match=lambda a: hasattr(a, "get_text")))
+    words = " ".join(
+        t.get_text() for t in fig.findobj(match=lambda a: hasattr(a, "get_text"))
+    )
     assert bool(re.search("[\u0400-\u04ff]", words)) == (language == "ru")
     number = f"{imbalance(train_tiny_moe(balance_coef=0.0).final_shares(LAST)):.2f}"
     assert (number.replace(".", ",") if language == "ru" else number) in words

@@ -14,7 +14,9 @@ from literate.parts.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
 from literate.tools.syncs import HostReads as HostSyncs
 
 F64 = torch.float64
-TINY_EPS = 1e-300  # eps must be > 0; var + 1e-300 == var in float64 for any var >= 1e-284
+TINY_EPS = (
+    1e-300  # eps must be > 0; var + 1e-300 == var in float64 for any var >= 1e-284
+)
 
 
 def rand(*shape, seed=0):
@@ -27,7 +29,9 @@ def test_layer_norm_matches_the_reference_example():
     x = torch.tensor(ref["input"], dtype=F64)
     ones, zeros = torch.ones(4, dtype=F64), torch.zeros(4, dtype=F64)
     out = layer_norm(x, ones, zeros, eps=TINY_EPS)  # the reference has no eps
-    torch.testing.assert_close(out, torch.tensor(ref["normalized"], dtype=F64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        out, torch.tensor(ref["normalized"], dtype=F64), atol=1e-12, rtol=0
+    )
     assert x.mean().item() == ref["mean"]
     assert ((x - x.mean()) ** 2).mean().item() == ref["variance"]
 
@@ -47,7 +51,10 @@ def test_layer_norm_module_equals_torch_forward_and_backward():
     a, b = ours(x), theirs(x)
     torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
     probe = rand(3, 5, 8, seed=3)
-    for ga, gb in zip(_grads(a, probe, (x, ours.weight, ours.bias)), _grads(b, probe, (x, theirs.weight, theirs.bias))):
+    for ga, gb in zip(
+        _grads(a, probe, (x, ours.weight, ours.bias)),
+        _grads(b, probe, (x, theirs.weight, theirs.bias)),
+    ):
         torch.testing.assert_close(ga, gb, atol=1e-12, rtol=0)
 
 
@@ -61,7 +68,9 @@ def test_rms_norm_module_equals_torch_forward_and_backward():
     a, b = ours(x), theirs(x)
     torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
     probe = rand(2, 4, 6, seed=5)
-    for ga, gb in zip(_grads(a, probe, (x, ours.weight)), _grads(b, probe, (x, theirs.weight))):
+    for ga, gb in zip(
+        _grads(a, probe, (x, ours.weight)), _grads(b, probe, (x, theirs.weight))
+    ):
         torch.testing.assert_close(ga, gb, atol=1e-12, rtol=0)
 
 
@@ -69,12 +78,20 @@ def test_rms_norm_differs_from_layer_norm_exactly_by_the_mean():
     x = rand(4, 10) + 5.0  # a large mean
     ones = torch.ones(10, dtype=F64)
     centred = x - x.mean(-1, keepdim=True)
-    torch.testing.assert_close(rms_norm(centred, ones, TINY_EPS), layer_norm(x, ones, ones * 0, TINY_EPS),
-                               atol=1e-12, rtol=0)
-    assert not torch.allclose(rms_norm(x, ones, TINY_EPS), layer_norm(x, ones, ones * 0, TINY_EPS), atol=1e-2)
+    torch.testing.assert_close(
+        rms_norm(centred, ones, TINY_EPS),
+        layer_norm(x, ones, ones * 0, TINY_EPS),
+        atol=1e-12,
+        rtol=0,
+    )
+    assert not torch.allclose(
+        rms_norm(x, ones, TINY_EPS), layer_norm(x, ones, ones * 0, TINY_EPS), atol=1e-2
+    )
 
 
-@pytest.mark.parametrize("eps", [1e-5, 0.5])  # a large eps shows that it sits inside the root
+@pytest.mark.parametrize(
+    "eps", [1e-5, 0.5]
+)  # a large eps shows that it sits inside the root
 def test_the_formulas_equal_torch_kernels_and_the_modules_forward_and_backward(eps):
     x = (rand(3, 7, 16) * 2 + 0.5).requires_grad_()
     w, b = rand(16, seed=1).requires_grad_(), rand(16, seed=2).requires_grad_()
@@ -100,8 +117,12 @@ def test_the_modules_call_the_fused_kernels(monkeypatch):
     import literate.parts.norms as norms
 
     calls = []
-    monkeypatch.setattr(norms.F, "layer_norm", lambda *a, **k: calls.append("layer_norm") or a[0])
-    monkeypatch.setattr(norms.F, "rms_norm", lambda *a, **k: calls.append("rms_norm") or a[0])
+    monkeypatch.setattr(
+        norms.F, "layer_norm", lambda *a, **k: calls.append("layer_norm") or a[0]
+    )
+    monkeypatch.setattr(
+        norms.F, "rms_norm", lambda *a, **k: calls.append("rms_norm") or a[0]
+    )
     x = torch.ones(2, 4)
     LayerNorm(4)(x), RMSNorm(4)(x)
     assert calls == ["layer_norm", "rms_norm"]
@@ -112,7 +133,9 @@ def test_the_modules_call_the_fused_kernels(monkeypatch):
 # --------------------------------------------------------------------------------------
 
 FORMS = {
-    "LayerNorm": lambda x, w, eps=1e-5: LayerNorm(4, eps=eps).to(w.dtype).to(w.device)(x),
+    "LayerNorm": lambda x, w, eps=1e-5: (
+        LayerNorm(4, eps=eps).to(w.dtype).to(w.device)(x)
+    ),
     "RMSNorm": lambda x, w, eps=1e-6: RMSNorm(4, eps=eps).to(w.dtype).to(w.device)(x),
     "layer_norm": lambda x, w, eps=1e-5: layer_norm(x, w, torch.zeros_like(w), eps),
     "rms_norm": lambda x, w, eps=1e-6: rms_norm(x, w, eps),
@@ -126,20 +149,36 @@ def test_bad_input_is_refused_alike_by_formulas_and_modules(form):
     cases = [
         (torch.randn(2, 5), w, ValueError, r"^x must have last axis 4, got \(2, 5\)$"),
         (torch.tensor(1.0), w, ValueError, r"^x must have last axis 4, got \(\)$"),
-        (torch.ones(2, 4, dtype=torch.long), w, TypeError, r"^x must be a floating-point tensor, got torch\.int64$"),
+        (
+            torch.ones(2, 4, dtype=torch.long),
+            w,
+            TypeError,
+            r"^x must be a floating-point tensor, got torch\.int64$",
+        ),
         ([[1.0] * 4], w, TypeError, r"^x must be a floating-point tensor, got list$"),
-        (torch.ones(2, 4, dtype=torch.float16), w, TypeError,
-         r"^x is torch\.float16, the layer's parameters torch\.float32$"),
-        (torch.ones(2, 4), w.to("meta"), ValueError, r"^x is on cpu, the layer on meta$"),
+        (
+            torch.ones(2, 4, dtype=torch.float16),
+            w,
+            TypeError,
+            r"^x is torch\.float16, the layer's parameters torch\.float32$",
+        ),
+        (
+            torch.ones(2, 4),
+            w.to("meta"),
+            ValueError,
+            r"^x is on cpu, the layer on meta$",
+        ),
     ]
     for x, weight, error, pattern in cases:
         with pytest.raises(error, match=pattern):
             norm(x, weight)
-    for eps, error, pattern in [(0.0, ValueError, r"^eps must be finite and > 0, got 0\.0$"),
-                                (-1e-5, ValueError, r"^eps must be finite and > 0, got -1e-05$"),
-                                (math.nan, ValueError, r"^eps must be finite and > 0, got nan$"),
-                                (True, TypeError, r"^eps must be a real number, got bool$"),
-                                ("1e-5", TypeError, r"^eps must be a real number, got str$")]:
+    for eps, error, pattern in [
+        (0.0, ValueError, r"^eps must be finite and > 0, got 0\.0$"),
+        (-1e-5, ValueError, r"^eps must be finite and > 0, got -1e-05$"),
+        (math.nan, ValueError, r"^eps must be finite and > 0, got nan$"),
+        (True, TypeError, r"^eps must be a real number, got bool$"),
+        ("1e-5", TypeError, r"^eps must be a real number, got str$"),
+    ]:
         with pytest.raises(error, match=pattern):
             norm(torch.ones(2, 4), w, eps)
 
@@ -186,11 +225,15 @@ def ulp(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     mantissa_bits = {torch.float16: 11, torch.bfloat16: 8}[dtype]
     _, exponent = torch.frexp(x.double())
     spacing = torch.ldexp(torch.ones_like(x, dtype=F64), exponent - mantissa_bits)
-    return spacing.clamp_min(torch.finfo(dtype).smallest_normal * 2.0 ** (1 - mantissa_bits))
+    return spacing.clamp_min(
+        torch.finfo(dtype).smallest_normal * 2.0 ** (1 - mantissa_bits)
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize(("ours", "theirs"), [(LayerNorm, torch.nn.LayerNorm), (RMSNorm, torch.nn.RMSNorm)])
+@pytest.mark.parametrize(
+    ("ours", "theirs"), [(LayerNorm, torch.nn.LayerNorm), (RMSNorm, torch.nn.RMSNorm)]
+)
 def test_half_precision_is_normalised_in_float32_like_torch(ours, theirs, dtype):
     """|x| ~ 300: its square overflows float16 (max 65504). Computed in the input dtype the
     norm would come out as zeros; PyTorch and ours normalise in float32 and cast back, so
@@ -201,7 +244,9 @@ def test_half_precision_is_normalised_in_float32_like_torch(ours, theirs, dtype)
     a, b = a_mod(x), b_mod(x)
     assert a.dtype == dtype and torch.isfinite(a).all() and a.abs().max() > 0.5
     ulp_1 = 2.0**-10 if dtype is torch.float16 else 2.0**-7
-    torch.testing.assert_close(a.double(), b.double(), atol=2 * ulp_1 * b.double().abs().max().item(), rtol=0)
+    torch.testing.assert_close(
+        a.double(), b.double(), atol=2 * ulp_1 * b.double().abs().max().item(), rtol=0
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -222,4 +267,6 @@ def test_half_precision_formulas_are_the_float64_answer_rounded_once(form, dtype
     err = (got.double() - ref).abs()
     bound = 0.5 * ulp(ref, dtype) + 1e-5 * ref.abs()
     assert torch.all(err <= bound), f"max excess {float((err - bound).max())}"
-    assert ((got.double() - kernel.double()).abs() <= ulp(ref, dtype)).all()  # at most one rounding apart
+    assert (
+        (got.double() - kernel.double()).abs() <= ulp(ref, dtype)
+    ).all()  # at most one rounding apart

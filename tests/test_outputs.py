@@ -31,7 +31,9 @@ raise SystemExit
 """
 
 
-def test_run_page_runs_the_blocks_in_one_namespace_and_skips_what_pytest_skips(tmp_path):
+def test_run_page_runs_the_blocks_in_one_namespace_and_skips_what_pytest_skips(
+    tmp_path,
+):
     page = tmp_path / "page.md"
     page.write_text(PAGE, encoding="utf-8")
     assert run_page(str(page)) == ["42\n", "", "inside 43\n"]
@@ -50,8 +52,13 @@ def test_a_box_follows_each_block_that_printed_at_its_indentation():
 def test_backticks_in_an_output_get_a_longer_fence_and_long_outputs_are_cut():
     out = with_outputs("```python\nprint('```')\n```\n", ["```\n"])
     assert '````text { .output title="Output" }\n```\n````' in out
-    long = with_outputs("```python\npass\n```\n", ["".join(f"{i}\n" for i in range(MAX_LINES + 5))])
-    assert f"{MAX_LINES - 1}\n... (5 more lines)" in long and f"\n{MAX_LINES}\n" not in long
+    long = with_outputs(
+        "```python\npass\n```\n", ["".join(f"{i}\n" for i in range(MAX_LINES + 5))]
+    )
+    assert (
+        f"{MAX_LINES - 1}\n... (5 more lines)" in long
+        and f"\n{MAX_LINES}\n" not in long
+    )
 
 
 def test_outputs_that_do_not_match_the_blocks_are_an_error():
@@ -61,14 +68,20 @@ def test_outputs_that_do_not_match_the_blocks_are_an_error():
 
 def test_a_block_that_raises_fails_naming_the_page_line(tmp_path):
     page = tmp_path / "bad.md"
-    page.write_text("```python\nx = 1\n```\n\n```python\n1 / 0\n```\n", encoding="utf-8")
-    with pytest.raises(RuntimeError, match=r"bad\.md:5: the block raised ZeroDivisionError"):
+    page.write_text(
+        "```python\nx = 1\n```\n\n```python\n1 / 0\n```\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        RuntimeError, match=r"bad\.md:5: the block raised ZeroDivisionError"
+    ):
         run_page(str(page))
 
 
 def test_a_block_marked_as_markdown_puts_what_it_prints_on_the_page_unboxed():
-    page = ("Before.\n\n<!-- output: markdown -->\n```python\nprint(table)\n```\n\n"
-            "```python\nprint(table)\n```\n")
+    page = (
+        "Before.\n\n<!-- output: markdown -->\n```python\nprint(table)\n```\n\n"
+        "```python\nprint(table)\n```\n"
+    )
     out = with_outputs(page, ["| a | b |\n|---|---|\n| 1 | 2 |\n", "| a |\n"])
     assert "print(table)\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```python" in out
     assert out.count('{ .output title="Output" }') == 1  # the unmarked block: a box

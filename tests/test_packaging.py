@@ -37,26 +37,58 @@ print(reference()["schema_version"], len(load_results()["rows"]) > 0,
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels, target = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("site")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-                    str(ROOT)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            *pip,
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = wheels.glob("*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return target
 
 
 def test_the_installed_package_has_its_layers_and_data(installed):
-    packages = {p.parent.relative_to(installed).as_posix()
-                for p in installed.glob("literate/**/__init__.py")}
-    assert {"literate", "literate/parts", "literate/decoding", "literate/models",
-            "literate/numbers", "literate/tools", "literate/figures",
-            "literate/site"} <= packages
+    packages = {
+        p.parent.relative_to(installed).as_posix()
+        for p in installed.glob("literate/**/__init__.py")
+    }
+    assert {
+        "literate",
+        "literate/parts",
+        "literate/decoding",
+        "literate/models",
+        "literate/numbers",
+        "literate/tools",
+        "literate/figures",
+        "literate/site",
+    } <= packages
     assert {p.name for p in (installed / "literate" / "data").glob("*.json")} == {
-        "bench.json", "reference.json"}
+        "bench.json",
+        "reference.json",
+    }
 
 
 def test_a_plain_install_works_from_anywhere(installed, tmp_path):
-    out = subprocess.run([sys.executable, "-I", "-c", USE.format(target=str(installed))],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", USE.format(target=str(installed))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "True", "True", "LlamaLanguageModel"]

@@ -23,6 +23,7 @@ Hugging Face layers, partial rotary against HF's RoPE helpers, and where each FF
 Every random tensor comes from a fixed seed. Importing the HF modules costs ~2 s: every
 test that needs them is in this file.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,26 +59,50 @@ B, T, D = 2, 7, 32  # 4 heads of 8
 
 
 def gptj_config(**kw) -> GPTJConfig:
-    return GPTJConfig(n_embd=D, n_head=4, rotary_dim=4, n_inner=64, n_layer=1,
-                      n_positions=64, attn_implementation="sdpa", **kw)
+    return GPTJConfig(
+        n_embd=D,
+        n_head=4,
+        rotary_dim=4,
+        n_inner=64,
+        n_layer=1,
+        n_positions=64,
+        attn_implementation="sdpa",
+        **kw,
+    )
 
 
 def neox_config(parallel: bool = True, act: str = "gelu", **rope) -> GPTNeoXConfig:
     """rotary_pct 0.5: 4 of 8 coordinates turn (with 2, rotate-half and interleaved
     would be the same rotation, and a wrong layout would go unseen)."""
-    rope = {"rope_type": "default", "rope_theta": 10_000.0,
-            "partial_rotary_factor": 0.5} | rope
-    return GPTNeoXConfig(hidden_size=D, num_attention_heads=4, intermediate_size=64,
-                         num_hidden_layers=1, use_parallel_residual=parallel,
-                         hidden_act=act, rope_parameters=rope,
-                         attn_implementation="sdpa")
+    rope = {
+        "rope_type": "default",
+        "rope_theta": 10_000.0,
+        "partial_rotary_factor": 0.5,
+    } | rope
+    return GPTNeoXConfig(
+        hidden_size=D,
+        num_attention_heads=4,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        use_parallel_residual=parallel,
+        hidden_act=act,
+        rope_parameters=rope,
+        attn_implementation="sdpa",
+    )
 
 
 def cohere_config(**kw) -> CohereConfig:
     rope = {"rope_type": "default", "rope_theta": 10_000.0}
-    return CohereConfig(hidden_size=D, num_attention_heads=4, num_key_value_heads=2,
-                        intermediate_size=64, num_hidden_layers=1, rope_parameters=rope,
-                        attn_implementation="sdpa", **kw)
+    return CohereConfig(
+        hidden_size=D,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        rope_parameters=rope,
+        attn_implementation="sdpa",
+        **kw,
+    )
 
 
 def randomised(module: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -92,19 +117,41 @@ def randomised(module: torch.nn.Module, seed: int) -> torch.nn.Module:
 
 
 FAMILIES = {  # name: (config, HF layer, its rotary embedding, ours from config, loader)
-    "gptj": (gptj_config, hf_gptj.GPTJBlock, hf_gptj.GPTJRotaryEmbedding,
-             gptj_block_from_hf_config, load_hf_gptj_block),
-    "neox": (neox_config, hf_neox.GPTNeoXLayer, hf_neox.GPTNeoXRotaryEmbedding,
-             neox_block_from_hf_config, load_hf_neox_block),
-    "neox_serial": (lambda: neox_config(False), hf_neox.GPTNeoXLayer,
-                    hf_neox.GPTNeoXRotaryEmbedding, neox_block_from_hf_config,
-                    load_hf_neox_block),
-    "neox_tanh": (lambda: neox_config(act="gelu_new"), hf_neox.GPTNeoXLayer,
-                  hf_neox.GPTNeoXRotaryEmbedding, neox_block_from_hf_config,
-                  load_hf_neox_block),
-    "cohere": (cohere_config, hf_cohere.CohereDecoderLayer,
-               hf_cohere.CohereRotaryEmbedding, cohere_block_from_hf_config,
-               load_hf_cohere_block),
+    "gptj": (
+        gptj_config,
+        hf_gptj.GPTJBlock,
+        hf_gptj.GPTJRotaryEmbedding,
+        gptj_block_from_hf_config,
+        load_hf_gptj_block,
+    ),
+    "neox": (
+        neox_config,
+        hf_neox.GPTNeoXLayer,
+        hf_neox.GPTNeoXRotaryEmbedding,
+        neox_block_from_hf_config,
+        load_hf_neox_block,
+    ),
+    "neox_serial": (
+        lambda: neox_config(False),
+        hf_neox.GPTNeoXLayer,
+        hf_neox.GPTNeoXRotaryEmbedding,
+        neox_block_from_hf_config,
+        load_hf_neox_block,
+    ),
+    "neox_tanh": (
+        lambda: neox_config(act="gelu_new"),
+        hf_neox.GPTNeoXLayer,
+        hf_neox.GPTNeoXRotaryEmbedding,
+        neox_block_from_hf_config,
+        load_hf_neox_block,
+    ),
+    "cohere": (
+        cohere_config,
+        hf_cohere.CohereDecoderLayer,
+        hf_cohere.CohereRotaryEmbedding,
+        cohere_block_from_hf_config,
+        load_hf_cohere_block,
+    ),
 }
 BLOCKS = ["gptj", "neox", "neox_serial", "cohere"]
 
@@ -122,6 +169,7 @@ def pair(family: str, seed: int = 0):
     def call(x: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
         return theirs(x, position_embeddings=rope(x, positions))
+
     return ours, theirs, call
 
 
@@ -163,6 +211,7 @@ def worst(diffs: dict[str, float]) -> float:
 
 # --- the blocks equal their HF layers ----------------------------------------------
 
+
 @pytest.mark.parametrize("family", ["gptj", "neox", "neox_serial", "neox_tanh"])
 def test_block_equals_its_hf_layer_in_float64(family):
     """Output and every gradient (input, each parameter) at 1e-12."""
@@ -186,7 +235,11 @@ def test_the_configured_blocks_are_our_builders():
     check_block_config(neox_block(D, 4, 64, rotary_pct=0.5), neox)
     cohere = cohere_block_from_hf_config(cohere_config())
     assert (cohere.attn.rope.rotary_dim, cohere.attn.rope.layout) == (8, "interleaved")
-    assert (cohere.attn.n_kv_heads, cohere.attn_norm.bias, cohere.ffn_norm) == (2, None, None)
+    assert (cohere.attn.n_kv_heads, cohere.attn_norm.bias, cohere.ffn_norm) == (
+        2,
+        None,
+        None,
+    )
 
 
 def test_gptj_masks_causally_only_under_sdpa():
@@ -206,13 +259,17 @@ def test_gptj_masks_causally_only_under_sdpa():
         additive = torch.zeros(T, T, dtype=F64).masked_fill(blocked, float("-inf"))
         positions = torch.arange(T).expand(B, -1)
         rope = hf_gptj.GPTJRotaryEmbedding(theirs.attn.config)
-        eager = theirs(x, attention_mask=additive[None, None],
-                       position_embeddings=rope(x, positions))
+        eager = theirs(
+            x,
+            attention_mask=additive[None, None],
+            position_embeddings=rope(x, positions),
+        )
         diff = (ours(x) - eager).abs().max().item()
     assert 1e-12 < diff < 64 * U32 * eager.abs().max().item()
 
 
 # --- GPT-NeoX's packed projection --------------------------------------------------
+
 
 def test_neox_packs_q_k_v_head_by_head():
     """query_key_value's rows are [H, 3, d_head]: what HF chunks out of each head's
@@ -249,8 +306,11 @@ def test_loaders_check_the_configuration_first():
         load_hf_neox_block(wrong, theirs.state_dict(), neox_config())
     assert all(torch.equal(before[k], v) for k, v in wrong.state_dict().items())
     with pytest.raises(ValueError, match="block='ParallelBlock'"):
-        load_hf_neox_block(neox_block(D, 4, 64, rotary_pct=0.5), theirs.state_dict(),
-                           neox_config(False))
+        load_hf_neox_block(
+            neox_block(D, 4, 64, rotary_pct=0.5),
+            theirs.state_dict(),
+            neox_config(False),
+        )
     with pytest.raises(ValueError, match="hidden_act='gelu_fast'"):
         neox_block_from_hf_config(neox_config(act="gelu_fast"))
     with pytest.raises(ValueError, match="use_qk_norm"):
@@ -260,6 +320,7 @@ def test_loaders_check_the_configuration_first():
 
 
 # --- Cohere: HF's float32 steps ----------------------------------------------------
+
 
 @contextlib.contextmanager
 def cohere_in_input_dtype(layer: hf_cohere.CohereDecoderLayer):
@@ -309,6 +370,7 @@ def test_cohere_equals_hf_in_float64_with_its_float32_steps_patched():
 
 
 # --- partial rotary ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_partial_rotary_turns_a_narrower_head_and_passes_the_rest(layout):
@@ -374,13 +436,16 @@ def test_cohere_rotary_is_our_interleaved_layout():
 
 # --- where the FFN reads -----------------------------------------------------------
 
+
 def one_forward(modules: dict[str, torch.nn.Module], call, x: torch.Tensor) -> dict:
     """Run call(x) once, with forward hooks that store each module's input (args[0])
     and output (the first, for HF's attention, which returns a pair)."""
     seen, handles = {}, []
     for name, module in modules.items():
+
         def hook(module, args, output, name=name):
             seen[name] = (args[0], output[0] if isinstance(output, tuple) else output)
+
         handles.append(module.register_forward_hook(hook))
     try:
         with torch.no_grad():
@@ -399,7 +464,9 @@ def parts(block: torch.nn.Module) -> dict[str, torch.nn.Module]:
 def serial_and_parallel(seed: int) -> tuple[PreNormBlock, ParallelBlock]:
     """GPT-NeoX's parallel block, and the serial pre-norm block of the same parts."""
     parallel = randomised(neox_block(D, 4, 64), seed)
-    serial = PreNormBlock(parallel.attn, parallel.ffn, parallel.attn_norm, parallel.ffn_norm)
+    serial = PreNormBlock(
+        parallel.attn, parallel.ffn, parallel.attn_norm, parallel.ffn_norm
+    )
     return serial, parallel
 
 
@@ -426,14 +493,20 @@ def test_parallel_ffn_reads_what_the_attention_reads():
     x = torch.randn(B, T, D, dtype=F64)
     seen = one_forward(parts(neox), neox, x)
     assert seen["attn_norm"][0] is x and seen["ffn_norm"][0] is x
-    assert seen["attn"][0] is seen["attn_norm"][1] and seen["ffn"][0] is seen["ffn_norm"][1]
+    assert (
+        seen["attn"][0] is seen["attn_norm"][1]
+        and seen["ffn"][0] is seen["ffn_norm"][1]
+    )
     with torch.no_grad():
         assert torch.equal(seen["ffn"][0], neox.ffn_norm(x))
         assert not torch.allclose(seen["ffn"][0], neox.ffn_norm(x + seen["attn"][1]))
     for block in (pair("gptj")[0], pair("cohere")[0]):
         seen = one_forward(parts(block), block, x)
         assert seen["attn_norm"][0] is x
-        assert seen["attn"][0] is seen["attn_norm"][1] and seen["ffn"][0] is seen["attn"][0]
+        assert (
+            seen["attn"][0] is seen["attn_norm"][1]
+            and seen["ffn"][0] is seen["attn"][0]
+        )
 
 
 @pytest.mark.parametrize("family", ["neox", "neox_serial"])
@@ -442,8 +515,9 @@ def test_hf_neox_layer_feeds_its_mlp_the_same_way(family):
     layer's input (parallel) or the input plus the attention's output (serial)."""
     _, theirs, call = pair(family)
     x = torch.randn(B, T, D, dtype=F64)
-    seen = one_forward({"attn": theirs.attention,
-                        "ffn_norm": theirs.post_attention_layernorm}, call, x)
+    seen = one_forward(
+        {"attn": theirs.attention, "ffn_norm": theirs.post_attention_layernorm}, call, x
+    )
     if family == "neox":
         assert seen["ffn_norm"][0] is x
     else:
@@ -451,6 +525,7 @@ def test_hf_neox_layer_feeds_its_mlp_the_same_way(family):
 
 
 # --- syncs and compile -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("family", BLOCKS)
 def test_no_host_syncs(family):

@@ -36,12 +36,16 @@ from literate.numbers.published import (
 )
 from literate.parts.window import layer_window
 
-CAUSAL_LM = {"GPT2Config": "GPT2LMHeadModel", "LlamaConfig": "LlamaForCausalLM",
-             "MistralConfig": "MistralForCausalLM", "MixtralConfig": "MixtralForCausalLM",
-             "Qwen3MoeConfig": "Qwen3MoeForCausalLM",
-             "Gemma3TextConfig": "Gemma3ForCausalLM",
-             "DeepseekV3Config": "DeepseekV3ForCausalLM",
-             "GptOssConfig": "GptOssForCausalLM"}
+CAUSAL_LM = {
+    "GPT2Config": "GPT2LMHeadModel",
+    "LlamaConfig": "LlamaForCausalLM",
+    "MistralConfig": "MistralForCausalLM",
+    "MixtralConfig": "MixtralForCausalLM",
+    "Qwen3MoeConfig": "Qwen3MoeForCausalLM",
+    "Gemma3TextConfig": "Gemma3ForCausalLM",
+    "DeepseekV3Config": "DeepseekV3ForCausalLM",
+    "GptOssConfig": "GptOssForCausalLM",
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,8 +62,11 @@ def unchosen_experts(model: torch.nn.Module) -> int:
     for name, experts in model.named_modules():
         if not name.endswith("mlp.experts"):
             continue
-        e = getattr(config, "num_local_experts", None) or getattr(
-            config, "n_routed_experts", None) or config.num_experts
+        e = (
+            getattr(config, "num_local_experts", None)
+            or getattr(config, "n_routed_experts", None)
+            or config.num_experts
+        )
         per_expert = sum(p[0].numel() for p in experts.parameters())  # [E, ...] each
         unused += (e - config.num_experts_per_tok) * per_expert
     return unused
@@ -99,7 +106,9 @@ def hf_window(attention: torch.nn.Module) -> int | None:
 @pytest.mark.parametrize("name", list(PUBLISHED_CONFIGS))
 def test_the_cache_width_is_what_hugging_faces_layers_project(name):
     model = meta_model(name)
-    layers = model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    layers = (
+        model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    )
     shape = cache_shape(name)
     assert shape.n_layers == len(layers)
     attention = [getattr(layer, "self_attn", None) or layer.attn for layer in layers]
@@ -108,9 +117,16 @@ def test_the_cache_width_is_what_hugging_faces_layers_project(name):
 
 
 def test_an_unknown_model_is_refused_naming_the_known_ones():
-    for count in (parameter_counts, cache_shape, published_model,
-                  training_flops_per_token, functools.partial(published_flops, keys=1)):
-        with pytest.raises(ValueError, match=r"no published configuration named 'GPT-5'"):
+    for count in (
+        parameter_counts,
+        cache_shape,
+        published_model,
+        training_flops_per_token,
+        functools.partial(published_flops, keys=1),
+    ):
+        with pytest.raises(
+            ValueError, match=r"no published configuration named 'GPT-5'"
+        ):
             count("GPT-5")
 
 
@@ -130,13 +146,32 @@ def test_a_decoding_step_costs_the_formulas_flops(family, keys):
 
     torch.manual_seed(0)
     if family == "llama":
-        model, shape = llama_model(61, 64, 32, 4, 2, 2, 88), dict(
-            d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_head=8, d_ff=88,
-            vocab=61)
+        model, shape = (
+            llama_model(61, 64, 32, 4, 2, 2, 88),
+            dict(
+                d_model=32,
+                n_layers=2,
+                n_heads=4,
+                n_kv_heads=2,
+                d_head=8,
+                d_ff=88,
+                vocab=61,
+            ),
+        )
     else:
-        model, shape = gpt2_model(61, 64, 32, 4, 2), dict(
-            d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_head=8, d_ff=128,
-            vocab=61, gated=False)
+        model, shape = (
+            gpt2_model(61, 64, 32, 4, 2),
+            dict(
+                d_model=32,
+                n_layers=2,
+                n_heads=4,
+                n_kv_heads=4,
+                d_head=8,
+                d_ff=128,
+                vocab=61,
+                gated=False,
+            ),
+        )
     model.eval()
     ids = torch.randint(0, 61, (1, keys))
     cache = new_decode_cache(model, 1, keys)
@@ -148,14 +183,17 @@ def test_a_decoding_step_costs_the_formulas_flops(family, keys):
     expected = decoding_flops(keys=keys, **shape)
     assert counter.get_total_flops() == expected["matmuls"]
     h, h_kv, d_head = shape["n_heads"], shape["n_kv_heads"], shape["d_head"]
-    q, k, v = (torch.randn(1, n, t, d_head) for n, t in ((h, 1), (h_kv, keys),
-                                                          (h_kv, keys)))
+    q, k, v = (
+        torch.randn(1, n, t, d_head) for n, t in ((h, 1), (h_kv, keys), (h_kv, keys))
+    )
     with FlopCounterMode(display=False) as counter:
         grouped_attention(q, k, v)
     assert counter.get_total_flops() * shape["n_layers"] == expected["attention"]
 
 
-@pytest.mark.parametrize("name", ["Llama 2 7B", "Llama 3 8B", "Llama 3 70B", "Mistral 7B v0.1"])
+@pytest.mark.parametrize(
+    "name", ["Llama 2 7B", "Llama 3 8B", "Llama 3 70B", "Mistral 7B v0.1"]
+)
 def test_the_matmuls_are_two_flops_per_weight_a_token_multiplies(name):
     """For the dense published models (built by our loaders on the meta device) the
     step's matmul FLOPs are twice the parameters less the embedding table and the
@@ -172,29 +210,37 @@ def test_the_matmuls_are_two_flops_per_weight_a_token_multiplies(name):
     if name == "Mistral 7B v0.1":
         assert at is None
         capped = dense_decoding_flops(model, 10**6)["attention"]
-        assert capped == dense_decoding_flops(model, 4096)["attention"] < flops["matmuls"]
+        assert (
+            capped == dense_decoding_flops(model, 4096)["attention"] < flops["matmuls"]
+        )
         return
     assert at == flops["matmuls"] // (4 * layers * attn.n_heads * attn.d_head)
-    assert dense_decoding_flops(model, at)["attention"] <= flops["matmuls"] \
+    assert (
+        dense_decoding_flops(model, at)["attention"]
+        <= flops["matmuls"]
         < dense_decoding_flops(model, at + 1)["attention"]
+    )
     with pytest.raises(ValueError, match="a dense decoder of gated FFNs"):
         dense_decoding_flops(published_model("Mixtral 8x7B"), 1)
 
 
 # --- chapter 11's FLOPs of every published model: MoE, windows and latent attention ---
 
+
 def grouped_mm_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     """FlopCounterMode's formula for `F.grouped_mm` (torch 2.13's counter has none):
     rows [M, K], one [K, N] matrix per group, each row multiplied by its group's
     matrix once: 2 M K N (the experts' grouped path)."""
     if len(a_shape) != 2 or len(b_shape) != 3 or a_shape[1] != b_shape[1]:
-        raise ValueError(f"rows [M, K] and weights [E, K, N] expected, got {a_shape}, "
-                         f"{b_shape}")
+        raise ValueError(
+            f"rows [M, K] and weights [E, K, N] expected, got {a_shape}, {b_shape}"
+        )
     return 2 * a_shape[0] * a_shape[1] * b_shape[2]
 
 
-def explicit_attention(q, k, v, allowed=None, *, is_causal=False, scale=None,
-                       rows_can_be_empty=True):
+def explicit_attention(
+    q, k, v, allowed=None, *, is_causal=False, scale=None, rows_can_be_empty=True
+):
     """`fused_attention`'s output from chapter 3's `grouped_attention` (its matmuls
     are counted; the CPU kernel's are not), `is_causal` as the square causal mask."""
     from literate.parts.attention import causal_allowed
@@ -223,8 +269,9 @@ def counted_step(model, keys: int, monkeypatch) -> tuple[int, int]:
     torch.manual_seed(1)
     ids = torch.randint(0, model.vocab_size, (1, keys))
     cache = new_decode_cache(model, 1, keys)
-    counter = FlopCounterMode(display=False, custom_mapping={
-        torch.ops.aten._grouped_mm: grouped_mm_flop})
+    counter = FlopCounterMode(
+        display=False, custom_mapping={torch.ops.aten._grouped_mm: grouped_mm_flop}
+    )
     attention = 0
 
     def measured(function):
@@ -234,17 +281,23 @@ def counted_step(model, keys: int, monkeypatch) -> tuple[int, int]:
             out = function(*args, **kwargs)
             attention += counter.get_total_flops() - before
             return out
+
         return call
 
     with torch.no_grad():
         if keys > 1:
             cached_run(model, ids[:, :-1], cache)
-        monkeypatch.setattr(literate.parts.multi_head, "fused_attention",
-                            measured(explicit_attention))
-        monkeypatch.setattr(literate.parts.mla, "fused_attention",
-                            measured(explicit_attention))
-        monkeypatch.setattr(literate.parts.sinks, "sink_attention",
-                            measured(literate.parts.sinks.sink_attention))
+        monkeypatch.setattr(
+            literate.parts.multi_head, "fused_attention", measured(explicit_attention)
+        )
+        monkeypatch.setattr(
+            literate.parts.mla, "fused_attention", measured(explicit_attention)
+        )
+        monkeypatch.setattr(
+            literate.parts.sinks,
+            "sink_attention",
+            measured(literate.parts.sinks.sink_attention),
+        )
         with counter:
             cached_run(model, ids[:, -1:], cache, last=True)
     return counter.get_total_flops() - attention, attention
@@ -263,8 +316,12 @@ def tiny_model(family: str) -> torch.nn.Module:
     from literate.models.mixtral import mixtral_from_hf_config
 
     torch.manual_seed(0)
-    small = {"vocab_size": 61, "hidden_size": 32, "num_attention_heads": 4,
-             "max_position_embeddings": 64}
+    small = {
+        "vocab_size": 61,
+        "hidden_size": 32,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 64,
+    }
     if family == "gpt2":
         return gpt2_model(61, 64, 32, 4, 2)
     if family == "llama":
@@ -272,37 +329,86 @@ def tiny_model(family: str) -> torch.nn.Module:
     if family == "mistral":
         return mistral_model(61, 64, 32, 4, 2, 2, 88, window=4)
     if family == "mixtral":
-        return mixtral_from_hf_config(transformers.MixtralConfig(
-            **small, intermediate_size=24, num_hidden_layers=2, num_key_value_heads=2,
-            num_local_experts=4, num_experts_per_tok=2))
+        return mixtral_from_hf_config(
+            transformers.MixtralConfig(
+                **small,
+                intermediate_size=24,
+                num_hidden_layers=2,
+                num_key_value_heads=2,
+                num_local_experts=4,
+                num_experts_per_tok=2,
+            )
+        )
     if family == "gemma3":
-        return gemma3_from_hf_config(transformers.Gemma3TextConfig(
-            **small, intermediate_size=48, num_hidden_layers=3, num_key_value_heads=2,
-            head_dim=8, query_pre_attn_scalar=8, sliding_window=4,
-            layer_types=["sliding_attention", "sliding_attention", "full_attention"]))
+        return gemma3_from_hf_config(
+            transformers.Gemma3TextConfig(
+                **small,
+                intermediate_size=48,
+                num_hidden_layers=3,
+                num_key_value_heads=2,
+                head_dim=8,
+                query_pre_attn_scalar=8,
+                sliding_window=4,
+                layer_types=[
+                    "sliding_attention",
+                    "sliding_attention",
+                    "full_attention",
+                ],
+            )
+        )
     if family == "gpt-oss":
-        return gpt_oss_from_hf_config(transformers.GptOssConfig(
-            **small, intermediate_size=16, num_hidden_layers=2, num_key_value_heads=2,
-            head_dim=8, num_local_experts=4, num_experts_per_tok=2, sliding_window=4))
-    deepseek = dict(small, intermediate_size=48, moe_intermediate_size=16,
-                    num_hidden_layers=3, first_k_dense_replace=1,
-                    num_key_value_heads=4, n_routed_experts=8, n_group=2, topk_group=1,
-                    num_experts_per_tok=2, n_shared_experts=1, q_lora_rank=16,
-                    kv_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4,
-                    v_head_dim=8)
+        return gpt_oss_from_hf_config(
+            transformers.GptOssConfig(
+                **small,
+                intermediate_size=16,
+                num_hidden_layers=2,
+                num_key_value_heads=2,
+                head_dim=8,
+                num_local_experts=4,
+                num_experts_per_tok=2,
+                sliding_window=4,
+            )
+        )
+    deepseek = dict(
+        small,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=3,
+        first_k_dense_replace=1,
+        num_key_value_heads=4,
+        n_routed_experts=8,
+        n_group=2,
+        topk_group=1,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        q_lora_rank=16,
+        kv_lora_rank=12,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=8,
+    )
     if family == "deepseek-v3":
         return deepseek_v3_from_hf_config(transformers.DeepseekV3Config(**deepseek))
     if family == "deepseek-v3 naive":  # no query bottleneck, latents re-projected
-        model = deepseek_v3_from_hf_config(transformers.DeepseekV3Config(
-            **deepseek | {"q_lora_rank": None}))
+        model = deepseek_v3_from_hf_config(
+            transformers.DeepseekV3Config(**deepseek | {"q_lora_rank": None})
+        )
         for block in model.blocks:
             block.attn.absorb = "never"
         return model
     raise ValueError(family)
 
 
-FAMILIES = ["gpt2", "llama", "mistral", "mixtral", "gemma3", "gpt-oss", "deepseek-v3",
-            "deepseek-v3 naive"]
+FAMILIES = [
+    "gpt2",
+    "llama",
+    "mistral",
+    "mixtral",
+    "gemma3",
+    "gpt-oss",
+    "deepseek-v3",
+    "deepseek-v3 naive",
+]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -342,8 +448,9 @@ def not_multiplied(model: torch.nn.Module) -> dict[str, int]:
     from literate.parts.routers import Router
     from literate.parts.sinks import SinkAttention
 
-    parts = dict.fromkeys(["embedding", "positions", "norms", "biases",
-                           "expert biases", "sinks"], 0)
+    parts = dict.fromkeys(
+        ["embedding", "positions", "norms", "biases", "expert biases", "sinks"], 0
+    )
     parts["embedding"] = model.token_embedding.weight.numel()
     if hasattr(model, "positions"):
         parts["positions"] = sum(p.numel() for p in model.positions.parameters())
@@ -356,11 +463,13 @@ def not_multiplied(model: torch.nn.Module) -> dict[str, int]:
         if isinstance(module, SinkAttention):
             parts["sinks"] += module.sinks.numel()
     for block in model.blocks:
-        if isinstance(block.ffn, MoEFFN) and isinstance(block.ffn.experts,
-                                                        GptOssExperts):
+        if isinstance(block.ffn, MoEFFN) and isinstance(
+            block.ffn.experts, GptOssExperts
+        ):
             e = block.ffn.experts  # [E, ...] each; the token's k experts
             parts["expert biases"] += routed_top_k(block.ffn) * (
-                e.gate_up_proj_bias[0].numel() + e.down_proj_bias[0].numel())
+                e.gate_up_proj_bias[0].numel() + e.down_proj_bias[0].numel()
+            )
     return parts
 
 
@@ -379,8 +488,15 @@ def test_a_step_multiplies_each_active_weight_once(name):
     tied = model.lm_head.weight is model.token_embedding.weight
     head = model.lm_head.weight.numel() if tied else 0  # in active once, as the table
     assert step_flops(model, 1)["matmuls"] == 2 * (
-        active - p["embedding"] - p["positions"] - p["norms"] - p["biases"]
-        - p["expert biases"] - p["sinks"] + head)
+        active
+        - p["embedding"]
+        - p["positions"]
+        - p["norms"]
+        - p["biases"]
+        - p["expert biases"]
+        - p["sinks"]
+        + head
+    )
     assert published_flops(name, 1) == step_flops(model, 1)
     assert (p["sinks"] > 0) == (name == "gpt-oss-120b")
     assert (p["positions"] > 0) == name.startswith("GPT-2")
@@ -397,7 +513,8 @@ def test_qwen3_30b_a3b_is_counted_from_its_configuration():
     flops = published_flops("Qwen3-30B-A3B", 1)
     assert flops["matmuls"] == 2 * (active - v * d - norms)
     assert published_flops("Qwen3-30B-A3B", 4096)["attention"] == (
-        4 * 32 * 128 * 48 * 4096)  # 32 heads of 128, 48 layers, no window
+        4 * 32 * 128 * 48 * 4096
+    )  # 32 heads of 128, 48 layers, no window
     with pytest.raises(ValueError, match="dense layers"):
         qwen3_moe_shape(transformers.Qwen3MoeConfig(mlp_only_layers=[0]))
 
@@ -412,7 +529,9 @@ def test_published_windows_and_latents_cap_and_cost_what_they_should():
     assert gemma == 4 * 32 * 128 * (52 * 1024 + 10 * keys)
     oss = published_flops("gpt-oss-120b", keys)["attention"]
     assert oss == 4 * 64 * 64 * (18 * 128 + 18 * keys)
-    assert published_flops("Mistral 7B v0.1", keys) == published_flops("Mistral 7B v0.1", 4096)
+    assert published_flops("Mistral 7B v0.1", keys) == published_flops(
+        "Mistral 7B v0.1", 4096
+    )
     deepseek = published_flops("DeepSeek-V3", keys)
     assert deepseek["attention"] == 61 * 2 * 128 * (576 + 512) * keys
     assert deepseek["matmuls"] == published_flops("DeepSeek-V3", 2)["matmuls"]
@@ -438,7 +557,8 @@ def test_six_n_is_six_times_the_active_parameters_less_the_embedding(name):
         tied = model.lm_head.weight is model.token_embedding.weight
         head = model.lm_head.weight.numel() if tied else 0
         assert published_flops(name, 1)["matmuls"] - 2 * n == 2 * (
-            head - p["norms"] - p["biases"] - p["expert biases"] - p["sinks"])
+            head - p["norms"] - p["biases"] - p["expert biases"] - p["sinks"]
+        )
     total = {keys: published_flops(name, keys)["total"] for keys in (1, 8192, 131_072)}
     if name == "Mistral 7B v0.1":  # every layer's window is 4,096 keys
         assert total[1] < total[8192] == total[131_072]
@@ -478,14 +598,17 @@ def test_step_flops_refuses_what_its_formula_does_not_describe():
     with pytest.raises(TypeError, match="one of our language models"):
         step_flops(torch.nn.Linear(2, 2), 1)
     with pytest.raises(ValueError, match="windows must give one window"):
-        decoding_flops(d_model=8, n_layers=2, n_heads=2, d_ff=8, vocab=5, keys=1,
-                       windows=[None])
+        decoding_flops(
+            d_model=8, n_layers=2, n_heads=2, d_ff=8, vocab=5, keys=1, windows=[None]
+        )
 
 
 def test_a_count_rounds_to_a_figure_within_half_its_last_digit():
     from literate.numbers.published import PUBLISHED_FIGURES, rounds_to
 
-    assert rounds_to(116_849_999_999, "116.8B") and not rounds_to(116_850_000_001, "116.8B")
+    assert rounds_to(116_849_999_999, "116.8B") and not rounds_to(
+        116_850_000_001, "116.8B"
+    )
     assert rounds_to(124_499_999, "124M") and not rounds_to(124_500_001, "124M")
     assert rounds_to(46_702_792_704, "47B") and not rounds_to(46_499_999_999, "47B")
     with pytest.raises(ValueError, match="figure must be a number and M or B"):

@@ -59,7 +59,9 @@ from literate.tools.syncs import HostReads as HostSyncs
 F64 = torch.float64
 F32 = torch.float32
 PROPERTY = settings(derandomize=True, deadline=None, max_examples=60)
-LIGHT = settings(derandomize=True, deadline=None, max_examples=30)  # cross-checks of the above
+LIGHT = settings(
+    derandomize=True, deadline=None, max_examples=30
+)  # cross-checks of the above
 
 
 def gen(seed: int) -> torch.Generator:
@@ -91,13 +93,30 @@ def count_syncs(call):
 def token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
     """Return probabilities for one finite logit vector; apply temperature, k, then p."""
     values = list(logits)
-    if not values or any(isinstance(x, bool) or not isinstance(x, Real) or not math.isfinite(x) for x in values):
+    if not values or any(
+        isinstance(x, bool) or not isinstance(x, Real) or not math.isfinite(x)
+        for x in values
+    ):
         raise ValueError("logits must be a nonempty vector of finite real numbers")
-    if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) or temperature <= 0:
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, Real)
+        or not math.isfinite(temperature)
+        or temperature <= 0
+    ):
         raise ValueError("temperature must be finite and positive")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or not 1 <= top_k <= len(values)):
+    if top_k is not None and (
+        isinstance(top_k, bool)
+        or not isinstance(top_k, Integral)
+        or not 1 <= top_k <= len(values)
+    ):
         raise ValueError("top_k must be an integer in [1, vocabulary size]")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or not math.isfinite(top_p) or not 0 < top_p <= 1):
+    if top_p is not None and (
+        isinstance(top_p, bool)
+        or not isinstance(top_p, Real)
+        or not math.isfinite(top_p)
+        or not 0 < top_p <= 1
+    ):
         raise ValueError("top_p must lie in (0, 1]")
     maximum = max(values)
     weights = [math.exp((x - maximum) / temperature) for x in values]
@@ -115,7 +134,9 @@ def token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
         candidates = kept_ids
     total = math.fsum(weights[i] for i in candidates)
     selected = set(candidates)
-    return [weight / total if i in selected else 0.0 for i, weight in enumerate(weights)]
+    return [
+        weight / total if i in selected else 0.0 for i, weight in enumerate(weights)
+    ]
 
 
 def top_p_margin(logits, temperature, top_k, top_p) -> float:
@@ -125,9 +146,14 @@ def top_p_margin(logits, temperature, top_k, top_p) -> float:
         return math.inf
     maximum = max(logits)
     weights = [math.exp((x - maximum) / temperature) for x in logits]
-    ranked = sorted(range(len(logits)), key=lambda i: (-logits[i], i))[: top_k or len(logits)]
+    ranked = sorted(range(len(logits)), key=lambda i: (-logits[i], i))[
+        : top_k or len(logits)
+    ]
     mass = math.fsum(weights[i] for i in ranked)
-    heads = [math.fsum(weights[i] for i in ranked[: n + 1]) / mass for n in range(len(ranked))]
+    heads = [
+        math.fsum(weights[i] for i in ranked[: n + 1]) / mass
+        for n in range(len(ranked))
+    ]
     return min(abs(h - top_p) for h in heads)
 
 
@@ -142,12 +168,16 @@ SCENARIO = {  # the notebook's policies on [3, 2, 1, 0], each filter on its own
 @pytest.mark.parametrize("name", sorted(SCENARIO))
 def test_seed_scenario_values(name):
     logits = [3.0, 2.0, 1.0, 0.0]
-    ours = next_token_distribution(torch.tensor(logits, dtype=F64), **SCENARIO[name]).tolist()
+    ours = next_token_distribution(
+        torch.tensor(logits, dtype=F64), **SCENARIO[name]
+    ).tolist()
     theirs = token_distribution(logits, **SCENARIO[name])
     # Equal to one or two units in the last place: the reference divides by an fsum,
     # torch's softmax multiplies by a reciprocal of a plain sum.
     assert max(abs(a - b) for a, b in zip(ours, theirs)) <= 1e-16
-    assert [a == 0.0 for a in ours] == [b == 0.0 for b in theirs]  # the same tokens removed
+    assert [a == 0.0 for a in ours] == [
+        b == 0.0 for b in theirs
+    ]  # the same tokens removed
 
 
 def test_seed_scenario_matches_the_notebooks_hand_built_truncations():
@@ -155,11 +185,18 @@ def test_seed_scenario_matches_the_notebooks_hand_built_truncations():
     for count, settings_ in [(2, {"top_k": 2}), (3, {"top_p": 0.9})]:
         truncated = torch.zeros_like(z)
         truncated[:count] = torch.softmax(z[:count], dim=0)
-        assert torch.allclose(next_token_distribution(z, **settings_), truncated, atol=1e-15, rtol=0)
+        assert torch.allclose(
+            next_token_distribution(z, **settings_), truncated, atol=1e-15, rtol=0
+        )
 
 
 def test_seed_top_p_tie_case_exactly():
-    assert next_token_distribution(torch.zeros(4, dtype=F64), top_p=0.5).tolist() == [0.5, 0.5, 0.0, 0.0]
+    assert next_token_distribution(torch.zeros(4, dtype=F64), top_p=0.5).tolist() == [
+        0.5,
+        0.5,
+        0.0,
+        0.0,
+    ]
     assert token_distribution([0.0, 0.0, 0.0, 0.0], top_p=0.5) == [0.5, 0.5, 0.0, 0.0]
 
 
@@ -167,8 +204,14 @@ def test_seed_exact_k_tie_case_keeps_both_tokens_here_as_hugging_face_does():
     """The reference cuts ties at the k-th place to exactly k (lower id first): [1, 0].
     Our top-k keeps every token tied with the k-th, as Hugging Face's TopKLogitsWarper
     does, so both tokens stay (the exact-k variant is shown and checked in chapter 6)."""
-    assert token_distribution([0.0, 0.0], top_k=1) == [1.0, 0.0]  # all the mass on the first of two ties
-    assert next_token_distribution(torch.zeros(2, dtype=F64), top_k=1).tolist() == [0.5, 0.5]
+    assert token_distribution([0.0, 0.0], top_k=1) == [
+        1.0,
+        0.0,
+    ]  # all the mass on the first of two ties
+    assert next_token_distribution(torch.zeros(2, dtype=F64), top_k=1).tolist() == [
+        0.5,
+        0.5,
+    ]
     theirs = torch.softmax(hf_filter(torch.zeros(1, 2, dtype=F64), top_k=1), -1)
     assert theirs.tolist() == [[0.5, 0.5]]
 
@@ -177,10 +220,17 @@ def test_seed_exact_k_tie_case_keeps_both_tokens_here_as_hugging_face_does():
 def policies(draw, *, vocab_min: int = 1, vocab_max: int = 9):
     """Logits with frequent ties (multiples of 1/2), and a temperature, top-k, top-p."""
     vocab = draw(st.integers(vocab_min, vocab_max))
-    logits = [x / 2 for x in draw(st.lists(st.integers(-8, 8), min_size=vocab, max_size=vocab))]
+    logits = [
+        x / 2
+        for x in draw(st.lists(st.integers(-8, 8), min_size=vocab, max_size=vocab))
+    ]
     temperature = draw(st.sampled_from([0.3, 0.5, 1.0, 1.7, 3.0]))
     top_k = draw(st.none() | st.integers(1, vocab))
-    top_p = draw(st.none() | st.sampled_from([0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0]) | st.floats(0.01, 1.0))
+    top_p = draw(
+        st.none()
+        | st.sampled_from([0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0])
+        | st.floats(0.01, 1.0)
+    )
     return logits, temperature, top_k, top_p
 
 
@@ -202,15 +252,27 @@ def test_equals_the_seed_reference_including_ties(policy):
     top_k_ties = with_ties(logits, top_k)
     if top_p_margin(logits, temperature, top_k_ties, top_p) < 1e-9:
         return  # mass exactly p: decided by rounding (see the boundary tests below)
-    ours = next_token_distribution(torch.tensor(logits, dtype=F64), temperature=temperature, top_k=top_k, top_p=top_p)
-    theirs = token_distribution(logits, temperature=temperature, top_k=top_k_ties, top_p=top_p)
+    ours = next_token_distribution(
+        torch.tensor(logits, dtype=F64),
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+    )
+    theirs = token_distribution(
+        logits, temperature=temperature, top_k=top_k_ties, top_p=top_p
+    )
     assert [p > 0 for p in ours.tolist()] == [p > 0 for p in theirs]
     assert max(abs(a - b) for a, b in zip(ours.tolist(), theirs)) < 1e-15
 
 
 def test_seed_decode_trace_results():
-    assert decode_trace([[3.0, 2.0, 1.0, 0.0], [0.0, 0.0, 0.0, 3.0]], eos_id=3, max_new_tokens=3) == ([0, 3], "eos")
-    assert decode_trace([[3.0, 2.0, 1.0, 0.0]] * 3, eos_id=3, max_new_tokens=3) == ([0, 0, 0], "length_limit")
+    assert decode_trace(
+        [[3.0, 2.0, 1.0, 0.0], [0.0, 0.0, 0.0, 3.0]], eos_id=3, max_new_tokens=3
+    ) == ([0, 3], "eos")
+    assert decode_trace([[3.0, 2.0, 1.0, 0.0]] * 3, eos_id=3, max_new_tokens=3) == (
+        [0, 0, 0],
+        "length_limit",
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -241,12 +303,17 @@ def test_probabilities_sum_to_one_and_removed_tokens_are_exactly_zero(rows, data
     x = rows.to(dtype)
     filtered = filter_logits(x, temperature=temperature, top_k=top_k, top_p=top_p)
     probs = torch.softmax(filtered, dim=-1)
-    assert torch.equal(probs, next_token_distribution(x, temperature=temperature, top_k=top_k, top_p=top_p))
+    assert torch.equal(
+        probs,
+        next_token_distribution(x, temperature=temperature, top_k=top_k, top_p=top_p),
+    )
     assert probs.shape == x.shape and probs.dtype == dtype
     tol = 1e-12 if dtype == F64 else 1e-5
     assert ((probs.sum(-1) - 1).abs() <= tol).all()
     assert (probs[~kept(filtered)] == 0).all() and (probs >= 0).all()
-    assert torch.equal(filtered[kept(filtered)], (x / temperature)[kept(filtered)])  # survivors untouched
+    assert torch.equal(
+        filtered[kept(filtered)], (x / temperature)[kept(filtered)]
+    )  # survivors untouched
 
 
 @PROPERTY
@@ -362,7 +429,9 @@ def test_greedy_ignores_every_filter_and_ties_go_to_the_lower_id(rows, data):
         top_p=data.draw(st.none() | st.floats(0.01, 1.0)),
     )
     assert torch.equal(filtered.argmax(-1), greedy_step(rows))
-    firsts = [max(range(v), key=lambda i: (row[i], -i)) for row in rows.tolist()]  # lowest id among maxima
+    firsts = [
+        max(range(v), key=lambda i: (row[i], -i)) for row in rows.tolist()
+    ]  # lowest id among maxima
     assert greedy_step(rows).tolist() == firsts
 
 
@@ -390,7 +459,9 @@ def test_filters_accept_what_an_earlier_filter_removed():
     rows = torch.randn(3, 10, generator=gen(3), dtype=F64)
     once = top_k_filter(rows, 4)
     assert torch.equal(top_k_filter(once, 4), once)
-    assert torch.equal(top_k_filter(once, 8), once)  # k beyond the survivors keeps them all
+    assert torch.equal(
+        top_k_filter(once, 8), once
+    )  # k beyond the survivors keeps them all
     assert kept(top_p_filter(once, 0.999)).sum(-1).le(4).all()
 
 
@@ -401,12 +472,18 @@ def test_filters_accept_what_an_earlier_filter_removed():
 
 def hf_filter(scores, temperature=1.0, top_k=None, top_p=None, min_tokens_to_keep=1):
     """Hugging Face's warpers on [B, V], in `generate`'s order (temperature, top-k, top-p)."""
-    input_ids = torch.zeros(scores.shape[0], 1, dtype=torch.long)  # ignored by these three
+    input_ids = torch.zeros(
+        scores.shape[0], 1, dtype=torch.long
+    )  # ignored by these three
     scores = TemperatureLogitsWarper(float(temperature))(input_ids, scores)
     if top_k is not None:
-        scores = TopKLogitsWarper(top_k, min_tokens_to_keep=min_tokens_to_keep)(input_ids, scores)
+        scores = TopKLogitsWarper(top_k, min_tokens_to_keep=min_tokens_to_keep)(
+            input_ids, scores
+        )
     if top_p is not None:
-        scores = TopPLogitsWarper(top_p, min_tokens_to_keep=min_tokens_to_keep)(input_ids, scores)
+        scores = TopPLogitsWarper(top_p, min_tokens_to_keep=min_tokens_to_keep)(
+            input_ids, scores
+        )
     return scores
 
 
@@ -424,7 +501,9 @@ HF_SETTINGS = [
 
 @pytest.mark.parametrize("dtype", [F32, F64], ids=str)
 @pytest.mark.parametrize("temperature, top_k, top_p", HF_SETTINGS)
-def test_equals_hugging_face_warpers_on_random_batches(dtype, temperature, top_k, top_p):
+def test_equals_hugging_face_warpers_on_random_batches(
+    dtype, temperature, top_k, top_p
+):
     g = gen(HF_SETTINGS.index((temperature, top_k, top_p)))
     scores = (torch.randn(64, 100, generator=g, dtype=F64) * 3).to(dtype)
     ours = filter_logits(scores, temperature=temperature, top_k=top_k, top_p=top_p)
@@ -443,8 +522,14 @@ def test_equals_hugging_face_on_more_leading_axes_after_flattening():
 
 def test_top_k_tie_at_the_kth_value_keeps_all_tied_as_hugging_face_does():
     scores = torch.tensor([[3.0, 2.0, 2.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
-    assert kept(hf_filter(scores, top_k=2)).tolist() == [[True, True, True, False], [True] * 4]
-    assert kept(filter_logits(scores, top_k=2)).tolist() == [[True, True, True, False], [True] * 4]
+    assert kept(hf_filter(scores, top_k=2)).tolist() == [
+        [True, True, True, False],
+        [True] * 4,
+    ]
+    assert kept(filter_logits(scores, top_k=2)).tolist() == [
+        [True, True, True, False],
+        [True] * 4,
+    ]
     assert torch.equal(filter_logits(scores, top_k=2), hf_filter(scores, top_k=2))
 
 
@@ -469,21 +554,37 @@ def test_equals_hugging_face_on_integer_logits_full_of_ties(dtype, temperature, 
 def test_difference_top_p_ties_hf_keeps_the_higher_ids():
     # Ascending sort puts the lower ids of a tie first, and HF removes from the bottom.
     scores = torch.zeros(1, 4, dtype=F64)
-    assert torch.softmax(hf_filter(scores, top_p=0.5), -1).tolist() == [[0.0, 0.0, 0.5, 0.5]]
+    assert torch.softmax(hf_filter(scores, top_p=0.5), -1).tolist() == [
+        [0.0, 0.0, 0.5, 0.5]
+    ]
     assert next_token_distribution(scores, top_p=0.5).tolist() == [[0.5, 0.5, 0.0, 0.0]]
 
 
 @pytest.mark.parametrize(
     "probabilities, p, ours_keep, hf_keep",
     [
-        ([0.5, 0.4, 0.1], 0.9, 2, 3),  # our head sum is 0.9 exactly; HF's tail beats 1 - 0.9
-        ([0.7, 0.2, 0.1], 0.7, 2, 1),  # softmax gives 0.6999999999999998 < 0.7: we keep one more
+        (
+            [0.5, 0.4, 0.1],
+            0.9,
+            2,
+            3,
+        ),  # our head sum is 0.9 exactly; HF's tail beats 1 - 0.9
+        (
+            [0.7, 0.2, 0.1],
+            0.7,
+            2,
+            1,
+        ),  # softmax gives 0.6999999999999998 < 0.7: we keep one more
         ([0.4, 0.3, 0.2, 0.1], 0.4, 1, 2),
     ],
 )
-def test_difference_mass_exactly_p_is_decided_by_rounding(probabilities, p, ours_keep, hf_keep):
+def test_difference_mass_exactly_p_is_decided_by_rounding(
+    probabilities, p, ours_keep, hf_keep
+):
     scores = torch.log(torch.tensor([probabilities], dtype=F64))
-    assert math.isclose(math.fsum(sorted(probabilities, reverse=True)[: min(ours_keep, hf_keep)]), p)  # on paper: exactly p
+    assert math.isclose(
+        math.fsum(sorted(probabilities, reverse=True)[: min(ours_keep, hf_keep)]), p
+    )  # on paper: exactly p
     assert int(kept(filter_logits(scores, top_p=p)).sum()) == ours_keep
     assert int(kept(hf_filter(scores, top_p=p)).sum()) == hf_keep
 
@@ -495,15 +596,23 @@ def test_the_two_top_p_rules_agree_away_from_the_boundary():
     for _ in range(12):
         scores = torch.randn(64, 30, generator=g, dtype=F64) * 2
         p = float(torch.rand((), generator=g, dtype=F64)) * 0.98 + 0.01
-        disagreements += int((kept(filter_logits(scores, top_p=p)) != kept(hf_filter(scores, top_p=p))).sum())
+        disagreements += int(
+            (
+                kept(filter_logits(scores, top_p=p)) != kept(hf_filter(scores, top_p=p))
+            ).sum()
+        )
     assert disagreements == 0
 
 
 def test_difference_min_tokens_to_keep_has_no_counterpart():
     scores = torch.tensor([[2.0, 1.0, 0.0]])
-    assert kept(hf_filter(scores, top_p=0.1, min_tokens_to_keep=2)).tolist() == [[True, True, False]]
+    assert kept(hf_filter(scores, top_p=0.1, min_tokens_to_keep=2)).tolist() == [
+        [True, True, False]
+    ]
     assert kept(filter_logits(scores, top_p=0.1)).tolist() == [[True, False, False]]
-    assert torch.equal(hf_filter(scores, top_p=0.1), filter_logits(scores, top_p=0.1))  # the default, 1, agrees
+    assert torch.equal(
+        hf_filter(scores, top_p=0.1), filter_logits(scores, top_p=0.1)
+    )  # the default, 1, agrees
 
 
 def test_difference_top_p_one_hf_removes_tokens_whose_probability_underflows():
@@ -511,21 +620,30 @@ def test_difference_top_p_one_hf_removes_tokens_whose_probability_underflows():
     assert torch.softmax(scores, -1).tolist() == [[1.0, 0.0]]
     assert hf_filter(scores, top_p=1.0).tolist() == [[0.0, -math.inf]]
     assert filter_logits(scores, top_p=1.0).tolist() == [[0.0, -200.0]]
-    assert torch.equal(torch.softmax(hf_filter(scores, top_p=1.0), -1), next_token_distribution(scores, top_p=1.0))
+    assert torch.equal(
+        torch.softmax(hf_filter(scores, top_p=1.0), -1),
+        next_token_distribution(scores, top_p=1.0),
+    )
 
 
 def test_difference_hf_accepts_settings_we_refuse():
     scores = torch.tensor([[2.0, 1.0, 0.0]])
-    assert kept(hf_filter(scores, top_p=0.0)).tolist() == [[True, False, False]]  # p = 0: greedy
+    assert kept(hf_filter(scores, top_p=0.0)).tolist() == [
+        [True, False, False]
+    ]  # p = 0: greedy
     with pytest.raises(ValueError, match=r"^top_p must be finite and > 0, got 0\.0$"):
         filter_logits(scores, top_p=0.0)
     assert torch.equal(hf_filter(scores, top_k=10), scores)  # k > V: silently clamped
-    with pytest.raises(ValueError, match=r"^top_k must be in \[1, vocabulary size 3\], got 10$"):
+    with pytest.raises(
+        ValueError, match=r"^top_k must be in \[1, vocabulary size 3\], got 10$"
+    ):
         filter_logits(scores, top_k=10)
 
 
 def test_difference_hf_refuses_an_int_temperature_we_accept():
-    with pytest.raises(ValueError, match=r"^`temperature` \(=2\)"):  # Hugging Face's message
+    with pytest.raises(
+        ValueError, match=r"^`temperature` \(=2\)"
+    ):  # Hugging Face's message
         TemperatureLogitsWarper(2)
     assert filter_logits(torch.tensor([2.0, 1.0]), temperature=2).tolist() == [1.0, 0.5]
 
@@ -536,7 +654,11 @@ def test_difference_hf_top_p_takes_batch_vocab_only():
     with pytest.raises(RuntimeError):
         TopPLogitsWarper(0.5)(None, torch.randn(2, 3, 5, generator=gen(6)))  # [B, T, V]
     assert filter_logits(torch.zeros(4), top_p=0.5).shape == (4,)
-    assert filter_logits(torch.randn(2, 3, 5, generator=gen(6)), top_p=0.5).shape == (2, 3, 5)
+    assert filter_logits(torch.randn(2, 3, 5, generator=gen(6)), top_p=0.5).shape == (
+        2,
+        3,
+        5,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -547,8 +669,15 @@ def test_difference_hf_top_p_takes_batch_vocab_only():
 def test_the_sync_counter_sees_every_conversion():
     """So that a count of 0 below means something."""
     t = torch.tensor([1.0, 2.0])
-    calls = [lambda: bool(t[0]), lambda: t[0].item(), lambda: t.tolist(), lambda: int(t[0]),
-             lambda: float(t[0]), lambda: [0, 1, 2][torch.tensor(1)], lambda: 1 if t.all() else 0]
+    calls = [
+        lambda: bool(t[0]),
+        lambda: t[0].item(),
+        lambda: t.tolist(),
+        lambda: int(t[0]),
+        lambda: float(t[0]),
+        lambda: [0, 1, 2][torch.tensor(1)],
+        lambda: 1 if t.all() else 0,
+    ]
     assert [count_syncs(call)[1] for call in calls] == [1] * len(calls)
     assert count_syncs(lambda: t * 2 + t.amax())[1] == 0
 
@@ -592,14 +721,21 @@ def test_with_nan_top_k_does_what_hugging_face_does():
     largest every comparison with it is False, so nothing is removed. The same in HF."""
     x = torch.tensor([[2.0, NAN, 0.0, 1.0], [1.0, NAN, 0.0, 3.0], [NAN, NAN, 0.0, 1.0]])
     for k in (1, 2, 3):
-        torch.testing.assert_close(top_k_filter(x, k), TopKLogitsWarper(k)(None, x),
-                                   atol=0, rtol=0, equal_nan=True)
+        torch.testing.assert_close(
+            top_k_filter(x, k),
+            TopKLogitsWarper(k)(None, x),
+            atol=0,
+            rtol=0,
+            equal_nan=True,
+        )
     assert top_k_filter(x, 2)[0].tolist()[::2] == [2.0, -math.inf]
 
 
 ENTRY_POINTS = {
     "next_token_distribution": lambda x: next_token_distribution(x),
-    "next_token_distribution_filtered": lambda x: next_token_distribution(x, top_k=1, top_p=0.5),
+    "next_token_distribution_filtered": lambda x: next_token_distribution(
+        x, top_k=1, top_p=0.5
+    ),
     "greedy_step": lambda x: greedy_step(x),
     "sample_step": lambda x: sample_step(x, generator=gen(0)),
 }
@@ -616,7 +752,10 @@ BAD_VALUES = {
 @pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
 @pytest.mark.parametrize("bad", sorted(BAD_VALUES))
 def test_entry_points_refuse_bad_logit_values(entry, bad):
-    with pytest.raises(ValueError, match=r"^logits holds NaN or \+inf, or a row where every token is -inf$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^logits holds NaN or \+inf, or a row where every token is -inf$",
+    ):
         ENTRY_POINTS[entry](BAD_VALUES[bad])
 
 
@@ -629,7 +768,10 @@ def test_entry_points_refuse_one_row_of_minus_inf_among_good_rows():
     where "some row has none", `(~torch.isfinite(scaled).any(dim=-1)).any()`, is meant."""
     batch = torch.tensor([[1.0, 0.0, -1.0], [-math.inf, -math.inf, -math.inf]])
     for entry in sorted(ENTRY_POINTS):
-        with pytest.raises(ValueError, match=r"^logits holds NaN or \+inf, or a row where every token is -inf$"):
+        with pytest.raises(
+            ValueError,
+            match=r"^logits holds NaN or \+inf, or a row where every token is -inf$",
+        ):
             ENTRY_POINTS[entry](batch)
 
 
@@ -644,13 +786,22 @@ def test_minus_inf_is_how_a_token_is_removed_and_is_accepted():
 def test_check_logits_names_its_argument_and_returns_the_logits():
     x = torch.tensor([[1.0, 0.0]])
     assert check_logits("scores", x) is x
-    with pytest.raises(ValueError, match=r"^scores holds NaN or \+inf, or a row where every token is -inf$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^scores holds NaN or \+inf, or a row where every token is -inf$",
+    ):
         check_logits("scores", torch.tensor([NAN, 0.0]))
-    with pytest.raises(TypeError, match=r"^scores must be a floating-point tensor, got torch\.int64$"):
+    with pytest.raises(
+        TypeError, match=r"^scores must be a floating-point tensor, got torch\.int64$"
+    ):
         check_logits("scores", torch.tensor([1, 2]))
-    with pytest.raises(ValueError, match=r"^scores must be \[\.\.\., V\] with V >= 1, got \(\)$"):
+    with pytest.raises(
+        ValueError, match=r"^scores must be \[\.\.\., V\] with V >= 1, got \(\)$"
+    ):
         check_logits("scores", torch.tensor(1.0))
-    with pytest.raises(ValueError, match=r"^scores must be \[\.\.\., V\] with V >= 1, got \(3, 0\)$"):
+    with pytest.raises(
+        ValueError, match=r"^scores must be \[\.\.\., V\] with V >= 1, got \(3, 0\)$"
+    ):
         check_logits("scores", torch.empty(3, 0))
 
 
@@ -689,7 +840,9 @@ def test_sampling_is_reproducible_and_keeps_leading_axes():
 
 def test_top_k_one_sampling_is_greedy():
     logits = torch.randn(50, 30, generator=gen(10))
-    assert torch.equal(sample_step(logits, top_k=1, generator=gen(11)), greedy_step(logits))
+    assert torch.equal(
+        sample_step(logits, top_k=1, generator=gen(11)), greedy_step(logits)
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -697,7 +850,9 @@ def test_half_precision_is_upcast_to_float32(dtype):
     logits = torch.randn(3, 16, generator=gen(12)).to(dtype)
     probs = next_token_distribution(logits, temperature=0.8, top_p=0.9)
     assert probs.dtype == F32
-    assert torch.equal(probs, next_token_distribution(logits.float(), temperature=0.8, top_p=0.9))
+    assert torch.equal(
+        probs, next_token_distribution(logits.float(), temperature=0.8, top_p=0.9)
+    )
     assert sample_step(logits, generator=gen(1)).shape == (3,)
     assert torch.equal(greedy_step(logits), logits.float().argmax(-1))
 
@@ -716,23 +871,35 @@ def test_sampler_draws_follow_next_token_distribution():
         assert draws.shape == (20_000,) and draws.dtype == torch.int64
         frequencies = torch.bincount(draws, minlength=4).double() / draws.numel()
         assert (frequencies - probs).abs().max() < 0.015
-        assert (draws[:, None] != torch.nonzero(probs == 0).flatten()[None]).all()  # removed: never drawn
+        assert (
+            draws[:, None] != torch.nonzero(probs == 0).flatten()[None]
+        ).all()  # removed: never drawn
 
 
 def test_sampler_draws_what_sample_step_draws_from_the_same_generator_state():
     logits = torch.randn(16, 40, generator=gen(23), dtype=F64)
-    for settings_ in ({}, {"temperature": 0.6}, {"top_k": 7}, {"top_p": 0.8},
-                      {"temperature": 1.4, "top_k": 12, "top_p": 0.9}):
+    for settings_ in (
+        {},
+        {"temperature": 0.6},
+        {"top_k": 7},
+        {"top_p": 0.8},
+        {"temperature": 1.4, "top_k": 12, "top_p": 0.9},
+    ):
         ours = sampler(**settings_, generator=gen(24))(logits)
         assert torch.equal(ours, sample_step(logits, **settings_, generator=gen(24)))
 
 
 def test_sampler_is_reproducible_with_a_seeded_generator():
     logits = torch.randn(8, 50, generator=gen(25))
-    draws = [sampler(temperature=1.5, top_p=0.95, generator=gen(seed))(logits) for seed in (3, 3, 4)]
+    draws = [
+        sampler(temperature=1.5, top_p=0.95, generator=gen(seed))(logits)
+        for seed in (3, 3, 4)
+    ]
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
     choose = sampler(temperature=1.5, generator=gen(5))
-    assert not all(torch.equal(choose(logits), choose(logits)) for _ in range(3))  # the state advances
+    assert not all(
+        torch.equal(choose(logits), choose(logits)) for _ in range(3)
+    )  # the state advances
 
 
 def test_sampler_with_top_k_one_is_greedy():
@@ -750,11 +917,31 @@ def test_sampler_reads_no_values_per_call():
 @pytest.mark.parametrize(
     "settings_, error, pattern",
     [
-        ({"temperature": 0.0}, ValueError, r"^temperature must be finite and > 0, got 0\.0$"),
-        ({"temperature": -1.0}, ValueError, r"^temperature must be finite and > 0, got -1\.0$"),
-        ({"temperature": math.inf}, ValueError, r"^temperature must be finite and > 0, got inf$"),
-        ({"temperature": True}, TypeError, r"^temperature must be a real number, got bool$"),
-        ({"temperature": "1"}, TypeError, r"^temperature must be a real number, got str$"),
+        (
+            {"temperature": 0.0},
+            ValueError,
+            r"^temperature must be finite and > 0, got 0\.0$",
+        ),
+        (
+            {"temperature": -1.0},
+            ValueError,
+            r"^temperature must be finite and > 0, got -1\.0$",
+        ),
+        (
+            {"temperature": math.inf},
+            ValueError,
+            r"^temperature must be finite and > 0, got inf$",
+        ),
+        (
+            {"temperature": True},
+            TypeError,
+            r"^temperature must be a real number, got bool$",
+        ),
+        (
+            {"temperature": "1"},
+            TypeError,
+            r"^temperature must be a real number, got str$",
+        ),
         ({"top_k": 0}, ValueError, r"^top_k must be >= 1, got 0$"),
         ({"top_k": 2.0}, TypeError, r"^top_k must be an int, got float$"),
         ({"top_k": True}, TypeError, r"^top_k must be an int, got bool$"),
@@ -762,7 +949,11 @@ def test_sampler_reads_no_values_per_call():
         ({"top_p": 1.5}, ValueError, r"^top_p must be in \(0, 1\], got 1\.5$"),
         ({"top_p": math.nan}, ValueError, r"^top_p must be finite and > 0, got nan$"),
         ({"top_p": True}, TypeError, r"^top_p must be a real number, got bool$"),
-        ({"generator": 7}, TypeError, r"^generator must be a torch\.Generator, got int$"),
+        (
+            {"generator": 7},
+            TypeError,
+            r"^generator must be a torch\.Generator, got int$",
+        ),
     ],
 )
 def test_sampler_checks_its_settings_when_it_is_made(settings_, error, pattern):
@@ -774,8 +965,12 @@ def test_sampler_checks_its_settings_when_it_is_made(settings_, error, pattern):
 def test_sampler_checks_top_k_against_the_vocabulary_at_every_call():
     choose = sampler(top_k=9, generator=gen(30))  # the vocabulary is not known yet
     assert choose(torch.zeros(2, 10)).shape == (2,)  # 9 of 10: fine
-    with pytest.raises(ValueError, match=r"^top_k must be in \[1, vocabulary size 4\], got 9$"):
-        choose(torch.zeros(2, 4))  # a later call with a smaller vocabulary is refused too
+    with pytest.raises(
+        ValueError, match=r"^top_k must be in \[1, vocabulary size 4\], got 9$"
+    ):
+        choose(
+            torch.zeros(2, 4)
+        )  # a later call with a smaller vocabulary is refused too
     _, syncs = count_syncs(lambda: choose(torch.zeros(2, 10)))
     assert syncs == 0  # from the shape: metadata, no value read
 
@@ -787,7 +982,9 @@ def test_sampler_checks_top_k_against_the_vocabulary_at_every_call():
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_draw_returns_the_tokens_multinomial_returns_for_the_same_generator(dtype):
-    probs = torch.softmax(torch.randn(300, 37, generator=gen(31), dtype=F64) * 2, -1).to(dtype)
+    probs = torch.softmax(
+        torch.randn(300, 37, generator=gen(31), dtype=F64) * 2, -1
+    ).to(dtype)
     probs[:, :4] = 0  # removed tokens
     probs[7] = 0
     probs[7, 11] = 1  # one certain token
@@ -797,7 +994,9 @@ def test_draw_returns_the_tokens_multinomial_returns_for_the_same_generator(dtyp
         assert torch.equal(ours, theirs)
         assert (ours >= 4).all() and ours[7] == 11
     one_row = probs[0]  # [V] -> a 0-dim id, as multinomial's [1]
-    assert torch.equal(draw(one_row, gen(5)), torch.multinomial(one_row, 1, generator=gen(5))[0])
+    assert torch.equal(
+        draw(one_row, gen(5)), torch.multinomial(one_row, 1, generator=gen(5))[0]
+    )
     leading = probs[:30].reshape(5, 6, 37)  # [..., V]: more leading axes, one call
     assert torch.equal(draw(leading, gen(6)).flatten(), draw(probs[:30], gen(6)))
 
@@ -818,9 +1017,13 @@ def test_draw_reads_no_value_and_runs_none_of_multinomials_checks():
 
     assert aten_calls(torch.multinomial, probs, 1).count("aten::_assert_async") == 2
     in_draw = aten_calls(draw, probs)
-    assert not {"aten::_assert_async", "aten::item", "aten::_local_scalar_dense"} & set(in_draw)
+    assert not {"aten::_assert_async", "aten::item", "aten::_local_scalar_dense"} & set(
+        in_draw
+    )
     assert count_syncs(lambda: draw(probs, gen(0)))[1] == 0
-    assert count_syncs(lambda: torch.multinomial(probs, 1))[1] == 0  # its reads are in C++
+    assert (
+        count_syncs(lambda: torch.multinomial(probs, 1))[1] == 0
+    )  # its reads are in C++
 
 
 def test_draw_checks_nothing_a_nan_row_gives_a_token_where_multinomial_raises():
@@ -836,12 +1039,18 @@ def test_draw_checks_nothing_a_nan_row_gives_a_token_where_multinomial_raises():
 
 
 def test_eos_at_the_limit_is_eos_and_eos_is_kept():
-    assert decode_trace([[0.0, 1.0], [1.0, 0.0]], eos_id=0, max_new_tokens=2) == ([1, 0], "eos")
+    assert decode_trace([[0.0, 1.0], [1.0, 0.0]], eos_id=0, max_new_tokens=2) == (
+        [1, 0],
+        "eos",
+    )
     assert decode_trace([[1.0, 0.0]], eos_id=0, max_new_tokens=1) == ([0], "eos")
 
 
 def test_without_eos_only_the_limit_stops():
-    assert decode_trace([[0.0, 1.0]] * 4, eos_id=None, max_new_tokens=4) == ([1, 1, 1, 1], "length_limit")
+    assert decode_trace([[0.0, 1.0]] * 4, eos_id=None, max_new_tokens=4) == (
+        [1, 1, 1, 1],
+        "length_limit",
+    )
 
 
 def test_a_callable_sees_the_tokens_generated_so_far():
@@ -849,7 +1058,9 @@ def test_a_callable_sees_the_tokens_generated_so_far():
 
     def steps(generated):
         seen.append(generated)
-        return torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0]).index_fill(0, torch.tensor([len(generated) + 1]), 1.0)
+        return torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0]).index_fill(
+            0, torch.tensor([len(generated) + 1]), 1.0
+        )
 
     assert decode_trace(steps, eos_id=4, max_new_tokens=10) == ([1, 2, 3, 4], "eos")
     assert seen == [(), (1,), (1, 2), (1, 2, 3)]
@@ -859,20 +1070,44 @@ def test_trace_accepts_tensors_and_samples_with_choose():
     rows = torch.tensor([[0.0, 3.0, 1.0], [2.0, 0.0, 0.0]])
     assert decode_trace(rows, eos_id=0, max_new_tokens=5) == ([1, 0], "eos")
     g1, g2 = gen(13), gen(13)
-    one = decode_trace([rows[0]] * 6, eos_id=None, max_new_tokens=6, choose=lambda z: sample_step(z, generator=g1))
-    two = decode_trace([rows[0]] * 6, eos_id=None, max_new_tokens=6, choose=lambda z: sample_step(z, generator=g2))
+    one = decode_trace(
+        [rows[0]] * 6,
+        eos_id=None,
+        max_new_tokens=6,
+        choose=lambda z: sample_step(z, generator=g1),
+    )
+    two = decode_trace(
+        [rows[0]] * 6,
+        eos_id=None,
+        max_new_tokens=6,
+        choose=lambda z: sample_step(z, generator=g2),
+    )
     assert one == two and one[1] == "length_limit"
-    many = decode_trace([torch.zeros(3)] * 60, eos_id=None, max_new_tokens=60,
-                        choose=lambda z: sample_step(z, generator=g1))
-    assert set(many[0]) == {0, 1, 2}  # it does sample: uniform logits, every token drawn
+    many = decode_trace(
+        [torch.zeros(3)] * 60,
+        eos_id=None,
+        max_new_tokens=60,
+        choose=lambda z: sample_step(z, generator=g1),
+    )
+    assert set(many[0]) == {
+        0,
+        1,
+        2,
+    }  # it does sample: uniform logits, every token drawn
 
 
 def test_ties_in_a_trace_go_to_the_lower_id():
-    assert decode_trace([[1.0, 1.0, 1.0]], eos_id=2, max_new_tokens=1) == ([0], "length_limit")
+    assert decode_trace([[1.0, 1.0, 1.0]], eos_id=2, max_new_tokens=1) == (
+        [0],
+        "length_limit",
+    )
 
 
 def test_the_default_choice_checks_the_logits_of_every_step():
-    with pytest.raises(ValueError, match=r"^logits holds NaN or \+inf, or a row where every token is -inf$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^logits holds NaN or \+inf, or a row where every token is -inf$",
+    ):
         decode_trace([[1.0, 0.0], [NAN, 0.0]], eos_id=None, max_new_tokens=2)
 
 
@@ -886,76 +1121,258 @@ Z = torch.tensor([3.0, 2.0, 1.0, 0.0])
 @pytest.mark.parametrize(
     "call, kind, pattern",
     [
-        (lambda: filter_logits([3.0, 2.0]), TypeError, r"^logits must be a floating-point tensor, got list$"),
-        (lambda: filter_logits(torch.tensor([3, 2])), TypeError,
-         r"^logits must be a floating-point tensor, got torch\.int64$"),
-        (lambda: filter_logits(torch.tensor([True, False])), TypeError,
-         r"^logits must be a floating-point tensor, got torch\.bool$"),
-        (lambda: next_token_distribution(torch.tensor(1.0)), ValueError,
-         r"^logits must be \[\.\.\., V\] with V >= 1, got \(\)$"),
-        (lambda: next_token_distribution(torch.empty(0)), ValueError,
-         r"^logits must be \[\.\.\., V\] with V >= 1, got \(0,\)$"),
-        (lambda: next_token_distribution(torch.empty(3, 0)), ValueError,
-         r"^logits must be \[\.\.\., V\] with V >= 1, got \(3, 0\)$"),
-        (lambda: greedy_step(torch.empty(3, 0)), ValueError, r"^logits must be \[\.\.\., V\] with V >= 1"),
-        (lambda: filter_logits(torch.empty(0), top_k=1), ValueError,
-         r"^logits must be \[\.\.\., V\] with V >= 1, got \(0,\)$"),
-        (lambda: filter_logits(Z, temperature=0.0), ValueError, r"^temperature must be finite and > 0, got 0\.0$"),
-        (lambda: filter_logits(Z, temperature=-1.0), ValueError, r"^temperature must be finite and > 0, got -1\.0$"),
-        (lambda: filter_logits(Z, temperature=math.inf), ValueError, r"^temperature must be finite and > 0, got inf$"),
-        (lambda: filter_logits(Z, temperature=math.nan), ValueError, r"^temperature must be finite and > 0, got nan$"),
-        (lambda: filter_logits(Z, temperature=True), TypeError, r"^temperature must be a real number, got bool$"),
-        (lambda: filter_logits(Z, temperature="hot"), TypeError, r"^temperature must be a real number, got str$"),
+        (
+            lambda: filter_logits([3.0, 2.0]),
+            TypeError,
+            r"^logits must be a floating-point tensor, got list$",
+        ),
+        (
+            lambda: filter_logits(torch.tensor([3, 2])),
+            TypeError,
+            r"^logits must be a floating-point tensor, got torch\.int64$",
+        ),
+        (
+            lambda: filter_logits(torch.tensor([True, False])),
+            TypeError,
+            r"^logits must be a floating-point tensor, got torch\.bool$",
+        ),
+        (
+            lambda: next_token_distribution(torch.tensor(1.0)),
+            ValueError,
+            r"^logits must be \[\.\.\., V\] with V >= 1, got \(\)$",
+        ),
+        (
+            lambda: next_token_distribution(torch.empty(0)),
+            ValueError,
+            r"^logits must be \[\.\.\., V\] with V >= 1, got \(0,\)$",
+        ),
+        (
+            lambda: next_token_distribution(torch.empty(3, 0)),
+            ValueError,
+            r"^logits must be \[\.\.\., V\] with V >= 1, got \(3, 0\)$",
+        ),
+        (
+            lambda: greedy_step(torch.empty(3, 0)),
+            ValueError,
+            r"^logits must be \[\.\.\., V\] with V >= 1",
+        ),
+        (
+            lambda: filter_logits(torch.empty(0), top_k=1),
+            ValueError,
+            r"^logits must be \[\.\.\., V\] with V >= 1, got \(0,\)$",
+        ),
+        (
+            lambda: filter_logits(Z, temperature=0.0),
+            ValueError,
+            r"^temperature must be finite and > 0, got 0\.0$",
+        ),
+        (
+            lambda: filter_logits(Z, temperature=-1.0),
+            ValueError,
+            r"^temperature must be finite and > 0, got -1\.0$",
+        ),
+        (
+            lambda: filter_logits(Z, temperature=math.inf),
+            ValueError,
+            r"^temperature must be finite and > 0, got inf$",
+        ),
+        (
+            lambda: filter_logits(Z, temperature=math.nan),
+            ValueError,
+            r"^temperature must be finite and > 0, got nan$",
+        ),
+        (
+            lambda: filter_logits(Z, temperature=True),
+            TypeError,
+            r"^temperature must be a real number, got bool$",
+        ),
+        (
+            lambda: filter_logits(Z, temperature="hot"),
+            TypeError,
+            r"^temperature must be a real number, got str$",
+        ),
         (lambda: filter_logits(Z, top_k=0), ValueError, r"^top_k must be >= 1, got 0$"),
-        (lambda: filter_logits(Z, top_k=-1), ValueError, r"^top_k must be >= 1, got -1$"),
-        (lambda: filter_logits(Z, top_k=5), ValueError, r"^top_k must be in \[1, vocabulary size 4\], got 5$"),
-        (lambda: filter_logits(Z, top_k=True), TypeError, r"^top_k must be an int, got bool$"),
-        (lambda: filter_logits(Z, top_k=2.0), TypeError, r"^top_k must be an int, got float$"),
-        (lambda: filter_logits(Z, top_p=0.0), ValueError, r"^top_p must be finite and > 0, got 0\.0$"),
-        (lambda: filter_logits(Z, top_p=-0.5), ValueError, r"^top_p must be finite and > 0, got -0\.5$"),
-        (lambda: filter_logits(Z, top_p=1.0000001), ValueError, r"^top_p must be in \(0, 1\], got 1\.0000001$"),
-        (lambda: filter_logits(Z, top_p=math.nan), ValueError, r"^top_p must be finite and > 0, got nan$"),
-        (lambda: filter_logits(Z, top_p=True), TypeError, r"^top_p must be a real number, got bool$"),
-        (lambda: filter_logits(Z, top_p="0.9"), TypeError, r"^top_p must be a real number, got str$"),
-        (lambda: next_token_distribution(Z, top_k=9), ValueError, r"^top_k must be in \[1, vocabulary size 4\], got 9$"),
-        (lambda: next_token_distribution(Z, temperature=0), ValueError, r"^temperature must be finite and > 0, got 0$"),
-        (lambda: greedy_step(torch.tensor([1, 2])), TypeError, r"^logits must be a floating-point tensor, got torch\.int64$"),
-        (lambda: sample_step(Z, generator=7), TypeError, r"^generator must be a torch\.Generator, got int$"),
-        (lambda: sample_step(Z, temperature=0), ValueError, r"^temperature must be finite and > 0, got 0$"),
-        (lambda: top_k_filter(torch.tensor([1, 0]), 1), TypeError, r"^logits must be a floating-point tensor, got torch\.int64$"),
-        (lambda: top_k_filter("logits", 1), TypeError, r"^logits must be a floating-point tensor, got str$"),
+        (
+            lambda: filter_logits(Z, top_k=-1),
+            ValueError,
+            r"^top_k must be >= 1, got -1$",
+        ),
+        (
+            lambda: filter_logits(Z, top_k=5),
+            ValueError,
+            r"^top_k must be in \[1, vocabulary size 4\], got 5$",
+        ),
+        (
+            lambda: filter_logits(Z, top_k=True),
+            TypeError,
+            r"^top_k must be an int, got bool$",
+        ),
+        (
+            lambda: filter_logits(Z, top_k=2.0),
+            TypeError,
+            r"^top_k must be an int, got float$",
+        ),
+        (
+            lambda: filter_logits(Z, top_p=0.0),
+            ValueError,
+            r"^top_p must be finite and > 0, got 0\.0$",
+        ),
+        (
+            lambda: filter_logits(Z, top_p=-0.5),
+            ValueError,
+            r"^top_p must be finite and > 0, got -0\.5$",
+        ),
+        (
+            lambda: filter_logits(Z, top_p=1.0000001),
+            ValueError,
+            r"^top_p must be in \(0, 1\], got 1\.0000001$",
+        ),
+        (
+            lambda: filter_logits(Z, top_p=math.nan),
+            ValueError,
+            r"^top_p must be finite and > 0, got nan$",
+        ),
+        (
+            lambda: filter_logits(Z, top_p=True),
+            TypeError,
+            r"^top_p must be a real number, got bool$",
+        ),
+        (
+            lambda: filter_logits(Z, top_p="0.9"),
+            TypeError,
+            r"^top_p must be a real number, got str$",
+        ),
+        (
+            lambda: next_token_distribution(Z, top_k=9),
+            ValueError,
+            r"^top_k must be in \[1, vocabulary size 4\], got 9$",
+        ),
+        (
+            lambda: next_token_distribution(Z, temperature=0),
+            ValueError,
+            r"^temperature must be finite and > 0, got 0$",
+        ),
+        (
+            lambda: greedy_step(torch.tensor([1, 2])),
+            TypeError,
+            r"^logits must be a floating-point tensor, got torch\.int64$",
+        ),
+        (
+            lambda: sample_step(Z, generator=7),
+            TypeError,
+            r"^generator must be a torch\.Generator, got int$",
+        ),
+        (
+            lambda: sample_step(Z, temperature=0),
+            ValueError,
+            r"^temperature must be finite and > 0, got 0$",
+        ),
+        (
+            lambda: top_k_filter(torch.tensor([1, 0]), 1),
+            TypeError,
+            r"^logits must be a floating-point tensor, got torch\.int64$",
+        ),
+        (
+            lambda: top_k_filter("logits", 1),
+            TypeError,
+            r"^logits must be a floating-point tensor, got str$",
+        ),
         (lambda: top_k_filter(Z, 0), ValueError, r"^top_k must be >= 1, got 0$"),
-        (lambda: top_p_filter("logits", 0.5), TypeError, r"^logits must be a floating-point tensor, got str$"),
-        (lambda: top_p_filter(Z, 2.0), ValueError, r"^top_p must be in \(0, 1\], got 2\.0$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=2, max_new_tokens=1), ValueError,
-         r"^eos_id must be < vocabulary size 2, got 2$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=-1, max_new_tokens=1), ValueError, r"^eos_id must be >= 0, got -1$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=True, max_new_tokens=1), TypeError, r"^eos_id must be an int, got bool$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1.0, max_new_tokens=1), TypeError, r"^eos_id must be an int, got float$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=0), ValueError,
-         r"^max_new_tokens must be >= 1, got 0$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=-2), ValueError,
-         r"^max_new_tokens must be >= 1, got -2$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=True), TypeError,
-         r"^max_new_tokens must be an int, got bool$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=2.0), TypeError,
-         r"^max_new_tokens must be an int, got float$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=3), ValueError,
-         r"^steps ran out after 1 logit vectors, before EOS or the length limit$"),
-        (lambda: decode_trace(torch.zeros(1, 2, 3), eos_id=1, max_new_tokens=1), ValueError,
-         r"^steps gave logits of shape \(2, 3\) after 0 tokens, expected \[V\]$"),
-        (lambda: decode_trace(42, eos_id=1, max_new_tokens=1), TypeError,
-         r"^steps must be a callable \(tokens so far -> logits \[V\]\) or an iterable of logit vectors, got int$"),
-        (lambda: decode_trace("abc", eos_id=1, max_new_tokens=1), TypeError, r"^steps must be a callable .*, got str$"),
-        (lambda: decode_trace(torch.tensor([1.0, 0.0]), eos_id=1, max_new_tokens=1), ValueError,
-         r"^steps gave logits of shape \(\) after 0 tokens, expected \[V\]$"),
-        (lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=1, choose=3), TypeError,
-         r"^choose must be callable \(logits \[V\] -> token id\), got int$"),
-        (lambda: decode_trace([torch.tensor([1, 0])], eos_id=1, max_new_tokens=1), TypeError,
-         r"^logits must be a floating-point tensor, got torch\.int64$"),
-        (lambda: check_logits("scores", torch.tensor([1, 2])), TypeError,
-         r"^scores must be a floating-point tensor, got torch\.int64$"),
-        (lambda: as_step_function(None), TypeError, r"^steps must be a callable .*, got NoneType$"),
+        (
+            lambda: top_p_filter("logits", 0.5),
+            TypeError,
+            r"^logits must be a floating-point tensor, got str$",
+        ),
+        (
+            lambda: top_p_filter(Z, 2.0),
+            ValueError,
+            r"^top_p must be in \(0, 1\], got 2\.0$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=2, max_new_tokens=1),
+            ValueError,
+            r"^eos_id must be < vocabulary size 2, got 2$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=-1, max_new_tokens=1),
+            ValueError,
+            r"^eos_id must be >= 0, got -1$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=True, max_new_tokens=1),
+            TypeError,
+            r"^eos_id must be an int, got bool$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1.0, max_new_tokens=1),
+            TypeError,
+            r"^eos_id must be an int, got float$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=0),
+            ValueError,
+            r"^max_new_tokens must be >= 1, got 0$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=-2),
+            ValueError,
+            r"^max_new_tokens must be >= 1, got -2$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=True),
+            TypeError,
+            r"^max_new_tokens must be an int, got bool$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=2.0),
+            TypeError,
+            r"^max_new_tokens must be an int, got float$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=3),
+            ValueError,
+            r"^steps ran out after 1 logit vectors, before EOS or the length limit$",
+        ),
+        (
+            lambda: decode_trace(torch.zeros(1, 2, 3), eos_id=1, max_new_tokens=1),
+            ValueError,
+            r"^steps gave logits of shape \(2, 3\) after 0 tokens, expected \[V\]$",
+        ),
+        (
+            lambda: decode_trace(42, eos_id=1, max_new_tokens=1),
+            TypeError,
+            r"^steps must be a callable \(tokens so far -> logits \[V\]\) or an iterable of logit vectors, got int$",
+        ),
+        (
+            lambda: decode_trace("abc", eos_id=1, max_new_tokens=1),
+            TypeError,
+            r"^steps must be a callable .*, got str$",
+        ),
+        (
+            lambda: decode_trace(torch.tensor([1.0, 0.0]), eos_id=1, max_new_tokens=1),
+            ValueError,
+            r"^steps gave logits of shape \(\) after 0 tokens, expected \[V\]$",
+        ),
+        (
+            lambda: decode_trace([[1.0, 0.0]], eos_id=1, max_new_tokens=1, choose=3),
+            TypeError,
+            r"^choose must be callable \(logits \[V\] -> token id\), got int$",
+        ),
+        (
+            lambda: decode_trace([torch.tensor([1, 0])], eos_id=1, max_new_tokens=1),
+            TypeError,
+            r"^logits must be a floating-point tensor, got torch\.int64$",
+        ),
+        (
+            lambda: check_logits("scores", torch.tensor([1, 2])),
+            TypeError,
+            r"^scores must be a floating-point tensor, got torch\.int64$",
+        ),
+        (
+            lambda: as_step_function(None),
+            TypeError,
+            r"^steps must be a callable .*, got NoneType$",
+        ),
     ],
 )
 def test_bad_input_raises_an_error_naming_the_argument(call, kind, pattern):
@@ -969,30 +1386,79 @@ def test_filters_refuse_logits_without_a_vocabulary_axis():
     argument enters. Currently top_k_filter and filter_logits(top_k=...) fail inside,
     with `IndexError: tuple index out of range` from `logits.shape[-1]`, instead of the
     ValueError naming `logits` that check_logits gives for the same input."""
-    for call in (lambda: top_k_filter(torch.tensor(1.0), 1),
-                 lambda: filter_logits(torch.tensor(1.0), top_k=1)):
-        with pytest.raises(ValueError, match=r"^logits must be \[\.\.\., V\] with V >= 1, got \(\)$"):
+    for call in (
+        lambda: top_k_filter(torch.tensor(1.0), 1),
+        lambda: filter_logits(torch.tensor(1.0), top_k=1),
+    ):
+        with pytest.raises(
+            ValueError, match=r"^logits must be \[\.\.\., V\] with V >= 1, got \(\)$"
+        ):
             call()
 
 
 TOO_SMALL = [
-    (lambda: next_token_distribution(torch.tensor([1.0, 0.0]), temperature=1e-50), "1e-50", "float32"),  # 1e50 > float32 max
-    (lambda: next_token_distribution(torch.tensor([1e30, 0.0]), temperature=1e-10), "1e-10", "float32"),
-    (lambda: next_token_distribution(torch.tensor([1e30, 0.0]), temperature=1e-10, top_k=1), "1e-10", "float32"),
-    (lambda: next_token_distribution(torch.tensor([1e30, 0.0]), temperature=1e-10, top_p=0.5), "1e-10", "float32"),
-    (lambda: sample_step(torch.tensor([1.0, 0.0]), temperature=1e-50, generator=gen(1)), "1e-50", "float32"),
-    (lambda: next_token_distribution(torch.tensor([1e300, 0.0], dtype=F64), temperature=1e-10), "1e-10", "float64"),
-    (lambda: next_token_distribution(torch.tensor([-1.0, -2.0]), temperature=1e-39), "1e-39", "float32"),  # all -> -inf
-    (lambda: check_logits("logits", torch.tensor([[2.0, 0.0]]), temperature=1e-40), "1e-40", "float32"),
+    (
+        lambda: next_token_distribution(torch.tensor([1.0, 0.0]), temperature=1e-50),
+        "1e-50",
+        "float32",
+    ),  # 1e50 > float32 max
+    (
+        lambda: next_token_distribution(torch.tensor([1e30, 0.0]), temperature=1e-10),
+        "1e-10",
+        "float32",
+    ),
+    (
+        lambda: next_token_distribution(
+            torch.tensor([1e30, 0.0]), temperature=1e-10, top_k=1
+        ),
+        "1e-10",
+        "float32",
+    ),
+    (
+        lambda: next_token_distribution(
+            torch.tensor([1e30, 0.0]), temperature=1e-10, top_p=0.5
+        ),
+        "1e-10",
+        "float32",
+    ),
+    (
+        lambda: sample_step(
+            torch.tensor([1.0, 0.0]), temperature=1e-50, generator=gen(1)
+        ),
+        "1e-50",
+        "float32",
+    ),
+    (
+        lambda: next_token_distribution(
+            torch.tensor([1e300, 0.0], dtype=F64), temperature=1e-10
+        ),
+        "1e-10",
+        "float64",
+    ),
+    (
+        lambda: next_token_distribution(torch.tensor([-1.0, -2.0]), temperature=1e-39),
+        "1e-39",
+        "float32",
+    ),  # all -> -inf
+    (
+        lambda: check_logits("logits", torch.tensor([[2.0, 0.0]]), temperature=1e-40),
+        "1e-40",
+        "float32",
+    ),
 ]
 
 
 @pytest.mark.parametrize("call, temperature, dtype", TOO_SMALL)
-def test_a_temperature_too_small_for_the_dtype_is_an_error_not_nan(call, temperature, dtype):
+def test_a_temperature_too_small_for_the_dtype_is_an_error_not_nan(
+    call, temperature, dtype
+):
     """logits / T overflowing to inf would make softmax NaN (inf - inf); it is refused,
     and the error names the temperature and the dtype."""
-    with pytest.raises(ValueError, match=rf"^temperature {temperature} is too small for these torch\.{dtype} "
-                                         r"logits: logits / temperature overflows; for the T -> 0 limit use greedy_step$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^temperature {temperature} is too small for these torch\.{dtype} "
+        r"logits: logits / temperature overflows; for the T -> 0 limit use greedy_step$",
+    ):
         call()
 
 
@@ -1000,28 +1466,49 @@ def test_a_temperature_too_small_for_one_row_of_a_batch_is_an_error_too():
     """The second row is all negative: / 1e-39 sends every entry to -inf in float32, so
     softmax of it is NaN. Refused for the single row (above); in a batch it passes, by
     the same precedence slip as test_entry_points_refuse_one_row_of_minus_inf_among_good_rows."""
-    with pytest.raises(ValueError, match=r"^temperature 1e-39 is too small for these torch\.float32 logits: "
-                                         r"logits / temperature overflows; for the T -> 0 limit use greedy_step$"):
-        next_token_distribution(torch.tensor([[0.0, 0.0], [-1.0, -2.0]]), temperature=1e-39)
+    with pytest.raises(
+        ValueError,
+        match=r"^temperature 1e-39 is too small for these torch\.float32 logits: "
+        r"logits / temperature overflows; for the T -> 0 limit use greedy_step$",
+    ):
+        next_token_distribution(
+            torch.tensor([[0.0, 0.0], [-1.0, -2.0]]), temperature=1e-39
+        )
 
 
 def test_a_small_temperature_that_fits_the_dtype_is_still_allowed():
     """The check refuses overflow only: the same T on float64 logits, or on logits that
     stay finite, gives the one-hot distribution (exactly, no tolerance needed); a logit
     that falls to -inf is fine while its row keeps a finite one."""
-    assert next_token_distribution(torch.tensor([1.0, 0.0], dtype=F64), temperature=1e-50).tolist() == [1.0, 0.0]
-    assert next_token_distribution(torch.tensor([1.0, 0.0]), temperature=1e-30).tolist() == [1.0, 0.0]
-    assert next_token_distribution(torch.tensor([0.0, 0.0]), temperature=1e-30).tolist() == [0.5, 0.5]
-    both = next_token_distribution(torch.tensor([[0.0, 0.0], [-1.0, 0.0]]), temperature=1e-39)
-    assert both.tolist() == [[0.5, 0.5], [0.0, 1.0]]  # -1 / 1e-39 = -inf: removed, the limit T -> 0
+    assert next_token_distribution(
+        torch.tensor([1.0, 0.0], dtype=F64), temperature=1e-50
+    ).tolist() == [1.0, 0.0]
+    assert next_token_distribution(
+        torch.tensor([1.0, 0.0]), temperature=1e-30
+    ).tolist() == [1.0, 0.0]
+    assert next_token_distribution(
+        torch.tensor([0.0, 0.0]), temperature=1e-30
+    ).tolist() == [0.5, 0.5]
+    both = next_token_distribution(
+        torch.tensor([[0.0, 0.0], [-1.0, 0.0]]), temperature=1e-39
+    )
+    assert both.tolist() == [
+        [0.5, 0.5],
+        [0.0, 1.0],
+    ]  # -1 / 1e-39 = -inf: removed, the limit T -> 0
 
 
 def test_filter_logits_leaves_a_too_small_temperature_to_the_entry_points():
     """filter_logits reads no values, so it cannot see the overflow: it returns inf."""
-    out, syncs = count_syncs(lambda: filter_logits(torch.tensor([1e30, 0.0]), temperature=1e-10))
+    out, syncs = count_syncs(
+        lambda: filter_logits(torch.tensor([1e30, 0.0]), temperature=1e-10)
+    )
     assert syncs == 0 and out.tolist() == [math.inf, 0.0]
 
 
 def test_the_steps_error_says_when_the_prepared_sequence_ran_out():
-    with pytest.raises(ValueError, match=r"^steps ran out after 2 logit vectors, before EOS or the length limit$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^steps ran out after 2 logit vectors, before EOS or the length limit$",
+    ):
         decode_trace([[1.0, 0.0], [1.0, 0.0]], eos_id=1, max_new_tokens=5)

@@ -58,8 +58,14 @@ def untrained() -> tuple[EncoderDecoder, torch.Tensor]:
     model = tiny(seed=3)
     with torch.no_grad():
         model.embedding.weight[EOS] *= 6.0
-    source = torch.tensor([[3, 4, 5, 2, 0, 0], [6, 7, 8, 9, 10, 2],
-                           [3, 2, 0, 0, 0, 0], [5, 5, 6, 7, 2, 0]])
+    source = torch.tensor(
+        [
+            [3, 4, 5, 2, 0, 0],
+            [6, 7, 8, 9, 10, 2],
+            [3, 2, 0, 0, 0, 0],
+            [5, 5, 6, 7, 2, 0],
+        ]
+    )
     return model, source
 
 
@@ -76,7 +82,9 @@ def reversal_batch(g: torch.Generator, batch: int, width: int = 7):
     return source, targets
 
 
-@functools.lru_cache(maxsize=1)  # trained once per run (1-2 s); the tests do not change it
+@functools.lru_cache(
+    maxsize=1
+)  # trained once per run (1-2 s); the tests do not change it
 def partly_trained() -> tuple[EncoderDecoder, torch.Tensor]:
     """60 Adam steps on reversing the source: the model has learned to stop at
     different lengths (EOS at step 2 on four rows, 4 on one) but not to reverse a long
@@ -130,7 +138,7 @@ def test_the_cases_run_every_path(case):
     assert any(s is not None and s + 1 < out.shape[1] for s in steps)  # PAD after EOS
     for row, s in zip(out.tolist(), steps):
         if s is not None:
-            assert set(row[s + 1:]) <= {PAD}
+            assert set(row[s + 1 :]) <= {PAD}
     if name == "untrained":
         assert None not in steps and out.shape[1] < MAX_NEW  # everyone stopped early
     else:
@@ -157,18 +165,23 @@ def scripted(model: EncoderDecoder, script: list[list[int]]) -> EncoderDecoder:
     return model
 
 
-@pytest.mark.parametrize("limit, expected", [
-    (10, [[2, 0, 0, 0], [5, 2, 0, 0], [7, 8, 2, 0], [9, 9, 9, 2]]),  # done after 4
-    (3, [[2, 0, 0], [5, 2, 0], [7, 8, 2], [9, 9, 9]]),  # the limit first
-])
+@pytest.mark.parametrize(
+    "limit, expected",
+    [
+        (10, [[2, 0, 0, 0], [5, 2, 0, 0], [7, 8, 2, 0], [9, 9, 9, 2]]),  # done after 4
+        (3, [[2, 0, 0], [5, 2, 0], [7, 8, 2], [9, 9, 9]]),  # the limit first
+    ],
+)
 def test_rows_stop_at_their_first_eos_and_are_pad_after(limit, expected):
     """Scripted logits: row 0 says EOS at step 0, the others later; what a row's logits
     say after its EOS (scripted 5, 8, 9, here) never shows: PAD. The uncached decode,
     scripted the same way, agrees."""
     script = [[2, 5, 7, 9], [5, 2, 8, 9], [8, 8, 2, 9], [9, 9, 9, 2]] + [[9] * 4] * 6
     _, source = untrained()
-    assert cached_greedy_decode(scripted(tiny(), script), source, limit).tolist() \
+    assert (
+        cached_greedy_decode(scripted(tiny(), script), source, limit).tolist()
         == expected
+    )
     assert scripted(tiny(), script).greedy_decode(source, limit).tolist() == expected
 
 
@@ -178,8 +191,9 @@ def test_cached_greedy_equals_greedy_decode_token_for_token(case):
     assert out.dtype == torch.long and out.shape == expected.shape
     assert torch.equal(out, expected)
     for n in (1, 3):  # the length limit cuts both at the same place
-        assert torch.equal(cached_greedy_decode(model, source, n),
-                           model.greedy_decode(source, n))
+        assert torch.equal(
+            cached_greedy_decode(model, source, n), model.greedy_decode(source, n)
+        )
 
 
 def test_each_step_equals_the_teacher_forced_run_over_its_prefix(case):
@@ -194,8 +208,10 @@ def test_each_step_equals_the_teacher_forced_run_over_its_prefix(case):
     worst = 0.0
     with torch.no_grad():
         for k in range(out.shape[1]):
-            step = cached_decode_step(model, decoder_input[:, k:k + 1], cache)  # [B, 1, V]
-            full = model.run(source, out[:, :k + 1])[:, -1]  # [B, V]
+            step = cached_decode_step(
+                model, decoder_input[:, k : k + 1], cache
+            )  # [B, 1, V]
+            full = model.run(source, out[:, : k + 1])[:, -1]  # [B, V]
             worst = max(worst, (step[:, 0] - full).abs().max().item())
     assert cache.next_pos == out.shape[1]
     assert worst <= TOL, worst
@@ -216,8 +232,9 @@ def test_chunks_of_several_tokens_equal_the_full_run(case, chunks):
         for size in chunks:
             if start >= n:
                 break
-            pieces.append(cached_decode_step(model, decoder_input[:, start:start + size],
-                                             cache))
+            pieces.append(
+                cached_decode_step(model, decoder_input[:, start : start + size], cache)
+            )
             start += size
     got = torch.cat(pieces, dim=1)
     assert got.shape == full.shape
@@ -234,7 +251,9 @@ def test_embed_offset_places_the_positions():
     for k in (1, 2, 5):
         tail = model.embed(tokens[:, k:], offset=k)
         assert (tail - whole[:, k:]).abs().max().item() <= TOL
-    assert (model.embed(tokens[:, 2:]) - whole[:, 2:]).abs().max().item() > 0.1  # matters
+    assert (
+        model.embed(tokens[:, 2:]) - whole[:, 2:]
+    ).abs().max().item() > 0.1  # matters
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,7 +274,7 @@ def test_the_cache_holds_independently_projected_keys_and_values(case):
     target_valid = decoder_input != PAD
     with torch.no_grad():
         for k in range(n):
-            cached_decode_step(model, decoder_input[:, k:k + 1], cache)
+            cached_decode_step(model, decoder_input[:, k : k + 1], cache)
         y = model.embed(decoder_input)  # [B, L, d]: the input of layer 0
         for i, layer in enumerate(model.decoder):
             k_ref, v_ref = layer.self_attn.keys_values(y)  # [B, H, L, d_head]
@@ -267,8 +286,13 @@ def test_the_cache_holds_independently_projected_keys_and_values(case):
             k_mem, v_mem = layer.cross_attn.keys_values(memory)  # [B, H, S, d_head]
             assert torch.equal(cache.memory[i].k, k_mem)
             assert torch.equal(cache.memory[i].v, v_mem)
-            y = layer(y, memory, target_valid=target_valid, memory_valid=source_valid,
-                      empty_row="zero")
+            y = layer(
+                y,
+                memory,
+                target_valid=target_valid,
+                memory_valid=source_valid,
+                empty_row="zero",
+            )
     assert torch.equal(cache.target_valid[:, :n], target_valid)
     assert torch.equal(cache.source_valid, source_valid)
     per_layer = 2 * (n + 2) * 16 + 2 * source.shape[1] * 16  # k and v rows of width d
@@ -283,9 +307,12 @@ def count_calls(modules: dict[str, torch.nn.Module], call):
     """call() with a forward hook on each module: (result, {name: [rows of each call's
     input, ...]}), rows = the input's second-to-last axis (tokens per sequence)."""
     seen: dict[str, list[int]] = {name: [] for name in modules}
-    handles = [m.register_forward_hook(
-        lambda module, args, output, name=name: seen[name].append(args[0].shape[-2]))
-        for name, m in modules.items()]
+    handles = [
+        m.register_forward_hook(
+            lambda module, args, output, name=name: seen[name].append(args[0].shape[-2])
+        )
+        for name, m in modules.items()
+    ]
     try:
         result = call()
     finally:
@@ -310,15 +337,18 @@ def test_the_source_is_projected_once_and_each_step_projects_one_token(case):
     step: the counts tell the two apart."""
     _, model, source, expected = case
     n, s = expected.shape[1], source.shape[1]
-    out, seen = count_calls(projections(model),
-                            lambda: cached_greedy_decode(model, source, MAX_NEW))
+    out, seen = count_calls(
+        projections(model), lambda: cached_greedy_decode(model, source, MAX_NEW)
+    )
     assert torch.equal(out, expected) and n >= 4
     for i in range(len(model.decoder)):
         assert seen[f"{i}.cross_attn.k_proj"] == [s]
         assert seen[f"{i}.cross_attn.v_proj"] == [s]
         assert seen[f"{i}.self_attn.k_proj"] == [1] * n
         assert seen[f"{i}.self_attn.v_proj"] == [1] * n
-    _, seen = count_calls(projections(model), lambda: model.greedy_decode(source, MAX_NEW))
+    _, seen = count_calls(
+        projections(model), lambda: model.greedy_decode(source, MAX_NEW)
+    )
     for i in range(len(model.decoder)):
         assert seen[f"{i}.cross_attn.k_proj"] == [s] * n
         assert seen[f"{i}.self_attn.k_proj"] == list(range(1, n + 1))
@@ -330,7 +360,9 @@ def test_query_rows_projected_are_n_cached_and_n_n_plus_1_over_2_uncached(case):
     _, model, source, expected = case
     n = expected.shape[1]
     layers = {str(i): layer.self_attn.q_proj for i, layer in enumerate(model.decoder)}
-    _, cached = count_calls(layers, lambda: cached_greedy_decode(model, source, MAX_NEW))
+    _, cached = count_calls(
+        layers, lambda: cached_greedy_decode(model, source, MAX_NEW)
+    )
     _, uncached = count_calls(layers, lambda: model.greedy_decode(source, MAX_NEW))
     for i in layers:
         assert sum(cached[i]) == n
@@ -382,14 +414,27 @@ def test_bad_max_new_tokens_are_refused_by_name():
 @pytest.mark.parametrize(
     "tokens, error, match",
     [
-        (torch.tensor([[3, 11]]), ValueError,
-         r"^source\[0, 1\] = 11 is outside the vocabulary \[0, 11\)$"),
-        (torch.tensor([[3, 4], [5, -1]]), ValueError,
-         r"^source\[1, 1\] = -1 is outside the vocabulary \[0, 11\)$"),
-        (torch.tensor([[3, 4], [0, 0]]), ValueError, r"^source row 1 is nothing but PAD=0$"),
+        (
+            torch.tensor([[3, 11]]),
+            ValueError,
+            r"^source\[0, 1\] = 11 is outside the vocabulary \[0, 11\)$",
+        ),
+        (
+            torch.tensor([[3, 4], [5, -1]]),
+            ValueError,
+            r"^source\[1, 1\] = -1 is outside the vocabulary \[0, 11\)$",
+        ),
+        (
+            torch.tensor([[3, 4], [0, 0]]),
+            ValueError,
+            r"^source row 1 is nothing but PAD=0$",
+        ),
         (torch.full((1, 13), 3), ValueError, r"^source has 13 tokens > max_length=12$"),
-        (torch.tensor([[3.0, 4.0]]), TypeError,
-         r"^source must hold token ids as torch\.long, got torch\.float32$"),
+        (
+            torch.tensor([[3.0, 4.0]]),
+            TypeError,
+            r"^source must hold token ids as torch\.long, got torch\.float32$",
+        ),
     ],
 )
 def test_bad_source_ids_are_refused_by_name(tokens, error, match):
@@ -423,8 +468,11 @@ def test_a_step_past_the_capacity_is_refused_before_anything_changes():
     bos = torch.full((source.shape[0], 1), BOS)
     with torch.no_grad():
         cached_decode_step(model, bos, cache)
-        with pytest.raises(ValueError, match=r"^feeding 2 token\(s\) at next_pos=1 needs "
-                                             r"capacity >= 3, the cache has capacity=2$"):
+        with pytest.raises(
+            ValueError,
+            match=r"^feeding 2 token\(s\) at next_pos=1 needs "
+            r"capacity >= 3, the cache has capacity=2$",
+        ):
             cached_decode_step(model, torch.cat((bos, bos), dim=1), cache)
     assert cache.next_pos == 1 and all(c.next_pos == 1 for c in cache.layers)
 
@@ -449,11 +497,20 @@ def test_new_seq2seq_cache_refuses_bad_parts_by_name():
         new_seq2seq_cache(model, memory, source_valid[:, :5], 4)
     kv = model.decoder[0].cross_attn.keys_values(memory)
     with pytest.raises(TypeError, match=r"^memory must be a list of 2 MemoryKV"):
-        Seq2SeqCache([model.decoder[i].self_attn.new_cache(4, 3) for i in (0, 1)], [kv],
-                     source_valid)
+        Seq2SeqCache(
+            [model.decoder[i].self_attn.new_cache(4, 3) for i in (0, 1)],
+            [kv],
+            source_valid,
+        )
     with pytest.raises(ValueError, match=r"^the layers' caches must share"):
-        Seq2SeqCache([model.decoder[0].self_attn.new_cache(4, 3),
-                      model.decoder[1].self_attn.new_cache(4, 5)], [kv, kv], source_valid)
+        Seq2SeqCache(
+            [
+                model.decoder[0].self_attn.new_cache(4, 3),
+                model.decoder[1].self_attn.new_cache(4, 5),
+            ],
+            [kv, kv],
+            source_valid,
+        )
 
 
 def test_runs_in_eval_mode_and_restores_the_mode():
@@ -517,7 +574,9 @@ def test_a_compiled_step_equals_the_eager_one():
 # --- beam search, the 2017 paper's decoder -----------------------------------------------
 
 
-def gnmt_scores(model: EncoderDecoder, source: torch.Tensor, tokens: torch.Tensor, alpha: float) -> torch.Tensor:
+def gnmt_scores(
+    model: EncoderDecoder, source: torch.Tensor, tokens: torch.Tensor, alpha: float
+) -> torch.Tensor:
     """Each row's hypothesis scored without a cache: the summed log-probabilities (PAD and BOS banned, as the
     decoders ban them) of its tokens through its first EOS, from one teacher-forced `run`, over Wu et al.'s
     ((5 + n) / 6) ** alpha."""
@@ -541,10 +600,14 @@ def test_one_beam_is_cached_greedy(case):
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_a_beam_score_is_its_hypothesis_own_and_the_reordering_is_needed(case, alpha, monkeypatch):
+def test_a_beam_score_is_its_hypothesis_own_and_the_reordering_is_needed(
+    case, alpha, monkeypatch
+):
     _, model, source, _ = case
     best = beam_translate(model, source, MAX_NEW, beams=4, alpha=alpha)
-    assert (best.scores - gnmt_scores(model, source, best.tokens, alpha)).abs().max() < TOL
+    assert (
+        best.scores - gnmt_scores(model, source, best.tokens, alpha)
+    ).abs().max() < TOL
     lengths = [(row.tolist() + [EOS]).index(EOS) + 1 for row in best.tokens]
     assert best.lengths.tolist() == [min(n, MAX_NEW) for n in lengths]
     monkeypatch.setattr(Seq2SeqCache, "reorder", lambda self, rows: None)
@@ -558,7 +621,9 @@ def test_four_beams_find_better_hypotheses_than_greedy_on_the_trained_model():
     worse than greedy's output under the same score, and at least one scores better."""
     model, source = partly_trained()
     best = beam_translate(model, source, MAX_NEW, beams=4, alpha=0.6)
-    greedy = gnmt_scores(model, source, cached_greedy_decode(model, source, MAX_NEW), 0.6)
+    greedy = gnmt_scores(
+        model, source, cached_greedy_decode(model, source, MAX_NEW), 0.6
+    )
     assert (best.scores >= greedy - TOL).all() and (best.scores > greedy + 1e-6).any()
 
 

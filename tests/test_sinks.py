@@ -30,18 +30,34 @@ from literate.tools.syncs import host_reads
 F64 = torch.float64
 TOL = 1e-12
 D, H, H_KV, D_HEAD, W, T, B = 32, 4, 2, 8, 4, 9, 2
-YARN = {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
-        "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096}
+YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 150000.0,
+    "factor": 32.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "truncate": False,
+    "original_max_position_embeddings": 4096,
+}
 
 
 def hf_config(rope: dict) -> GptOssConfig:
-    return GptOssConfig(vocab_size=16, hidden_size=D, num_attention_heads=H,
-                        num_key_value_heads=H_KV, head_dim=D_HEAD, num_hidden_layers=2,
-                        intermediate_size=8, num_local_experts=2,
-                        num_experts_per_tok=1, sliding_window=W,
-                        layer_types=["sliding_attention", "full_attention"],
-                        rope_parameters=rope, max_position_embeddings=131_072,
-                        attn_implementation="eager")
+    return GptOssConfig(
+        vocab_size=16,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=H_KV,
+        head_dim=D_HEAD,
+        num_hidden_layers=2,
+        intermediate_size=8,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=W,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters=rope,
+        max_position_embeddings=131_072,
+        attn_implementation="eager",
+    )
 
 
 def additive(allowed: torch.Tensor) -> torch.Tensor:
@@ -51,15 +67,17 @@ def additive(allowed: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("rope", ["default", "yarn"])
 @pytest.mark.parametrize("layer", [0, 1], ids=["sliding", "full"])
 def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
-    config = hf_config(YARN if rope == "yarn" else
-                       {"rope_type": "default", "rope_theta": 150000.0})
+    config = hf_config(
+        YARN if rope == "yarn" else {"rope_type": "default", "rope_theta": 150000.0}
+    )
     torch.manual_seed(0)
     theirs = modeling_gpt_oss.GptOssAttention(config, layer).double().eval()
     window = W if layer == 0 else None
     make = SinkAttention if window is None else SlidingWindowSinkAttention
     options = {} if window is None else {"window": window}
-    ours = make(D, H, H_KV, d_head=D_HEAD, bias=True, rope=gpt_oss_rope(config)(),
-                **options).double()
+    ours = make(
+        D, H, H_KV, d_head=D_HEAD, bias=True, rope=gpt_oss_rope(config)(), **options
+    ).double()
     with torch.no_grad():
         for p in ours.parameters():
             p.normal_(0.0, 0.5)
@@ -71,18 +89,24 @@ def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
     x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)
     probe = torch.randn(B, T, D, generator=g, dtype=F64)
     positions = torch.arange(T)
-    allowed = (window_allowed(positions, positions, W) if window
-               else positions[None] <= positions[:, None])
+    allowed = (
+        window_allowed(positions, positions, W)
+        if window
+        else positions[None] <= positions[:, None]
+    )
     cos_sin = modeling_gpt_oss.GptOssRotaryEmbedding(config)(x, positions[None])
     got = ours(x, causal=True)
     want, _ = theirs(x, cos_sin, additive(allowed)[None, None])
     names = [n for n, _ in ours.named_parameters()]
     assert "sinks" in names and "q_proj.bias" in names and len(names) == 9
     g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_hf = torch.autograd.grad((want * probe).sum(),
-                               [x, *(theirs.get_parameter(n) for n in names)])
-    diffs = {n: (a - b).abs().max().item() for n, a, b in
-             zip(["output", "x", *names], [got, *g_ours], [want, *g_hf])}
+    g_hf = torch.autograd.grad(
+        (want * probe).sum(), [x, *(theirs.get_parameter(n) for n in names)]
+    )
+    diffs = {
+        n: (a - b).abs().max().item()
+        for n, a, b in zip(["output", "x", *names], [got, *g_ours], [want, *g_hf])
+    }
     assert max(diffs.values()) <= TOL, diffs
     assert g_ours[names.index("sinks") + 1].abs().min() > 1e-3  # the sinks are used
 
@@ -136,8 +160,9 @@ def test_the_sdpa_form_equals_the_explicit_softmax():
     allowed = window_allowed(torch.arange(6), torch.arange(6), 3)[None, None]
     out, _ = sink_attention(q, k, v, sinks, allowed)
     assert (sink_attention_sdpa(q, k, v, sinks, allowed) - out).abs().max() < 1e-14
-    assert (sink_attention_sdpa(q, k, v, sinks) - sink_attention(q, k, v, sinks)[0]
-            ).abs().max() < 1e-14
+    assert (
+        sink_attention_sdpa(q, k, v, sinks) - sink_attention(q, k, v, sinks)[0]
+    ).abs().max() < 1e-14
 
 
 def test_an_empty_row_goes_to_the_sink_and_bad_sinks_are_refused():
@@ -152,16 +177,24 @@ def test_an_empty_row_goes_to_the_sink_and_bad_sinks_are_refused():
     with pytest.raises(TypeError, match="sinks"):
         sink_attention(q, k, v, torch.zeros(H, dtype=torch.long))
     scores = torch.zeros(B, H, 5, 5, dtype=F64)
-    for bad in (torch.tensor(0.0, dtype=F64), torch.zeros(H + 1, dtype=F64),
-                torch.zeros(1, H, dtype=F64)):  # a 0-d one too: ValueError, not IndexError
+    for bad in (
+        torch.tensor(0.0, dtype=F64),
+        torch.zeros(H + 1, dtype=F64),
+        torch.zeros(1, H, dtype=F64),
+    ):  # a 0-d one too: ValueError, not IndexError
         with pytest.raises(ValueError, match=r"^sinks must be \[H=4\]"):
             sink_share(scores, bad)
 
 
 def test_weights_path_equals_fused_path_and_ring_decoding_equals_the_full_forward():
     torch.manual_seed(3)
-    attn = SlidingWindowSinkAttention(D, H, H_KV, window=W, bias=True, rope=True,
-                                      rope_base=150000.0).double().eval()
+    attn = (
+        SlidingWindowSinkAttention(
+            D, H, H_KV, window=W, bias=True, rope=True, rope_base=150000.0
+        )
+        .double()
+        .eval()
+    )
     with torch.no_grad():
         attn.sinks.normal_(0.0, 2.0)
     x = torch.randn(B, 11, D, dtype=F64)
@@ -173,14 +206,13 @@ def test_weights_path_equals_fused_path_and_ring_decoding_equals_the_full_forwar
     assert isinstance(cache, RingKVCache) and cache.slots == W
     with torch.no_grad():
         steps = [attn(x[:, :3], causal=True, cache=cache)]
-        steps += [attn(x[:, t:t + 1], causal=True, cache=cache) for t in range(3, 11)]
+        steps += [attn(x[:, t : t + 1], causal=True, cache=cache) for t in range(3, 11)]
     assert (torch.cat(steps, dim=1) - full).abs().max() < 1e-12
 
 
 def test_no_host_sync_and_compiled_sink_layer_equals_eager():
     torch.manual_seed(4)
-    attn = SlidingWindowSinkAttention(D, H, H_KV, window=W, bias=True,
-                                      rope=True).eval()
+    attn = SlidingWindowSinkAttention(D, H, H_KV, window=W, bias=True, rope=True).eval()
     with torch.no_grad():
         attn.sinks.normal_(0.0, 2.0)
     x = torch.randn(B, 7, D)

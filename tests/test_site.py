@@ -59,10 +59,12 @@ NOTEBOOK = "/notebooks/attention_playground/"
 # new chapter is checked without being listed here; the notebooks (mkdocs-jupyter's pages,
 # docs/notebooks/*.py) are not Markdown pages.
 OTHER_PAGES = [
-    "/" + page.removesuffix(".md") + "/" for page in nav_pages()
+    "/" + page.removesuffix(".md") + "/"
+    for page in nav_pages()
     if page not in ("index.md", "attention/scaled-dot-product.md", "appendix/claims.md")
 ] + [
-    f"/notebooks/{nb.stem}/" for nb in sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+    f"/notebooks/{nb.stem}/"
+    for nb in sorted((ROOT / "docs" / "notebooks").glob("*.py"))
     if f"/notebooks/{nb.stem}/" != NOTEBOOK
 ]
 PAGES = [HOME, CHAPTER_1, CLAIMS, NOTEBOOK, *OTHER_PAGES]
@@ -93,13 +95,18 @@ def _source_files(root: Path, sources: Iterable[str]) -> Iterator[Path]:
         elif path.is_dir():
             for f in path.rglob("*"):
                 rel = f.relative_to(path).parts
-                if f.is_file() and "__pycache__" not in rel and f.suffix != ".pyc" and not any(
-                    part.startswith(".") for part in rel
+                if (
+                    f.is_file()
+                    and "__pycache__" not in rel
+                    and f.suffix != ".pyc"
+                    and not any(part.startswith(".") for part in rel)
                 ):
                     yield f
 
 
-def site_is_fresh(site_dir: Path, root: Path = ROOT, sources: Iterable[str] = SITE_SOURCES) -> bool:
+def site_is_fresh(
+    site_dir: Path, root: Path = ROOT, sources: Iterable[str] = SITE_SOURCES
+) -> bool:
     """True if `site_dir` holds a build newer than every source file.
 
     A build empties the directory and rewrites every file, so its oldest file dates the
@@ -107,7 +114,9 @@ def site_is_fresh(site_dir: Path, root: Path = ROOT, sources: Iterable[str] = SI
     if not (site_dir / "index.html").is_file():
         return False
     built = min(f.stat().st_mtime for f in site_dir.rglob("*") if f.is_file())
-    newest_source = max((f.stat().st_mtime for f in _source_files(root, sources)), default=0.0)
+    newest_source = max(
+        (f.stat().st_mtime for f in _source_files(root, sources)), default=0.0
+    )
     return built > newest_source
 
 
@@ -126,7 +135,9 @@ def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     if proc.returncode != 0:
-        pytest.fail(f"`mkdocs build --strict` failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        pytest.fail(
+            f"`mkdocs build --strict` failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
     return out
 
 
@@ -145,9 +156,13 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 
 
 @contextlib.contextmanager
-def serving(site_dir: Path, handler: type = _QuietHandler, name: str = "site-server") -> Iterator[str]:
+def serving(
+    site_dir: Path, handler: type = _QuietHandler, name: str = "site-server"
+) -> Iterator[str]:
     """Serves `site_dir` on a free port of LOCAL_HOST in a thread; yields its URL."""
-    server = _QuietServer((LOCAL_HOST, 0), functools.partial(handler, directory=str(site_dir)))
+    server = _QuietServer(
+        (LOCAL_HOST, 0), functools.partial(handler, directory=str(site_dir))
+    )
     thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     try:
@@ -188,7 +203,9 @@ def browser():
         try:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         except PlaywrightError as exc:
-            _unavailable(f"Chromium at {CHROMIUM} does not start under Playwright: {exc}")
+            _unavailable(
+                f"Chromium at {CHROMIUM} does not start under Playwright: {exc}"
+            )
         yield browser
         browser.close()
     finally:
@@ -222,7 +239,9 @@ class Session:
     def __init__(self, browser, base_url: str):
         self.base_url = base_url
         self.external: list[str] = []
-        self.context = browser.new_context(color_scheme="light", viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(
+            color_scheme="light", viewport={"width": 1280, "height": 900}
+        )
         self.context.on("request", self._on_request)
         self.context.route(_EXTERNAL_URL, lambda route: route.abort())
 
@@ -236,9 +255,19 @@ class Session:
         (so that several pages load at once); `finish` waits for it."""
         page = self.context.new_page()
         tab = Tab(path, page, [])
-        page.on("console", lambda msg: msg.type == "error" and tab.errors.append(f"console: {msg.text}"))
+        page.on(
+            "console",
+            lambda msg: (
+                msg.type == "error" and tab.errors.append(f"console: {msg.text}")
+            ),
+        )
         page.on("pageerror", lambda exc: tab.errors.append(f"pageerror: {exc}"))
-        page.on("response", lambda r: r.status >= 400 and tab.errors.append(f"HTTP {r.status}: {r.url}"))
+        page.on(
+            "response",
+            lambda r: (
+                r.status >= 400 and tab.errors.append(f"HTTP {r.status}: {r.url}")
+            ),
+        )
         return tab, page.goto(self.base_url + tab.path, wait_until="commit")
 
     @staticmethod
@@ -274,10 +303,16 @@ def visit(browser, base_url: str, site_dir: Path) -> Iterator[Callable[[str], Ta
     otherwise index the whole site, a third of this module's time;
     `test_search_finds_the_chapter_that_teaches_it` loads the real one."""
     sess = Session(browser, base_url)
-    config = json.loads((site_dir / "search" / "search_index.json").read_text())["config"]
+    config = json.loads((site_dir / "search" / "search_index.json").read_text())[
+        "config"
+    ]
     empty_index = json.dumps({"config": config, "docs": []})
-    sess.context.route("**/search/search_index.json", lambda route: route.fulfill(
-        status=200, content_type="application/json", body=empty_index))
+    sess.context.route(
+        "**/search/search_index.json",
+        lambda route: route.fulfill(
+            status=200, content_type="application/json", body=empty_index
+        ),
+    )
     # every page starts loading at once, then each is waited for until its network is
     # quiet: the same loads, in parallel instead of one after another
     started = {path: sess.start(path) for path in PAGES}
@@ -318,7 +353,10 @@ _RAW_MATH = r"""() => Array.from(document.querySelectorAll('.arithmatex')).map(e
 }).filter(t => /\\\(|\\\[|\$\$/.test(t))"""
 
 
-MATH_PAGES = [CHAPTER_1, *[p for p in OTHER_PAGES if "notebooks" not in p and "appendix" not in p]]
+MATH_PAGES = [
+    CHAPTER_1,
+    *[p for p in OTHER_PAGES if "notebooks" not in p and "appendix" not in p],
+]
 
 
 @pytest.mark.parametrize("path", MATH_PAGES)
@@ -383,8 +421,14 @@ def test_every_image_of_the_built_site_says_what_it_shows(site_dir: Path) -> Non
     assert problems == [], "\n".join(problems)
     assert figures == 2 * len(FIGURES)  # each shown once, light and dark
     for notebook in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
-        cells = [c.metadata["alt"] for c in jupytext.read(notebook).cells if "alt" in c.metadata]
-        assert cells and alts[f"notebooks/{notebook.stem}/index.html"] == cells, notebook.name
+        cells = [
+            c.metadata["alt"]
+            for c in jupytext.read(notebook).cells
+            if "alt" in c.metadata
+        ]
+        assert cells and alts[f"notebooks/{notebook.stem}/index.html"] == cells, (
+            notebook.name
+        )
 
 
 def test_chapter_1_shows_what_its_blocks_print(visit) -> None:
@@ -394,8 +438,14 @@ def test_chapter_1_shows_what_its_blocks_print(visit) -> None:
 
 
 def test_chapter_1_shows_generated_figures(visit) -> None:
-    srcs = visit(CHAPTER_1).page.locator(FIGURE).evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")
-    assert len(srcs) >= 2, f"chapter 1 has {len(srcs)} generated figure image(s): {srcs}"
+    srcs = (
+        visit(CHAPTER_1)
+        .page.locator(FIGURE)
+        .evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")
+    )
+    assert len(srcs) >= 2, (
+        f"chapter 1 has {len(srcs)} generated figure image(s): {srcs}"
+    )
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -434,16 +484,22 @@ def test_no_code_block_scrolls_at_1280_pixels(visit, path: str) -> None:
     # measure after that, or an 88-character line still holds the raw comment.
     page.wait_for_function(
         "() => !Array.from(document.querySelectorAll('pre code'))"
-        ".some(c => /# \\(\\d+\\)!/.test(c.textContent))", timeout=10_000)
+        ".some(c => /# \\(\\d+\\)!/.test(c.textContent))",
+        timeout=10_000,
+    )
     scrolling = page.evaluate(_SCROLLING_CODE)
     assert scrolling == [], f"{path}: code wider than the column: {scrolling[:5]}"
 
 
 def test_era_files_are_served_and_linked(visit) -> None:
     home = visit(HOME).page
-    hrefs = home.locator('a[href*="downloads/"]').evaluate_all("as => as.map(a => a.href)")
+    hrefs = home.locator('a[href*="downloads/"]').evaluate_all(
+        "as => as.map(a => a.href)"
+    )
     for path in DOWNLOADS:
-        assert any(h.endswith(path) for h in hrefs), f"the home page does not link {path}"
+        assert any(h.endswith(path) for h in hrefs), (
+            f"the home page does not link {path}"
+        )
         origin = urlsplit(home.url)
         response = home.request.get(f"{origin.scheme}://{origin.netloc}{path}")
         assert response.status == 200, f"{path}: HTTP {response.status}"
@@ -455,7 +511,9 @@ def _visible(page, selector: str) -> list[bool]:
 
 
 def _display(page, selector: str) -> list[str]:
-    return page.locator(selector).evaluate_all("els => els.map(e => getComputedStyle(e).display)")
+    return page.locator(selector).evaluate_all(
+        "els => els.map(e => getComputedStyle(e).display)"
+    )
 
 
 def test_dark_mode_swaps_figure_variants(session: Session) -> None:
@@ -465,8 +523,12 @@ def test_dark_mode_swaps_figure_variants(session: Session) -> None:
     assert page.locator(DARK_FIGURE).count() >= 1, "no -dark.svg figure on chapter 1"
 
     # Light scheme: light variants shown, dark ones hidden.
-    assert all(_visible(page, LIGHT_FIGURE)), f"light figures hidden, display: {_display(page, LIGHT_FIGURE)}"
-    assert not any(_visible(page, DARK_FIGURE)), f"dark figures shown, display: {_display(page, DARK_FIGURE)}"
+    assert all(_visible(page, LIGHT_FIGURE)), (
+        f"light figures hidden, display: {_display(page, LIGHT_FIGURE)}"
+    )
+    assert not any(_visible(page, DARK_FIGURE)), (
+        f"dark figures shown, display: {_display(page, DARK_FIGURE)}"
+    )
 
     # Material shows one palette label at a time: the one that switches to the next scheme.
     toggle = page.locator(PALETTE_TOGGLE).filter(visible=True)
@@ -474,8 +536,12 @@ def test_dark_mode_swaps_figure_variants(session: Session) -> None:
     toggle.click()
     page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
 
-    assert all(_visible(page, DARK_FIGURE)), f"dark figures hidden, display: {_display(page, DARK_FIGURE)}"
-    assert not any(_visible(page, LIGHT_FIGURE)), f"light figures shown, display: {_display(page, LIGHT_FIGURE)}"
+    assert all(_visible(page, DARK_FIGURE)), (
+        f"dark figures hidden, display: {_display(page, DARK_FIGURE)}"
+    )
+    assert not any(_visible(page, LIGHT_FIGURE)), (
+        f"light figures shown, display: {_display(page, LIGHT_FIGURE)}"
+    )
     broken = page.evaluate(_BROKEN_IMAGES)
     assert broken == [], f"images that did not load in dark mode: {broken}"
 
@@ -516,10 +582,14 @@ def test_search_finds_the_chapter_that_teaches_it(session: Session) -> None:
         tab.page.wait_for_function(
             "([selector, wanted]) => { const a = document.querySelector(selector);"
             " return a && a.getAttribute('href').toLowerCase().includes(wanted); }",
-            arg=[SEARCH_RESULT, wanted], timeout=20_000)
+            arg=[SEARCH_RESULT, wanted],
+            timeout=20_000,
+        )
         firsts[term] = tab.page.locator(SEARCH_RESULT).first.get_attribute("href")
     wrong = {t: firsts[t] for t, page in SEARCHES if page not in (firsts[t] or "")}
-    assert wrong == {}, f"first result is not the chapter that teaches the term: {wrong}"
+    assert wrong == {}, (
+        f"first result is not the chapter that teaches the term: {wrong}"
+    )
     assert tab.errors == [], tab.errors
 
 
@@ -544,7 +614,9 @@ def test_keyboard_alone_works_the_page(session: Session) -> None:
         keys.press("Tab")
         if _focused(page)["palette"]:
             break
-    assert _focused(page)["palette"], f"20 Tabs do not reach the palette toggle: {_focused(page)}"
+    assert _focused(page)["palette"], (
+        f"20 Tabs do not reach the palette toggle: {_focused(page)}"
+    )
     keys.press("ArrowDown")
     page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
     keys.press("ArrowUp")
@@ -555,12 +627,16 @@ def test_keyboard_alone_works_the_page(session: Session) -> None:
     page.evaluate("() => document.activeElement.blur()")
     keys.press("s")
     assert _focused(page)["name"] == "query", _focused(page)
-    page.wait_for_function("() => document.getElementById('__search').checked", timeout=5000)
+    page.wait_for_function(
+        "() => document.getElementById('__search').checked", timeout=5000
+    )
     keys.type("RoPE")
     page.locator(SEARCH_RESULT).first.wait_for(timeout=20_000)
     assert page.locator("input.md-search__input").input_value() == "RoPE"
     keys.press("Escape")
-    page.wait_for_function("() => !document.getElementById('__search').checked", timeout=5000)
+    page.wait_for_function(
+        "() => !document.getElementById('__search').checked", timeout=5000
+    )
 
     # Content tabs (pymdownx.tabbed): each tab is a radio button in the tab order; an
     # arrow key selects the next tab and shows its panel.
@@ -580,12 +656,16 @@ def test_keyboard_alone_works_the_page(session: Session) -> None:
 # `details:not([open])` locator: that one resolves to the next closed block once this one
 # opens, and an earlier version of this test, waiting on it, took a block that opened for
 # one that did not). Counts the block's toggle events: one per key press, and no other.
-_WATCH_TOGGLES = "d => { d.__toggles = 0; d.addEventListener('toggle', () => d.__toggles++); }"
+_WATCH_TOGGLES = (
+    "d => { d.__toggles = 0; d.addEventListener('toggle', () => d.__toggles++); }"
+)
 
 
 @pytest.mark.readers
 @pytest.mark.parametrize("key", ["Enter", "Space"])
-def test_keyboard_opens_and_closes_a_collapsed_block(session: Session, key: str) -> None:
+def test_keyboard_opens_and_closes_a_collapsed_block(
+    session: Session, key: str
+) -> None:
     """A collapsed block (`???`: a proof, a solution): its summary is in the tab order;
     the key opens it and shows its body, the key again closes it, each press toggling the
     block once."""

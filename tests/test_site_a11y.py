@@ -64,7 +64,17 @@ class _StaticHostHandler(_QuietHandler):
     """Serves the site as a static host does: text (HTML, CSS, JS, JSON, SVG) gzip-encoded
     when the browser accepts it, so that what a page weighs is what a reader downloads."""
 
-    COMPRESSED = (".html", ".css", ".js", ".json", ".svg", ".xml", ".txt", ".py", ".ipynb")
+    COMPRESSED = (
+        ".html",
+        ".css",
+        ".js",
+        ".json",
+        ".svg",
+        ".xml",
+        ".txt",
+        ".py",
+        ".ipynb",
+    )
 
     @staticmethod
     @functools.lru_cache(maxsize=256)
@@ -110,7 +120,9 @@ class Visit:
     axe: dict[str, list[dict]] = field(default_factory=dict)  # scheme -> violations
     # scheme -> the rules run, and how many elements the colour rules stand for
     checked: dict[str, dict[str, Any]] = field(default_factory=dict)
-    flattened: int = 0  # code blocks and formulas made plain text before axe ran (_FLATTEN)
+    flattened: int = (
+        0  # code blocks and formulas made plain text before axe ran (_FLATTEN)
+    )
 
     @property
     def weight(self) -> int:
@@ -343,12 +355,21 @@ def _wait_for_last_requests(page, requests: list[Any], timeout: float = 15.0) ->
             return
         if time.monotonic() > deadline:
             missing = sorted(wanted - finished) or [SEARCH_INDEX]
-            raise AssertionError(f"{page.url}: still loading after {timeout} s: {missing[:5]}")
+            raise AssertionError(
+                f"{page.url}: still loading after {timeout} s: {missing[:5]}"
+            )
         page.wait_for_timeout(50)
 
 
-def _visit(browser, url: str, path: str, shots: Path | None, axe_js: str,
-           styles: dict[str, dict[str, set[str]]], init_script: str | None = None) -> Iterator[None]:
+def _visit(
+    browser,
+    url: str,
+    path: str,
+    shots: Path | None,
+    axe_js: str,
+    styles: dict[str, dict[str, set[str]]],
+    init_script: str | None = None,
+) -> Iterator[None]:
     """One page's cold visit, as steps: each `yield` leaves the page working in its
     renderer (loading, running axe) while the caller attends to other pages; the return
     value is the Visit.
@@ -389,12 +410,16 @@ def _visit(browser, url: str, path: str, shots: Path | None, axe_js: str,
         for scheme in SCHEMES:
             if scheme == "dark":  # the palette toggle, as a reader switches
                 page.locator(PALETTE_TOGGLE).filter(visible=True).first.click()
-                page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
+                page.wait_for_selector(
+                    'body[data-md-color-scheme="slate"]', timeout=5000
+                )
                 page.evaluate(_OPEN_BLOCKS)
             known = styles.setdefault(scheme, {rule: set() for rule in COLOUR_RULES})
             # the dark scheme changes colours and nothing else: the colour rules only
             only = list(COLOUR_RULES) if scheme == "dark" else None
-            page.evaluate(_AXE_START, [{rule: sorted(keys) for rule, keys in known.items()}, only])
+            page.evaluate(
+                _AXE_START, [{rule: sorted(keys) for rule, keys in known.items()}, only]
+            )
             yield
             result = page.evaluate(_AXE_RESULT)
             visit.axe[scheme] = result.pop("violations")
@@ -454,20 +479,31 @@ _PROBE = """document.addEventListener('DOMContentLoaded', () => {
         [data-md-color-scheme=slate] .md-typeset a.probe-link { color: #c8cad0 }`;
     document.head.appendChild(style);
 });"""
-PROBES = {"probe-text": "color-contrast", "probe-code": "color-contrast",
-          "probe-link": "link-in-text-block"}
+PROBES = {
+    "probe-text": "color-contrast",
+    "probe-code": "color-contrast",
+    "probe-link": "link-in-text-block",
+}
 
 
 @pytest.fixture(scope="module")
-def visits(browser, host_url: str, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Visit]:
+def visits(
+    browser, host_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Visit]:
     """Visit every page once, and the probe's page, a few at a time; then look up what a
     visit found (the probe's: `visits("probe")`)."""
     shots = tmp_path_factory.mktemp("screenshots")
     axe_js = AXE_JS.read_text(encoding="utf-8")
     styles: dict[str, dict[str, set[str]]] = {}
-    steps = [functools.partial(_visit, browser, host_url, path, shots, axe_js, styles)
-             for path in PAGES]
-    steps.append(functools.partial(_visit, browser, host_url, PROBE_PAGE, None, axe_js, styles, _PROBE))
+    steps = [
+        functools.partial(_visit, browser, host_url, path, shots, axe_js, styles)
+        for path in PAGES
+    ]
+    steps.append(
+        functools.partial(
+            _visit, browser, host_url, PROBE_PAGE, None, axe_js, styles, _PROBE
+        )
+    )
     found = _run_at_once(steps, AT_ONCE)
     by_path = {visit.path: visit for visit in found[:-1]}
     by_path["probe"] = found[-1]
@@ -481,7 +517,9 @@ def visits(browser, host_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
 def _describe(violations: list[dict]) -> str:
     lines = []
     for v in violations:
-        lines.append(f"{v['impact']} {v['id']} ({v['help']}): {len(v['nodes'])} element(s)")
+        lines.append(
+            f"{v['impact']} {v['id']} ({v['help']}): {len(v['nodes'])} element(s)"
+        )
         for n in v["nodes"][:3]:
             lines.append(f"    {n['target']}: {n['html']}\n      {n['summary']}")
     return "\n  ".join(lines)
@@ -500,22 +538,34 @@ def test_axe_finds_nothing_serious(visits, path: str, scheme: str) -> None:
     contrast = checked["count"]["color-contrast"]
     assert contrast["checked"] + contrast["skipped"] >= 1, checked
     violations = [v for v in visit.axe[scheme] if v["impact"] in FAILING_IMPACTS]
-    assert violations == [], f"{path} ({scheme}): axe-core finds\n  {_describe(violations)}"
+    assert violations == [], (
+        f"{path} ({scheme}): axe-core finds\n  {_describe(violations)}"
+    )
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_colour_checks_find_one_failing_element_among_thousands(visits, scheme: str) -> None:
+def test_colour_checks_find_one_failing_element_among_thousands(
+    visits, scheme: str
+) -> None:
     """The probe's page, three elements given a failing style (_PROBE): the colour checks
     on one element per style find each of them, in each scheme, so that checking styles
     instead of elements hides nothing."""
     visit = visits("probe")
     assert visit.errors == [], visit.errors
-    assert visit.checked[scheme]["count"]["color-contrast"]["skipped"] > 1000, visit.checked[scheme]
-    found = {(v["id"], probe) for v in visit.axe[scheme] for n in v["nodes"]
-             for probe in PROBES if probe in n["html"]}
+    assert visit.checked[scheme]["count"]["color-contrast"]["skipped"] > 1000, (
+        visit.checked[scheme]
+    )
+    found = {
+        (v["id"], probe)
+        for v in visit.axe[scheme]
+        for n in v["nodes"]
+        for probe in PROBES
+        if probe in n["html"]
+    }
     assert found == {(rule, probe) for probe, rule in PROBES.items()}, (
         f"{PROBE_PAGE} ({scheme}), probed: found {sorted(found)}; axe-core finds\n  "
-        + _describe(visit.axe[scheme]))
+        + _describe(visit.axe[scheme])
+    )
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -524,18 +574,25 @@ def test_nothing_scrolls_sideways_on_a_phone(visits, path: str) -> None:
     assert phone["viewport"] == PHONE["width"]
     assert phone["scrollWidth"] <= phone["viewport"], (
         f"{path}: {phone['scrollWidth']} pixels wide at a {phone['viewport']}-pixel viewport; "
-        f"sticking out: {phone['outside']}")
+        f"sticking out: {phone['outside']}"
+    )
     for fig in phone["figures"]:
         assert fig["left"] >= 0 and fig["right"] <= phone["viewport"], f"{path}: {fig}"
-        assert fig["width"] <= fig["column"] + 0.5, f"{path}: figure wider than its column: {fig}"
+        assert fig["width"] <= fig["column"] + 0.5, (
+            f"{path}: figure wider than its column: {fig}"
+        )
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_a_keyboard_reaches_every_box_that_scrolls_on_a_phone(visits, path: str) -> None:
+def test_a_keyboard_reaches_every_box_that_scrolls_on_a_phone(
+    visits, path: str
+) -> None:
     """At the phone's width, where most tables, formulas and code cells scroll sideways,
     each box that scrolls is focusable or holds something focusable
     (docs/assets/javascripts/a11y.js puts such boxes in the tab order)."""
-    assert visits(path).phone["unreachable"] == [], f"{path}: {visits(path).phone['unreachable']}"
+    assert visits(path).phone["unreachable"] == [], (
+        f"{path}: {visits(path).phone['unreachable']}"
+    )
 
 
 def test_figures_scale_down_to_a_phone(visits) -> None:
@@ -543,10 +600,16 @@ def test_figures_scale_down_to_a_phone(visits) -> None:
     figures = [fig for path in PAGES for fig in visits(path).phone["figures"]]
     assert figures, "no figure displayed on any page"
     scaled = [fig for fig in figures if fig["natural"] > fig["column"]]
-    assert scaled, "no figure is wider than a phone's column: nothing here tests scaling"
+    assert scaled, (
+        "no figure is wider than a phone's column: nothing here tests scaling"
+    )
     for fig in scaled:
-        assert abs(fig["width"] - fig["column"]) <= 1, f"not scaled to the column: {fig}"
-    notebook_figures = [fig for fig in scaled if fig["src"].startswith("data:image/png")]
+        assert abs(fig["width"] - fig["column"]) <= 1, (
+            f"not scaled to the column: {fig}"
+        )
+    notebook_figures = [
+        fig for fig in scaled if fig["src"].startswith("data:image/png")
+    ]
     assert len(notebook_figures) == 7, "the notebook pages' figures are checked too"
 
 
@@ -557,7 +620,9 @@ def test_a_notebook_cell_gets_the_whole_column_on_a_phone(visits, path: str) -> 
     phone = visits(path).phone
     assert phone["cells"], f"{path}: no code cell"
     narrow = [width for width in phone["cells"] if width < phone["column"] - 1]
-    assert narrow == [], f"{path}: code cells {narrow} px in a {phone['column']} px column"
+    assert narrow == [], (
+        f"{path}: code cells {narrow} px in a {phone['column']} px column"
+    )
 
 
 @pytest.mark.parametrize("path", list(SCREENSHOTS))
@@ -565,14 +630,22 @@ def test_phone_screenshot(visits, path: str) -> None:
     """The screenshot is the phone's width, and the page's title lies wholly inside it."""
     visit = visits(path)
     assert visit.screenshot is not None and visit.screenshot.is_file()
-    assert _png_size(visit.screenshot) == (PHONE["width"], PHONE["height"]), visit.screenshot
+    assert _png_size(visit.screenshot) == (PHONE["width"], PHONE["height"]), (
+        visit.screenshot
+    )
     h1 = visit.phone["h1"]
     assert h1 is not None, f"{path}: no h1"
-    assert h1["x"] >= 0 and h1["x"] + h1["width"] <= PHONE["width"], f"{path}: h1 at {h1}"
-    assert h1["y"] >= 0 and h1["y"] + h1["height"] <= PHONE["height"], f"{path}: h1 at {h1}"
+    assert h1["x"] >= 0 and h1["x"] + h1["width"] <= PHONE["width"], (
+        f"{path}: h1 at {h1}"
+    )
+    assert h1["y"] >= 0 and h1["y"] + h1["height"] <= PHONE["height"], (
+        f"{path}: h1 at {h1}"
+    )
 
 
-def test_page_weight(visits, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture) -> None:
+def test_page_weight(
+    visits, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture
+) -> None:
     """The bytes a cold load of each page receives (every request, bodies as sent); the
     heaviest is within the budget. Every page's weight is printed."""
     weights = sorted(((visits(p).weight, p) for p in PAGES), reverse=True)
@@ -580,9 +653,15 @@ def test_page_weight(visits, request: pytest.FixtureRequest, capsys: pytest.Capt
     top = sorted(visits(heaviest_path).received.items(), key=lambda kv: -kv[1])[:5]
     table = "\n".join(f"{w / 1e6:8.3f} MB  {p}" for w, p in weights) + (
         f"\nheaviest: {heaviest_path}, {heaviest / 1e6:.3f} MB of {WEIGHT_BUDGET / 1e6:.1f} MB;"
-        " its largest responses:\n" + "\n".join(f"{s / 1e3:10.1f} kB  {u}" for u, s in top))
-    request.node.add_report_section("call", "page weight (cold load, compressed as served)", table)
+        " its largest responses:\n"
+        + "\n".join(f"{s / 1e3:10.1f} kB  {u}" for u, s in top)
+    )
+    request.node.add_report_section(
+        "call", "page weight (cold load, compressed as served)", table
+    )
     with capsys.disabled():
         print("\npage weight, cold load:\n" + table)
     assert all(w > 0 for w, _ in weights)
-    assert heaviest <= WEIGHT_BUDGET, f"{heaviest_path} weighs {heaviest} bytes:\n{table}"
+    assert heaviest <= WEIGHT_BUDGET, (
+        f"{heaviest_path} weighs {heaviest} bytes:\n{table}"
+    )

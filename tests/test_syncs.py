@@ -36,13 +36,22 @@ def test_the_counter_sees_every_size_that_depends_on_values():
     """One-argument where is a nonzero; bincount and argwhere size their output by the
     values; repeat_interleave does with a tensor of repeats, unless told output_size."""
     x = torch.tensor([1, 0, 2])
-    for reads in (lambda: torch.where(x > 0), lambda: x.argwhere(), lambda: x.bincount(),
-                  lambda: torch.bincount(x), lambda: x.repeat_interleave(x),
-                  lambda: x.repeat_interleave(repeats=x), lambda: torch.repeat_interleave(x),
-                  lambda: x.repeat_interleave(x, dim=0)):
+    for reads in (
+        lambda: torch.where(x > 0),
+        lambda: x.argwhere(),
+        lambda: x.bincount(),
+        lambda: torch.bincount(x),
+        lambda: x.repeat_interleave(x),
+        lambda: x.repeat_interleave(repeats=x),
+        lambda: torch.repeat_interleave(x),
+        lambda: x.repeat_interleave(x, dim=0),
+    ):
         assert syncs(reads) == 1
-    for free in (lambda: torch.where(x > 0, x, 0), lambda: x.repeat_interleave(2),
-                 lambda: torch.repeat_interleave(x, x, output_size=3)):
+    for free in (
+        lambda: torch.where(x > 0, x, 0),
+        lambda: x.repeat_interleave(2),
+        lambda: torch.repeat_interleave(x, x, output_size=3),
+    ):
         assert syncs(free) == 0
 
 
@@ -91,9 +100,15 @@ def test_models_check_their_ids_once(tiny):
 def test_generate_makes_at_most_one_sync_per_token(tiny, eos_id):
     n = 6
     count = syncs(tiny["gpt2"].generate, tiny["ids"][:, :4], n, eos_id=eos_id)
-    assert count == (1 if eos_id is None else n)  # the prompt's ids, then EOS tests but the last
-    sampled = syncs(tiny["gpt2"].generate, tiny["ids"][:, :4], n,
-                    choose=sampler(top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(0)))
+    assert count == (
+        1 if eos_id is None else n
+    )  # the prompt's ids, then EOS tests but the last
+    sampled = syncs(
+        tiny["gpt2"].generate,
+        tiny["ids"][:, :4],
+        n,
+        choose=sampler(top_k=5, top_p=0.9, generator=torch.Generator().manual_seed(0)),
+    )
     assert sampled == 1
     assert syncs(tiny["encdec"].greedy_decode, tiny["source"], n) <= n
 
@@ -123,7 +138,9 @@ def test_fullgraph_compile_of_the_encoder_decoder_and_a_rope_gqa_layer(tiny):
     compiled = torch.compile(attn, fullgraph=True, backend="aot_eager")
     x = torch.randn(2, 6, 32)
     with torch.no_grad():  # the RoPE tables are made inside the compiled call
-        torch.testing.assert_close(compiled(x, causal=True), attn(x, causal=True), atol=0, rtol=0)
+        torch.testing.assert_close(
+            compiled(x, causal=True), attn(x, causal=True), atol=0, rtol=0
+        )
 
 
 @pytest.mark.parametrize("base", [1e4, 1.5e5, 5e5, 1e6])
@@ -138,9 +155,11 @@ def test_a_fresh_rope_layer_compiles_on_its_first_call(base):
     from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
 
     x = torch.randn(1, 5, 8)
-    for make in (lambda: RotaryEmbedding(8, base=base),
-                 lambda: LinearScaledRotaryEmbedding(8, base=base, factor=8.0),
-                 lambda: LinearScaledRotaryEmbedding(8, base=base, factor=3.0)):
+    for make in (
+        lambda: RotaryEmbedding(8, base=base),
+        lambda: LinearScaledRotaryEmbedding(8, base=base, factor=8.0),
+        lambda: LinearScaledRotaryEmbedding(8, base=base, factor=3.0),
+    ):
         rope = make()
         compiled = torch.compile(make(), fullgraph=True, backend="eager")
         assert torch.equal(compiled(x), rope(x))

@@ -329,15 +329,28 @@ def with_alt_text(markdown: str, where: str = "the page") -> str:
             return match[0]
         name = match["name"]
         if name not in FIGURES:
-            raise ValueError(f"{where}: {match['src']!r} is no figure; the figures are {sorted(FIGURES)}")
+            raise ValueError(
+                f"{where}: {match['src']!r} is no figure; the figures are {sorted(FIGURES)}"
+            )
         if match["alt"].strip():
-            raise ValueError(f"{where}: figure {name!r} has alt text in the Markdown "
-                             f"({match['alt']!r}): leave its brackets empty, the build writes "
-                             f"in FIGURES[{name!r}].alt")
+            raise ValueError(
+                f"{where}: figure {name!r} has alt text in the Markdown "
+                f"({match['alt']!r}): leave its brackets empty, the build writes "
+                f"in FIGURES[{name!r}].alt"
+            )
         return f"![{FIGURES[name].alt}]({match['src']})"
 
     return FIGURE_IMAGE.sub(fill, markdown)
 
 
-__all__ = ["DRAWN_DARK", "FIGURES", "FIGURE_IMAGE", "FigureSpec", "LANGUAGES", "THEMES",
-           "draw_files", "render", "with_alt_text"]
+__all__ = [
+    "DRAWN_DARK",
+    "FIGURES",
+    "FIGURE_IMAGE",
+    "FigureSpec",
+    "LANGUAGES",
+    "THEMES",
+    "draw_files",
+    "render",
+    "with_alt_text",
+]

@@ -35,17 +35,27 @@ SCALING_LABELS = {
 
 MASK_LABELS = {
     "en": {
-        "titles": ("Hide padding keys", "Hide future keys", "Both: causal & padding",
-                   "Cross-attention, padded source", "Cached decode, offset 4",
-                   "Cached decode, offset forgotten"),
+        "titles": (
+            "Hide padding keys",
+            "Hide future keys",
+            "Both: causal & padding",
+            "Cross-attention, padded source",
+            "Cached decode, offset 4",
+            "Cached decode, offset forgotten",
+        ),
         "keys": "Keys",
         "queries": "Queries",
         "suptitle": "1 = may attend, 0 = blocked before softmax",
     },
     "ru": {
-        "titles": ("PAD-ключи скрыты", "Будущее скрыто", "Оба: causal и padding",
-                   "Cross-attention, PAD в источнике", "Декод с кешем, сдвиг 4",
-                   "Декод с кешем, сдвиг забыт"),
+        "titles": (
+            "PAD-ключи скрыты",
+            "Будущее скрыто",
+            "Оба: causal и padding",
+            "Cross-attention, PAD в источнике",
+            "Декод с кешем, сдвиг 4",
+            "Декод с кешем, сдвиг забыт",
+        ),
         "keys": "Ключи",
         "queries": "Запросы",
         "suptitle": "1 — можно смотреть, 0 — запрещено до softmax",
@@ -53,7 +63,9 @@ MASK_LABELS = {
 }
 
 
-def scaling_figure(*, language: str = "en", theme: str = "light", samples: int = 16_000) -> Figure:
+def scaling_figure(
+    *, language: str = "en", theme: str = "light", samples: int = 16_000
+) -> Figure:
     """Left: the unscaled score's variance grows like d_k, the scaled one stays near 1.
     Right: so unscaled softmax rows collapse onto one key as d_k grows."""
     t = text(SCALING_LABELS, language)
@@ -62,12 +74,42 @@ def scaling_figure(*, language: str = "en", theme: str = "light", samples: int =
     with style(theme) as p:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
         left.plot(widths, widths, color=p.border, lw=6, alpha=0.9, label=t["ideal"])
-        left.plot(widths, [s["var_raw"] for s in stats], "o-", color=p.series[1], label=t["raw"])
-        left.plot(widths, [s["var_scaled"] for s in stats], "o-", color=p.series[0], label=t["scaled"])
+        left.plot(
+            widths,
+            [s["var_raw"] for s in stats],
+            "o-",
+            color=p.series[1],
+            label=t["raw"],
+        )
+        left.plot(
+            widths,
+            [s["var_scaled"] for s in stats],
+            "o-",
+            color=p.series[0],
+            label=t["scaled"],
+        )
         left.set(xscale="log", yscale="log", xlabel=t["x"], title=t["title_var"])
-        right.plot(widths, [s["peak_raw"] for s in stats], "o-", color=p.series[1], label=t["raw"])
-        right.plot(widths, [s["peak_scaled"] for s in stats], "o-", color=p.series[0], label=t["scaled"])
-        right.set(xscale="log", ylim=(0, 1), xlabel=t["x"], ylabel=t["peak_y"], title=t["title_peak"])
+        right.plot(
+            widths,
+            [s["peak_raw"] for s in stats],
+            "o-",
+            color=p.series[1],
+            label=t["raw"],
+        )
+        right.plot(
+            widths,
+            [s["peak_scaled"] for s in stats],
+            "o-",
+            color=p.series[0],
+            label=t["scaled"],
+        )
+        right.set(
+            xscale="log",
+            ylim=(0, 1),
+            xlabel=t["x"],
+            ylabel=t["peak_y"],
+            title=t["title_peak"],
+        )
         for ax in (left, right):
             ax.set_xticks(widths, [str(w) for w in widths])
             ax.minorticks_off()
@@ -83,12 +125,20 @@ def mask_examples() -> list[tuple[torch.Tensor, list[int]]]:
     padding = padding_allowed(valid)[0, 0].expand(5, 5)  # [T_q, T_k]
     causal = causal_allowed(5, 5)
     source_valid = torch.tensor([[True] * 5 + [False]])
-    cross = padding_allowed(source_valid)[0, 0].expand(4, 6)  # T_q = 4 targets, T_k = 6 sources
+    cross = padding_allowed(source_valid)[0, 0].expand(
+        4, 6
+    )  # T_q = 4 targets, T_k = 6 sources
     decode = causal_allowed(1, 5, query_offset=4)
     forgotten = causal_allowed(1, 5)
     rows5, rows4 = list(range(5)), list(range(4))
-    return [(padding, rows5), (causal, rows5), (causal & padding, rows5), (cross, rows4),
-            (decode, [4]), (forgotten, [4])]
+    return [
+        (padding, rows5),
+        (causal, rows5),
+        (causal & padding, rows5),
+        (cross, rows4),
+        (decode, [4]),
+        (forgotten, [4]),
+    ]
 
 
 def masks_figure(*, language: str = "en", theme: str = "light") -> Figure:
@@ -108,7 +158,14 @@ def masks_figure(*, language: str = "en", theme: str = "light") -> Figure:
             for spine in ax.spines.values():
                 spine.set_visible(False)
             for i, j in np.ndindex(m.shape):
-                ax.text(j, i, "1" if m[i, j] else "0", ha="center", va="center",
-                        fontsize=11, color=BOX_INK if m[i, j] else p.muted)
+                ax.text(
+                    j,
+                    i,
+                    "1" if m[i, j] else "0",
+                    ha="center",
+                    va="center",
+                    fontsize=11,
+                    color=BOX_INK if m[i, j] else p.muted,
+                )
         fig.suptitle(t["suptitle"], fontsize=14, fontweight="bold", color=p.ink)
     return fig

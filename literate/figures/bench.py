@@ -36,13 +36,14 @@ RATIOS_LABELS = {
 }
 
 
-
 def _power_of_two(x: float, _position=None) -> str:
     """A tick at 2**e: "1/8" below 1, "4" above."""
     return f"1/{round(1 / x)}" if x < 1 else f"{x:g}"
 
 
-def ratios_figure(*, language: str = "en", theme: str = "light", results: dict | None = None) -> Figure:
+def ratios_figure(
+    *, language: str = "en", theme: str = "light", results: dict | None = None
+) -> Figure:
     """One line per row of `results` (default: `load_results()`), top to bottom in the
     file's order: its median ratio as a dot (gid "ratio", a scatter at y = the row's
     index) and its min-max over the rounds as a bar (gid "spread", one segment per row
@@ -53,15 +54,29 @@ def ratios_figure(*, language: str = "en", theme: str = "light", results: dict |
     ys = list(range(len(rows)))
     ratios = [row["ratio"] for row in rows]
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(11.5, 1.6 + 0.3 * len(rows)), layout="constrained")
+        fig, ax = plt.subplots(
+            figsize=(11.5, 1.6 + 0.3 * len(rows)), layout="constrained"
+        )
         colours = [p.series[0] if r < 1.0 else p.series[1] for r in ratios]
         ax.axvline(1.0, color=p.muted, ls="--", lw=1.2, label=t["even"], zorder=1)
-        ax.hlines(ys, [row["min"] for row in rows], [row["max"] for row in rows], colors=colours,
-                  lw=2.2, alpha=0.55, gid="spread", zorder=2)
+        ax.hlines(
+            ys,
+            [row["min"] for row in rows],
+            [row["max"] for row in rows],
+            colors=colours,
+            lw=2.2,
+            alpha=0.55,
+            gid="spread",
+            zorder=2,
+        )
         ax.scatter(ratios, ys, c=colours, s=30, gid="ratio", zorder=3)
         for key, colour in (("faster", p.series[0]), ("slower", p.series[1])):
             ax.scatter([], [], color=colour, s=30, label=t[key])
-        ax.set_yticks(ys, [f"{row['name']}  {t['vs']}  {row['reference']}" for row in rows], fontsize=8.5)
+        ax.set_yticks(
+            ys,
+            [f"{row['name']}  {t['vs']}  {row['reference']}" for row in rows],
+            fontsize=8.5,
+        )
         ax.set_ylim(len(rows) - 0.5, -0.5)  # the first row on top
         low = min(row["min"] for row in rows) / 1.25
         high = max(row["max"] for row in rows) * 1.25

@@ -31,19 +31,27 @@ BLOCK_LABELS = {
         "title": "One block of each era, bottom to top",
         "block only": "the block alone",
         "note": "Vertical line: the residual stream from the block's input $x$; each "
-                "branch rejoins it at a (+).\nOrange: a norm;  blue: attention;  "
-                "green: the feed-forward layer.",
-        "heads": "{h} heads", "grouped": "{h} q · {kv} kv heads",
+        "branch rejoins it at a (+).\nOrange: a norm;  blue: attention;  "
+        "green: the feed-forward layer.",
+        "heads": "{h} heads",
+        "grouped": "{h} q · {kv} kv heads",
         "latent": "{h} heads, rank {r}",
-        "moe": "MoE: top-{k} of {n}", "shared": "+ a shared expert",
+        "moe": "MoE: top-{k} of {n}",
+        "shared": "+ a shared expert",
         "layers": "layers {a}–{b}: {kind}",
-        "qk_norm": {"per head": "QK-norm", "over projection": "QK-norm",
-                    "none (RMSNorm on the q and kv latents)": "latent norms"},
-        "cross": "cross-attention", "encoder": "encoder",
+        "qk_norm": {
+            "per head": "QK-norm",
+            "over projection": "QK-norm",
+            "none (RMSNorm on the q and kv latents)": "latent norms",
+        },
+        "cross": "cross-attention",
+        "encoder": "encoder",
         "added": {"learned": "learned positions", "sinusoidal": "sinusoidal positions"},
         "positions": "positions",
-        "rope": "RoPE θ={base}", "partial": "RoPE on {r}/{d} dims, θ={base}",
-        "window": "window {w}", "window_some": "window {w} in {k}/{n} layers",
+        "rope": "RoPE θ={base}",
+        "partial": "RoPE on {r}/{d} dims, θ={base}",
+        "window": "window {w}",
+        "window_some": "window {w} in {k}/{n} layers",
         "sinks": "sinks",
         "units": ((10**6, "M"), (10**3, "K")),
     },
@@ -51,20 +59,30 @@ BLOCK_LABELS = {
         "title": "По одному блоку каждой эпохи, снизу вверх",
         "block only": "только блок",
         "note": "Вертикальная линия — остаточный поток от входа блока $x$; каждая "
-                "ветвь возвращается в него в (+).\nОранжевый — нормализация;  синий — "
-                "внимание;  зелёный — полносвязный слой.",
-        "heads": "голов: {h}", "grouped": "голов: {h} q · {kv} kv",
+        "ветвь возвращается в него в (+).\nОранжевый — нормализация;  синий — "
+        "внимание;  зелёный — полносвязный слой.",
+        "heads": "голов: {h}",
+        "grouped": "голов: {h} q · {kv} kv",
         "latent": "голов: {h}, ранг {r}",
-        "moe": "MoE: top-{k} из {n}", "shared": "+ общий эксперт",
+        "moe": "MoE: top-{k} из {n}",
+        "shared": "+ общий эксперт",
         "layers": "слои {a}–{b}: {kind}",
-        "qk_norm": {"per head": "QK-norm", "over projection": "QK-norm",
-                    "none (RMSNorm on the q and kv latents)": "нормы латентов"},
-        "cross": "кросс-внимание", "encoder": "энкодер",
-        "added": {"learned": "обучаемые позиции",
-                  "sinusoidal": "синусоидальные позиции"},
+        "qk_norm": {
+            "per head": "QK-norm",
+            "over projection": "QK-norm",
+            "none (RMSNorm on the q and kv latents)": "нормы латентов",
+        },
+        "cross": "кросс-внимание",
+        "encoder": "энкодер",
+        "added": {
+            "learned": "обучаемые позиции",
+            "sinusoidal": "синусоидальные позиции",
+        },
         "positions": "позиции",
-        "rope": "RoPE θ={base}", "partial": "RoPE на {r}/{d} изм., θ={base}",
-        "window": "окно {w}", "window_some": "окно {w} в {k}/{n} слоях",
+        "rope": "RoPE θ={base}",
+        "partial": "RoPE на {r}/{d} изм., θ={base}",
+        "window": "окно {w}",
+        "window_some": "окно {w} в {k}/{n} слоях",
         "sinks": "стоки",
         "units": ((10**6, "\u00a0млн"), (10**3, "\u00a0тыс.")),
     },
@@ -81,10 +99,18 @@ TOPOLOGIES = {
     "parallel (two norms)": "parallel-two",
 }
 
-NORM_NAMES = {"LayerNorm": "LayerNorm", "LayerNorm (no bias)": "LayerNorm, no bias",
-              "RMSNorm": "RMSNorm", "RMSNorm (1 + w)": "RMSNorm (1 + w)"}
-ACTIVATIONS = {"silu": "SiLU", "gelu": "GELU", "relu": "ReLU",
-               "gelu (tanh)": "GELU (tanh)"}
+NORM_NAMES = {
+    "LayerNorm": "LayerNorm",
+    "LayerNorm (no bias)": "LayerNorm, no bias",
+    "RMSNorm": "RMSNorm",
+    "RMSNorm (1 + w)": "RMSNorm (1 + w)",
+}
+ACTIVATIONS = {
+    "silu": "SiLU",
+    "gelu": "GELU",
+    "relu": "ReLU",
+    "gelu (tanh)": "GELU (tanh)",
+}
 
 # Sizes in points: the panels are laid out in points, one data unit = 1 pt.
 PANEL_W, NAME_H, CAPTION_LINE, GAP_X, GAP_Y = 172.0, 19.0, 12.5, 6.0, 14.0
@@ -101,8 +127,10 @@ def _font(size: float) -> FontProperties:
 def topology(cell: str) -> str:
     """The topology of a "block" cell of `era_table`; ValueError for any other."""
     if cell not in TOPOLOGIES:
-        raise ValueError(f"block must be one of {sorted(TOPOLOGIES)}, got {cell!r}: "
-                         "no drawing for this topology")
+        raise ValueError(
+            f"block must be one of {sorted(TOPOLOGIES)}, got {cell!r}: "
+            "no drawing for this topology"
+        )
     return TOPOLOGIES[cell]
 
 
@@ -127,8 +155,9 @@ def _short(n: int, units) -> str:
 
 def text_width(s: str, size: float) -> float:
     """The width in points of `s` set in the figures' font at `size`."""
-    width, _, _ = text_to_path.get_text_width_height_descent(s, _font(size),
-                                                             ismath=False)
+    width, _, _ = text_to_path.get_text_width_height_descent(
+        s, _font(size), ismath=False
+    )
     return width
 
 
@@ -146,8 +175,9 @@ def _wrap(s: str, size: float, width: float, sep: str = " ") -> list[str]:
 
 def _cell(row: dict, column: str) -> str:
     if column not in row:
-        raise ValueError(f"an era_table row needs a {column!r} cell, got the columns "
-                         f"{sorted(row)}")
+        raise ValueError(
+            f"an era_table row needs a {column!r} cell, got the columns {sorted(row)}"
+        )
     return str(row[column])
 
 
@@ -157,8 +187,7 @@ def _heads(cell: str, t) -> list[str] | None:
     m = re.fullmatch(r"(MHA|GQA|MQA), (\d+) heads(?:, (\d+) key/value)?", cell)
     if m:
         kind, h, kv = m.groups()
-        return [kind, t["grouped"].format(h=h, kv=kv) if kv
-                else t["heads"].format(h=h)]
+        return [kind, t["grouped"].format(h=h, kv=kv) if kv else t["heads"].format(h=h)]
     m = re.fullmatch(r"latent, (\d+) heads \(rank (\d+), RoPE part \d+\)", cell)
     if m:
         return ["MLA", t["latent"].format(h=m[1], r=m[2])]
@@ -197,8 +226,9 @@ def _ffn(cell: str, t) -> list[str]:
     lines, first = _ffn_kind(runs[-1][1], t), 1
     for run in runs[:-1]:
         last = first + int(run[2]) - 1
-        lines.append(t["layers"].format(a=first, b=last,
-                                        kind=" ".join(_ffn_kind(run[1], t))))
+        lines.append(
+            t["layers"].format(a=first, b=last, kind=" ".join(_ffn_kind(run[1], t)))
+        )
         first = last + 1
     return lines
 
@@ -207,8 +237,11 @@ def _positions(cell: str, t) -> str:
     m = re.fullmatch(r"(\w+), added to the embeddings", cell)
     if m:
         return t["added"].get(m[1], cell)
-    m = re.fullmatch(r"RoPE \((?:rotate-half|interleaved)(?:, (\d+) of (\d+) dims)?\), "
-                     r"base (.+?)(?:, YaRN x([\d.]+))?", cell)
+    m = re.fullmatch(
+        r"RoPE \((?:rotate-half|interleaved)(?:, (\d+) of (\d+) dims)?\), "
+        r"base (.+?)(?:, YaRN x([\d.]+))?",
+        cell,
+    )
     if not m:
         return cell
     rotated, d_head, bases, yarn = m.groups()
@@ -222,8 +255,11 @@ def _positions(cell: str, t) -> str:
         scaled = f" ({scaling.replace(' ', NBSP)})" if scaling else ""  # kept whole
         shown.append(_short(_int(number), t["units"]) + scaled)
     base = " / ".join(shown)
-    line = (t["partial"].format(r=rotated, d=d_head, base=base) if rotated
-            else t["rope"].format(base=base))
+    line = (
+        t["partial"].format(r=rotated, d=d_head, base=base)
+        if rotated
+        else t["rope"].format(base=base)
+    )
     return line + (f", YaRN ×{yarn}" if yarn else "")
 
 
@@ -270,24 +306,28 @@ def panel(row: dict, language: str = "en") -> Panel:
         era = era.removesuffix(" (a block)")
         parts.insert(0, t["block only"])
     era += f" ({row['year']})" if "year" in row else ""
-    return Panel(era=era, topology=shape, norm=NORM_NAMES.get(norm, norm),
-                 attention=tuple(attention),
-                 cross=None if cross is None else tuple(cross),
-                 ffn=tuple(_ffn(_cell(row, "FFN"), t)),
-                 caption=tuple(_caption(parts)))
+    return Panel(
+        era=era,
+        topology=shape,
+        norm=NORM_NAMES.get(norm, norm),
+        attention=tuple(attention),
+        cross=None if cross is None else tuple(cross),
+        ffn=tuple(_ffn(_cell(row, "FFN"), t)),
+        caption=tuple(_caption(parts)),
+    )
 
 
 def _caption(parts: list[str]) -> list[str]:
     """The parts joined by ' · ' in lines as wide as the panel: broken between parts,
     and a part wider than the panel between its words."""
     lines = _wrap(" · ".join(parts), LINE_FONT, PANEL_W - 4, " · ")
-    return [piece for line in lines
-            for piece in _wrap(line, LINE_FONT, PANEL_W - 4)]
+    return [piece for line in lines for piece in _wrap(line, LINE_FONT, PANEL_W - 4)]
 
 
 # A drawing is a list of primitives in points, so its height is known before the
 # axes are placed: ("box", x, y, w, h, lines, role), ("line", xs, ys),
 # ("arrow", start, end), ("join", x, y), ("dot", x, y), ("label", x, y, text).
+
 
 def _sublayers(pan: Panel) -> list[tuple[str, tuple[str, ...]]]:
     cross = [] if pan.cross is None else [("cross", pan.cross)]
@@ -317,8 +357,12 @@ def layout(pan: Panel, language: str = "en") -> tuple[list[tuple], float]:
     y = 12.0
     for role, lines in _sublayers(pan):
         sub = (role, _fit(lines, SUB_W))
-        branch = {"pre": [norm, sub], "post": [sub], "sandwich": [norm, sub, norm],
-                  "output": [sub, norm]}[pan.topology]
+        branch = {
+            "pre": [norm, sub],
+            "post": [sub],
+            "sandwich": [norm, sub, norm],
+            "output": [sub, norm],
+        }[pan.topology]
         fork = y + 6.0
         ops.append(("line", (sx, sx), (y, fork)))
         ops.append(("dot", sx, fork))
@@ -331,14 +375,29 @@ def layout(pan: Panel, language: str = "en") -> tuple[list[tuple], float]:
         ops.append(("line", (sx, bx, bx), (fork, fork, boxes[0][0] - 6.0)))
         ops.append(("arrow", (bx, boxes[0][0] - 6.0), (bx, boxes[0][0])))
         for i, (bottom, h, kind, labels) in enumerate(boxes):
-            ops.append(("box", bx, bottom, NORM_W if kind == "norm" else SUB_W, h,
-                        labels, kind))
+            ops.append(
+                (
+                    "box",
+                    bx,
+                    bottom,
+                    NORM_W if kind == "norm" else SUB_W,
+                    h,
+                    labels,
+                    kind,
+                )
+            )
             if i:
-                ops.append(("arrow", (bx, boxes[i - 1][0] + boxes[i - 1][1]),
-                            (bx, bottom)))
+                ops.append(
+                    ("arrow", (bx, boxes[i - 1][0] + boxes[i - 1][1]), (bx, bottom))
+                )
             if kind == "cross":  # the keys and values come from the encoder
-                ops.append(("arrow", (bx + SUB_W / 2 + 14.0, bottom + h / 2),
-                            (bx + SUB_W / 2, bottom + h / 2)))
+                ops.append(
+                    (
+                        "arrow",
+                        (bx + SUB_W / 2 + 14.0, bottom + h / 2),
+                        (bx + SUB_W / 2, bottom + h / 2),
+                    )
+                )
                 ops.append(("side", PANEL_W, bottom - 3.0, t["encoder"]))
         last = boxes[-1][0] + boxes[-1][1]
         ops.append(("line", (bx, bx), (last, join)))
@@ -358,8 +417,9 @@ def _parallel(pan: Panel, ops: list[tuple]) -> tuple[list[tuple], float]:
     """x + Attn(N1 x) + FFN(N2 x) (two norms: a branch each) or x + Attn(N x) +
     FFN(N x) (one norm, shared by both branches): one (+) for both."""
     w = PARALLEL_W
-    norm, attention, ffn = (_fit(lines, w) for lines in ((pan.norm,), pan.attention,
-                                                         pan.ffn))
+    norm, attention, ffn = (
+        _fit(lines, w) for lines in ((pan.norm,), pan.attention, pan.ffn)
+    )
     two = pan.topology == "parallel-two"
     sx = PANEL_W / 2 if two else 8.0
     left, right = (sx - 46.0, sx + 46.0) if two else (50.0, 130.0)
@@ -415,8 +475,12 @@ def box_font(lines, w: float) -> float:
 
 def _draw(ax, ops: list[tuple], p) -> None:
     line = p.muted
-    fills = {"norm": p.series[1], "attn": p.series[0], "cross": p.series[0],
-             "ffn": p.series[2]}
+    fills = {
+        "norm": p.series[1],
+        "attn": p.series[0],
+        "cross": p.series[0],
+        "ffn": p.series[2],
+    }
     for op in ops:
         kind, args = op[0], op[1:]
         if kind == "line":
@@ -428,27 +492,63 @@ def _draw(ax, ops: list[tuple], p) -> None:
         elif kind == "join":
             x, y = args
             ax.add_patch(Circle((x, y), R, facecolor="none", edgecolor=p.ink, lw=1.2))
-            ax.text(x, y, "+", ha="center", va="center_baseline", fontsize=10,
-                    color=p.ink)
+            ax.text(
+                x, y, "+", ha="center", va="center_baseline", fontsize=10, color=p.ink
+            )
         elif kind == "label":
-            ax.text(args[0], args[1], args[2], ha="center", va="center", fontsize=11,
-                    color=p.ink)
+            ax.text(
+                args[0],
+                args[1],
+                args[2],
+                ha="center",
+                va="center",
+                fontsize=11,
+                color=p.ink,
+            )
         elif kind == "side":
-            ax.text(args[0], args[1], args[2], ha="right", va="top", fontsize=8.5,
-                    color=p.muted)
+            ax.text(
+                args[0],
+                args[1],
+                args[2],
+                ha="right",
+                va="top",
+                fontsize=8.5,
+                color=p.muted,
+            )
         elif kind == "box":
             x, bottom, w, h, lines, role = args
-            ax.add_patch(FancyBboxPatch((x - w / 2, bottom), w, h,
-                                        boxstyle="round,pad=0,rounding_size=4",
-                                        facecolor=fills[role], edgecolor="none",
-                                        label=f"_{role}"))
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x - w / 2, bottom),
+                    w,
+                    h,
+                    boxstyle="round,pad=0,rounding_size=4",
+                    facecolor=fills[role],
+                    edgecolor="none",
+                    label=f"_{role}",
+                )
+            )
             size = box_font(lines, w)
-            ax.text(x, bottom + h / 2, "\n".join(lines), ha="center", va="center",
-                    fontsize=size, color=BOX_INK, linespacing=1.15, label=f"_{role}")
+            ax.text(
+                x,
+                bottom + h / 2,
+                "\n".join(lines),
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=BOX_INK,
+                linespacing=1.15,
+                label=f"_{role}",
+            )
 
 
-def era_blocks_figure(*, language: str = "en", theme: str = "light",
-                      rows: list[dict] | None = None, columns: int = 4) -> Figure:
+def era_blocks_figure(
+    *,
+    language: str = "en",
+    theme: str = "light",
+    rows: list[dict] | None = None,
+    columns: int = 4,
+) -> Figure:
     """One panel per row of `era_table()` (or of `rows`), `columns` to a line: the
     block drawn bottom to top as its "block" cell places the norms, attention and FFN
     on the residual stream (and a decoder layer's cross-attention when the attention
@@ -461,15 +561,17 @@ def era_blocks_figure(*, language: str = "en", theme: str = "light",
         rows = era_table()  # built once per drawing: the eras may change between two
     panels = [panel(row, language) for row in rows]  # refuses unknown topologies first
     drawings = [layout(pan, language) for pan in panels]
-    lines = [range(i, min(i + columns, len(panels)))
-             for i in range(0, len(panels), columns)]
-    captions = [NAME_H + CAPTION_LINE * max(len(panels[i].caption) for i in line)
-                for line in lines]
+    lines = [
+        range(i, min(i + columns, len(panels))) for i in range(0, len(panels), columns)
+    ]
+    captions = [
+        NAME_H + CAPTION_LINE * max(len(panels[i].caption) for i in line)
+        for line in lines
+    ]
     heights = [max(drawings[i][1] for i in line) for line in lines]
     top, bottom, side = 34.0, 40.0, 8.0
     width = side * 2 + columns * PANEL_W + (columns - 1) * GAP_X
-    height = (top + sum(heights) + sum(captions) + GAP_Y * (len(lines) - 1)
-              + bottom)
+    height = top + sum(heights) + sum(captions) + GAP_Y * (len(lines) - 1) + bottom
     with style(theme) as p:
         fig = plt.figure(figsize=(width / 72, height / 72))
         y = height - top
@@ -477,20 +579,51 @@ def era_blocks_figure(*, language: str = "en", theme: str = "light",
             y -= h + cap
             for c, i in enumerate(line):
                 x = side + c * (PANEL_W + GAP_X)
-                ax = fig.add_axes((x / width, y / height, PANEL_W / width,
-                                   (h + cap) / height))
+                ax = fig.add_axes(
+                    (x / width, y / height, PANEL_W / width, (h + cap) / height)
+                )
                 ax.set(xlim=(0, PANEL_W), ylim=(-cap, h))
                 ax.axis("off")
                 _draw(ax, drawings[i][0], p)
-                ax.text(PANEL_W / 2, -NAME_H / 2, panels[i].era, ha="center",
-                        va="center", fontsize=NAME_FONT, fontweight="bold",
-                        color=p.ink)
-                ax.text(PANEL_W / 2, -NAME_H + 2.0, "\n".join(panels[i].caption),
-                        ha="center", va="top", fontsize=LINE_FONT, color=p.muted,
-                        linespacing=1.25)
+                ax.text(
+                    PANEL_W / 2,
+                    -NAME_H / 2,
+                    panels[i].era,
+                    ha="center",
+                    va="center",
+                    fontsize=NAME_FONT,
+                    fontweight="bold",
+                    color=p.ink,
+                )
+                ax.text(
+                    PANEL_W / 2,
+                    -NAME_H + 2.0,
+                    "\n".join(panels[i].caption),
+                    ha="center",
+                    va="top",
+                    fontsize=LINE_FONT,
+                    color=p.muted,
+                    linespacing=1.25,
+                )
             y -= GAP_Y
-        fig.text(side / width, 1 - 10 / height, t["title"], ha="left", va="top",
-                 fontsize=14, fontweight="bold", color=p.ink)
-        fig.text(0.5, 8 / height, t["note"], ha="center", va="bottom",
-                 fontsize=9.5, color=p.muted, linespacing=1.4)
+        fig.text(
+            side / width,
+            1 - 10 / height,
+            t["title"],
+            ha="left",
+            va="top",
+            fontsize=14,
+            fontweight="bold",
+            color=p.ink,
+        )
+        fig.text(
+            0.5,
+            8 / height,
+            t["note"],
+            ha="center",
+            va="bottom",
+            fontsize=9.5,
+            color=p.muted,
+            linespacing=1.4,
+        )
     return fig

@@ -25,8 +25,11 @@ PARAMS_CACHE_LABELS = {
         "title": "Parameters against KV cache per token (bfloat16, batch 1)",
         "x": "parameters (log scale)",
         "y": "KV cache per token, KiB (log scale)\na context within every window",
-        "families": {"full": "dense, MHA/GQA cache", "windowed": "windowed layers",
-                     "latent": "latent (MLA) cache"},
+        "families": {
+            "full": "dense, MHA/GQA cache",
+            "windowed": "windowed layers",
+            "latent": "latent (MLA) cache",
+        },
         "dense": "dense FFN: total = active",
         "moe": "MoE: total (filled), active per token (hollow)",
         "kib": "{n} KiB",
@@ -36,8 +39,11 @@ PARAMS_CACHE_LABELS = {
         "title": "Параметры и KV-кеш на токен (bfloat16, батч 1)",
         "x": "параметры (лог. шкала)",
         "y": "KV-кеш на токен, КиБ (лог. шкала)\nконтекст в пределах всех окон",
-        "families": {"full": "плотные, кеш MHA/GQA", "windowed": "слои с окном",
-                     "latent": "латентный кеш (MLA)"},
+        "families": {
+            "full": "плотные, кеш MHA/GQA",
+            "windowed": "слои с окном",
+            "latent": "латентный кеш (MLA)",
+        },
         "dense": "плотный FFN: всего = активных",
         "moe": "MoE: всего (закрашен), активных на токен (полый)",
         "kib": "{n} КиБ",
@@ -67,7 +73,7 @@ DEFAULT_PLACE = ((7, 0), "left")
 
 
 def cache_family(name: str) -> str:
-    """"latent" for an MLA cache, "windowed" when some layers keep a window
+    """ "latent" for an MLA cache, "windowed" when some layers keep a window
     (`growth_stops`), "full" for a cache of every key and value of MHA/GQA."""
     shape = cache_shape(name)
     if shape.kind == "MLA":
@@ -98,36 +104,92 @@ def params_cache_figure(*, language: str = "en", theme: str = "light") -> Figure
             colour = colours[cache_family(name)]
             marker = "o" if total == active else "^"
             if total != active:
-                ax.plot([active, total], [per_token, per_token], "-", color=colour,
-                        lw=1.0, zorder=2, label=f"_link {name}")
-                ax.scatter([active], [per_token], s=52, marker=marker,
-                           facecolors="none", edgecolors=colour, linewidths=1.6,
-                           zorder=3, label=f"_active {name}")
-            ax.scatter([total], [per_token], s=60, marker=marker, color=colour,
-                       edgecolors="none", zorder=4, label=f"_total {name}")
+                ax.plot(
+                    [active, total],
+                    [per_token, per_token],
+                    "-",
+                    color=colour,
+                    lw=1.0,
+                    zorder=2,
+                    label=f"_link {name}",
+                )
+                ax.scatter(
+                    [active],
+                    [per_token],
+                    s=52,
+                    marker=marker,
+                    facecolors="none",
+                    edgecolors=colour,
+                    linewidths=1.6,
+                    zorder=3,
+                    label=f"_active {name}",
+                )
+            ax.scatter(
+                [total],
+                [per_token],
+                s=60,
+                marker=marker,
+                color=colour,
+                edgecolors="none",
+                zorder=4,
+                label=f"_total {name}",
+            )
             (dx, dy), ha = LABEL_PLACES.get(name, DEFAULT_PLACE)
-            ax.annotate(name, (total, per_token), xytext=(dx, dy),
-                        textcoords="offset points", ha=ha, va="center", fontsize=10,
-                        color=p.ink)
+            ax.annotate(
+                name,
+                (total, per_token),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va="center",
+                fontsize=10,
+                color=p.ink,
+            )
         ax.set_xscale("log")
         ax.set_yscale("log", base=2)
         ax.set_xticks(PARAMS_TICKS, [_count(n, t["units"]) for n in PARAMS_TICKS])
-        ax.set_yticks([k * 1024 for k in KIB_TICKS],
-                      [t["kib"].format(n=k) for k in KIB_TICKS])
+        ax.set_yticks(
+            [k * 1024 for k in KIB_TICKS], [t["kib"].format(n=k) for k in KIB_TICKS]
+        )
         ax.minorticks_off()
-        ax.set(xlim=(6e7, 2e12), ylim=(27 * 1024, 700 * 1024), xlabel=t["x"],
-               ylabel=t["y"], title=t["title"])
+        ax.set(
+            xlim=(6e7, 2e12),
+            ylim=(27 * 1024, 700 * 1024),
+            xlabel=t["x"],
+            ylabel=t["y"],
+            title=t["title"],
+        )
         ax.grid(alpha=0.6)
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)
-        handles = [Line2D([], [], ls="none", marker="s", ms=8, color=colours[f],
-                          label=t["families"][f])
-                   for f in ("full", "windowed", "latent")]
-        handles += [Line2D([], [], ls="none", marker="o", ms=7, color=p.muted,
-                           label=t["dense"]),
-                    Line2D([], [], ls="-", lw=1.0, marker="^", ms=7, color=p.muted,
-                           mfc="none", mew=1.6, label=t["moe"])]
+        handles = [
+            Line2D(
+                [],
+                [],
+                ls="none",
+                marker="s",
+                ms=8,
+                color=colours[f],
+                label=t["families"][f],
+            )
+            for f in ("full", "windowed", "latent")
+        ]
+        handles += [
+            Line2D(
+                [], [], ls="none", marker="o", ms=7, color=p.muted, label=t["dense"]
+            ),
+            Line2D(
+                [],
+                [],
+                ls="-",
+                lw=1.0,
+                marker="^",
+                ms=7,
+                color=p.muted,
+                mfc="none",
+                mew=1.6,
+                label=t["moe"],
+            ),
+        ]
         ax.legend(handles=handles, loc="lower right")
     return fig
-
-

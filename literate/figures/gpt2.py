@@ -96,29 +96,57 @@ def gradient_figure(*, language: str = "en", theme: str = "light") -> Figure:
         colours = {"pre": p.series[0], "post": p.series[1]}
         for row, (key, init, input_std) in zip(rows, GRADIENT_ROWS):
             left, right = row.subplots(1, 2, sharey=True)
-            row.suptitle(t[key].format(std=input_std), x=0.01, ha="left",
-                         fontsize=15, fontweight="bold")
+            row.suptitle(
+                t[key].format(std=input_std),
+                x=0.01,
+                ha="left",
+                fontsize=15,
+                fontweight="bold",
+            )
             study = gradient_study(init, input_std)
             for pos in NORM_POSITIONS:
-                left.plot(layers, study[pos][STUDY_LAYERS].ffn_grad, "o-",
-                          color=colours[pos], label=t[pos])
+                left.plot(
+                    layers,
+                    study[pos][STUDY_LAYERS].ffn_grad,
+                    "o-",
+                    color=colours[pos],
+                    label=t[pos],
+                )
                 top = [study[pos][depth].ffn_grad[-1] for depth in STUDY_DEPTHS]
                 right.plot(STUDY_DEPTHS, top, "o-", color=colours[pos], label=t[pos])
             if init == CONTROL[0]:
                 control = gradient_study(*CONTROL)["pre"]
-                left.plot(layers, control[STUDY_LAYERS].ffn_grad, ":", color=p.ink,
-                          lw=1.6, label=t["control"])
-                right.plot(STUDY_DEPTHS, [control[d].ffn_grad[-1] for d in STUDY_DEPTHS],
-                           ":", color=p.ink, lw=1.6, label=t["control"])
+                left.plot(
+                    layers,
+                    control[STUDY_LAYERS].ffn_grad,
+                    ":",
+                    color=p.ink,
+                    lw=1.6,
+                    label=t["control"],
+                )
+                right.plot(
+                    STUDY_DEPTHS,
+                    [control[d].ffn_grad[-1] for d in STUDY_DEPTHS],
+                    ":",
+                    color=p.ink,
+                    lw=1.6,
+                    label=t["control"],
+                )
             # The 1/sqrt(L) slope, through pre-norm's top gradient at L = 12.
             anchor = study["pre"][STUDY_LAYERS].ffn_grad[-1] * math.sqrt(STUDY_LAYERS)
-            right.plot(STUDY_DEPTHS, [anchor / math.sqrt(d) for d in STUDY_DEPTHS], "--",
-                       color=p.muted, lw=1.2, label=t["slope"])
-            left.set(xlabel=t["layer"], ylabel=t["y"], yscale="log",
-                     title=t["title_layers"])
+            right.plot(
+                STUDY_DEPTHS,
+                [anchor / math.sqrt(d) for d in STUDY_DEPTHS],
+                "--",
+                color=p.muted,
+                lw=1.2,
+                label=t["slope"],
+            )
+            left.set(
+                xlabel=t["layer"], ylabel=t["y"], yscale="log", title=t["title_layers"]
+            )
             left.set_xticks(list(layers))
-            right.set(xscale="log", xlabel=t["depth"],
-                      title=t["title_depth"])
+            right.set(xscale="log", xlabel=t["depth"], title=t["title_depth"])
             right.set_xticks(list(STUDY_DEPTHS), [str(d) for d in STUDY_DEPTHS])
             for ax in (left, right):
                 ax.minorticks_off()
@@ -129,7 +157,9 @@ def gradient_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 ax.grid(alpha=0.6)
                 for spine in ("top", "right"):
                     ax.spines[spine].set_visible(False)
-            where = "upper right" if init == "xavier" else "center right"  # clear of lines
+            where = (
+                "upper right" if init == "xavier" else "center right"
+            )  # clear of lines
             left.legend(loc=where)
             right.legend(loc=where)
     return fig
@@ -158,7 +188,13 @@ def loss_figure(*, language: str = "en", theme: str = "light") -> Figure:
         ax.axhline(math.log(6), color=p.muted, ls=":", lw=1.3, label=t["uniform"])
         ax.axhline(threshold, color=p.series[4], ls="--", lw=1.3, label=t["threshold"])
         ax.plot(range(len(losses)), losses, color=p.series[0], lw=2, label=t["loss"])
-        ax.set(yscale="log", xlabel=t["x"], ylabel=t["y"], title=t["title"], xlim=(0, len(losses) - 1))
+        ax.set(
+            yscale="log",
+            xlabel=t["x"],
+            ylabel=t["y"],
+            title=t["title"],
+            xlim=(0, len(losses) - 1),
+        )
         ax.grid(alpha=0.6)
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)

@@ -14,7 +14,11 @@ from literate.parts.multi_head import grouped_attention
 
 GROUPING_LABELS = {
     "en": {
-        "titles": ("MHA: 8 key/value heads", "GQA: 2 key/value heads", "MQA: 1 key/value head"),
+        "titles": (
+            "MHA: 8 key/value heads",
+            "GQA: 2 key/value heads",
+            "MQA: 1 key/value head",
+        ),
         "query": "query heads",
         "kv": "K/V heads\n(cached)",
         "suptitle": "8 query heads; query head h reads key/value head h // G",
@@ -84,25 +88,84 @@ def grouping_figure(*, language: str = "en", theme: str = "light") -> Figure:
         fig, axes = plt.subplots(1, 3, figsize=(12, 3.9), layout="constrained")
         for ax, n_kv, title in zip(axes, (8, 2, 1), t["titles"]):
             mapping = kv_head_of(8, n_kv)
-            kv_x = [(j + 0.5) * 8 / n_kv - 0.5 for j in range(n_kv)]  # centred under their group
-            colours = [p.series[j % len(p.series)] if n_kv > 1 else p.series[0] for j in range(n_kv)]
+            kv_x = [
+                (j + 0.5) * 8 / n_kv - 0.5 for j in range(n_kv)
+            ]  # centred under their group
+            colours = [
+                p.series[j % len(p.series)] if n_kv > 1 else p.series[0]
+                for j in range(n_kv)
+            ]
             for h, j in enumerate(mapping):
-                ax.plot([h, kv_x[j]], [1.0, 0.0], color=colours[j], lw=1.6, alpha=0.8, zorder=1)
-                ax.add_patch(FancyBboxPatch((h - 0.32, 0.92), 0.64, 0.16, boxstyle="round,pad=0.02",
-                                            facecolor=colours[j], edgecolor="none", zorder=2))
-                ax.text(h, 1.0, f"q{h}", ha="center", va="center", fontsize=9, color=BOX_INK, zorder=3)
+                ax.plot(
+                    [h, kv_x[j]],
+                    [1.0, 0.0],
+                    color=colours[j],
+                    lw=1.6,
+                    alpha=0.8,
+                    zorder=1,
+                )
+                ax.add_patch(
+                    FancyBboxPatch(
+                        (h - 0.32, 0.92),
+                        0.64,
+                        0.16,
+                        boxstyle="round,pad=0.02",
+                        facecolor=colours[j],
+                        edgecolor="none",
+                        zorder=2,
+                    )
+                )
+                ax.text(
+                    h,
+                    1.0,
+                    f"q{h}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color=BOX_INK,
+                    zorder=3,
+                )
             for j, xj in enumerate(kv_x):
                 width = 0.64 if n_kv == 8 else 0.9
-                ax.add_patch(FancyBboxPatch((xj - width / 2, -0.1), width, 0.2, boxstyle="round,pad=0.02",
-                                            facecolor=colours[j], edgecolor=p.ink, linewidth=1.2, zorder=2))
-                ax.text(xj, 0.0, f"kv{j}", ha="center", va="center", fontsize=9, color=BOX_INK, zorder=3)
+                ax.add_patch(
+                    FancyBboxPatch(
+                        (xj - width / 2, -0.1),
+                        width,
+                        0.2,
+                        boxstyle="round,pad=0.02",
+                        facecolor=colours[j],
+                        edgecolor=p.ink,
+                        linewidth=1.2,
+                        zorder=2,
+                    )
+                )
+                ax.text(
+                    xj,
+                    0.0,
+                    f"kv{j}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color=BOX_INK,
+                    zorder=3,
+                )
             ax.set_title(title, fontsize=12)
             ax.set_xlim(-0.7, 7.7)
             ax.set_ylim(-0.45, 1.2)
             ax.set_xticks([])
-            ax.set_yticks([0.0, 1.0], [t["kv"], t["query"]] if ax is axes[0] else ["", ""])
-            ax.text(3.5, -0.33, t["per_token"].format(n=n_kv), ha="center", va="center", fontsize=9,
-                    color=p.muted, in_layout=False)
+            ax.set_yticks(
+                [0.0, 1.0], [t["kv"], t["query"]] if ax is axes[0] else ["", ""]
+            )
+            ax.text(
+                3.5,
+                -0.33,
+                t["per_token"].format(n=n_kv),
+                ha="center",
+                va="center",
+                fontsize=9,
+                color=p.muted,
+                in_layout=False,
+            )
             for spine in ax.spines.values():
                 spine.set_visible(False)
         fig.suptitle(t["suptitle"], fontsize=13, fontweight="bold", color=p.ink)
@@ -121,24 +184,62 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
             y = len(models) - 1 - i
             actual = kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, m.d_head, 2)
             as_mha = kv_cache_bytes_per_token(m.n_layers, m.n_heads, m.d_head, 2)
-            colour = {"MHA": p.series[0], "GQA": p.series[2], "MQA": p.series[1]}[kind_of(m.n_heads, m.n_kv_heads)]
+            colour = {"MHA": p.series[0], "GQA": p.series[2], "MQA": p.series[1]}[
+                kind_of(m.n_heads, m.n_kv_heads)
+            ]
             if as_mha != actual:
-                ax.barh(y, as_mha / 1024, height=0.42, facecolor="none", edgecolor=p.muted, linestyle="--",
-                        linewidth=1.2, label=None if outlined else t["as_mha"])
-                ax.text(as_mha / 1024 * 1.1, y, human_bytes(as_mha, language), va="center", ha="left",
-                        fontsize=9.5, color=p.muted, in_layout=False)
+                ax.barh(
+                    y,
+                    as_mha / 1024,
+                    height=0.42,
+                    facecolor="none",
+                    edgecolor=p.muted,
+                    linestyle="--",
+                    linewidth=1.2,
+                    label=None if outlined else t["as_mha"],
+                )
+                ax.text(
+                    as_mha / 1024 * 1.1,
+                    y,
+                    human_bytes(as_mha, language),
+                    va="center",
+                    ha="left",
+                    fontsize=9.5,
+                    color=p.muted,
+                    in_layout=False,
+                )
                 outlined = True
             ax.barh(y, actual / 1024, height=0.42, color=colour, label=None)
-            note = t["note"].format(per_token=human_bytes(actual, language),
-                                    per_seq=human_bytes(actual * 4096, language))
-            shape = t["layers"].format(layers=m.n_layers, heads=m.n_heads, kv=m.n_kv_heads, d_head=m.d_head)
-            ax.text(4.3, y + 0.26, f"{note}   ({shape})", va="bottom", ha="left", fontsize=9.5, color=p.ink,
-                    in_layout=False)
-        ax.set_yticks(range(len(models)), [f"{m.name} ({kind_of(m.n_heads, m.n_kv_heads)})" for m in reversed(models)])
+            note = t["note"].format(
+                per_token=human_bytes(actual, language),
+                per_seq=human_bytes(actual * 4096, language),
+            )
+            shape = t["layers"].format(
+                layers=m.n_layers, heads=m.n_heads, kv=m.n_kv_heads, d_head=m.d_head
+            )
+            ax.text(
+                4.3,
+                y + 0.26,
+                f"{note}   ({shape})",
+                va="bottom",
+                ha="left",
+                fontsize=9.5,
+                color=p.ink,
+                in_layout=False,
+            )
+        ax.set_yticks(
+            range(len(models)),
+            [
+                f"{m.name} ({kind_of(m.n_heads, m.n_kv_heads)})"
+                for m in reversed(models)
+            ],
+        )
         ax.set_xscale("log")
         ax.set_xlim(4, 2**14)
         ax.set_ylim(-0.5, len(models) - 0.2)
-        ax.set_xticks([4, 16, 64, 256, 1024, 4096], ["4", "16", "64", "256", "1024", "4096"])
+        ax.set_xticks(
+            [4, 16, 64, 256, 1024, 4096], ["4", "16", "64", "256", "1024", "4096"]
+        )
         ax.minorticks_off()
         ax.set_xlabel(t["x"])
         ax.set_title(t["title"])

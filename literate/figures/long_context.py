@@ -20,16 +20,24 @@ KV_MEMORY_LABELS = {
         "x": "context length, tokens (log scale)",
         "y": "cache, GiB (log scale)",
         "stop": "hollow: windowed layers stop growing at {w}",
-        "kinds": {"GQA": "GQA", "GQA + sliding": "GQA, sliding window",
-                  "GQA + local/global": "GQA, local/global", "MLA": "MLA"},
+        "kinds": {
+            "GQA": "GQA",
+            "GQA + sliding": "GQA, sliding window",
+            "GQA + local/global": "GQA, local/global",
+            "MLA": "MLA",
+        },
     },
     "ru": {
         "title": "Память KV-кеша одной последовательности (bfloat16, батч 1)",
         "x": "длина контекста, токены (лог. шкала)",
         "y": "кеш, ГиБ (лог. шкала)",
         "stop": "полый маркер: слои с окном перестают расти на {w}",
-        "kinds": {"GQA": "GQA", "GQA + sliding": "GQA, скользящее окно",
-                  "GQA + local/global": "GQA, локальные/глобальные", "MLA": "MLA"},
+        "kinds": {
+            "GQA": "GQA",
+            "GQA + sliding": "GQA, скользящее окно",
+            "GQA + local/global": "GQA, локальные/глобальные",
+            "MLA": "MLA",
+        },
     },
 }
 
@@ -39,7 +47,9 @@ MARKERS = ("o", "s", "D", "^", "v", "P")
 
 
 def _tokens(n: int) -> str:
-    return f"{n // 2**20}M" if n >= 2**20 else f"{n // 2**10}K" if n >= 2**10 else str(n)
+    return (
+        f"{n // 2**20}M" if n >= 2**20 else f"{n // 2**10}K" if n >= 2**10 else str(n)
+    )
 
 
 def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
@@ -54,14 +64,38 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
             gib = [cache_bytes(shape, n) / GIB for n in CONTEXTS]
             colour = colours[i % len(colours)]
             # the model's marker at 1M, so that the legend shows it too
-            ax.plot(CONTEXTS, gib, "-", marker=MARKERS[i], markevery=[len(CONTEXTS) - 1],
-                    ms=6, color=colour, lw=2, label=f"{shape.name} ({t['kinds'][shape.kind]})")
+            ax.plot(
+                CONTEXTS,
+                gib,
+                "-",
+                marker=MARKERS[i],
+                markevery=[len(CONTEXTS) - 1],
+                ms=6,
+                color=colour,
+                lw=2,
+                label=f"{shape.name} ({t['kinds'][shape.kind]})",
+            )
             stop = growth_stops(shape)
             if stop is not None:
-                ax.plot(stop, cache_bytes(shape, stop) / GIB, MARKERS[i], color=colour,
-                        ms=10, mfc="none", mew=2)
-        ax.plot([], [], "o", color=p.muted, ms=10, mfc="none", mew=2,
-                label=t["stop"].format(w="W"))
+                ax.plot(
+                    stop,
+                    cache_bytes(shape, stop) / GIB,
+                    MARKERS[i],
+                    color=colour,
+                    ms=10,
+                    mfc="none",
+                    mew=2,
+                )
+        ax.plot(
+            [],
+            [],
+            "o",
+            color=p.muted,
+            ms=10,
+            mfc="none",
+            mew=2,
+            label=t["stop"].format(w="W"),
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(TICKS, [_tokens(n) for n in TICKS])

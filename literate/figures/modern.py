@@ -23,22 +23,37 @@ from literate.numbers.studies import QK_HEADS, QK_KV_HEADS, QK_SCALES, qk_norm_s
 TOPOLOGY_LABELS = {
     "en": {
         "names": ("Post-norm", "Pre-norm", "Sandwich", "Output-norm", "Parallel"),
-        "models": ("Transformer (2017)", "GPT-2, Llama, Qwen3", "Gemma 3", "OLMo 2",
-                   "GPT-NeoX; GPT-J, Cohere: $N_1 = N_2$"),
+        "models": (
+            "Transformer (2017)",
+            "GPT-2, Llama, Qwen3",
+            "Gemma 3",
+            "OLMo 2",
+            "GPT-NeoX; GPT-J, Cohere: $N_1 = N_2$",
+        ),
         "note": "Vertical line: the residual stream.  $F$: a sublayer (attention or "
-                "feed-forward), one such function per sublayer of a block.\n$N$, LN: a "
-                "norm (LayerNorm or RMSNorm).  The parallel block adds both sublayers "
-                "to the stream at once.",
+        "feed-forward), one such function per sublayer of a block.\n$N$, LN: a "
+        "norm (LayerNorm or RMSNorm).  The parallel block adds both sublayers "
+        "to the stream at once.",
     },
     "ru": {
-        "names": ("Норма после суммы", "Норма до подслоя", "Сэндвич", "Норма на выходе",
-                  "Параллельный блок"),
-        "models": ("Трансформер (2017)", "GPT-2, Llama, Qwen3", "Gemma 3", "OLMo 2",
-                   "GPT-NeoX; у GPT-J и Cohere $N_1 = N_2$"),
+        "names": (
+            "Норма после суммы",
+            "Норма до подслоя",
+            "Сэндвич",
+            "Норма на выходе",
+            "Параллельный блок",
+        ),
+        "models": (
+            "Трансформер (2017)",
+            "GPT-2, Llama, Qwen3",
+            "Gemma 3",
+            "OLMo 2",
+            "GPT-NeoX; у GPT-J и Cohere $N_1 = N_2$",
+        ),
         "note": "Вертикальная линия — остаточный поток.  $F$ — подслой (внимание или "
-                "полносвязный слой), по такой функции на каждый подслой блока.\n$N$, "
-                "LN — нормализация (LayerNorm или RMSNorm).  Параллельный блок "
-                "прибавляет к потоку оба подслоя сразу.",
+        "полносвязный слой), по такой функции на каждый подслой блока.\n$N$, "
+        "LN — нормализация (LayerNorm или RMSNorm).  Параллельный блок "
+        "прибавляет к потоку оба подслоя сразу.",
     },
 }
 
@@ -50,14 +65,17 @@ TOPOLOGIES = (
     ("$x + N_2(F(N_1(x)))$", ("$N_1$", "$F$", "$N_2$"), None),
     ("$x + N(F(x))$", ("$F$", "$N$"), None),
 )
-PARALLEL = ("$x + \\mathrm{Attn}(N_1 x) + \\mathrm{FFN}(N_2 x)$",
-            (("$N_1$", "Attn"), ("$N_2$", "FFN")))
+PARALLEL = (
+    "$x + \\mathrm{Attn}(N_1 x) + \\mathrm{FFN}(N_2 x)$",
+    (("$N_1$", "Attn"), ("$N_2$", "FFN")),
+)
 
 GATE_LABELS = {
     "en": {
         "title_act": "SiLU$(a) = a\\,\\sigma(a)$ against ReLU and GELU",
         "title_gate": "SwiGLU's gated unit SiLU$(a) \\cdot b$",
-        "a": "$a$", "act": "activation",
+        "a": "$a$",
+        "act": "activation",
         "gate_axis": "$a$: the gate, $x W_{\\mathrm{gate}}$",
         "up_axis": "$b$: the value, $x W_{\\mathrm{up}}$",
         "min": "minimum {value} at $a$ = {where}",
@@ -67,7 +85,8 @@ GATE_LABELS = {
     "ru": {
         "title_act": "SiLU$(a) = a\\,\\sigma(a)$ рядом с ReLU и GELU",
         "title_gate": "Гейт SwiGLU: SiLU$(a) \\cdot b$",
-        "a": "$a$", "act": "значение активации",
+        "a": "$a$",
+        "act": "значение активации",
         "gate_axis": "$a$: гейт, $x W_{\\mathrm{gate}}$",
         "up_axis": "$b$: значение, $x W_{\\mathrm{up}}$",
         "min": "минимум {value} при $a$ = {where}",
@@ -79,8 +98,8 @@ GATE_LABELS = {
 QK_LABELS = {
     "en": {
         "suptitle": "One causal RoPE attention layer: {h} query heads over {kv} "
-                    "key/value heads, $d_{{\\mathrm{{head}}}}$ = {d}, inputs of RMS 1\n"
-                    "QK-norm: an RMSNorm of unit gain on each head's q and k, before RoPE",
+        "key/value heads, $d_{{\\mathrm{{head}}}}$ = {d}, inputs of RMS 1\n"
+        "QK-norm: an RMSNorm of unit gain on each head's q and k, before RoPE",
         "title_score": "The largest |score| in the layer",
         "title_entropy": "Mean entropy of the attention rows",
         "x": "scale $s$ of $W_q$ and $W_k$",
@@ -89,13 +108,13 @@ QK_LABELS = {
         "plain": "without QK-norm",
         "qk": "with QK-norm",
         "bound": "$\\sqrt{{d_{{\\mathrm{{head}}}}}}$ = {bound:g}: "
-                 "the bound under QK-norm",
+        "the bound under QK-norm",
         "uniform": "uniform rows",
     },
     "ru": {
         "suptitle": "Один каузальный слой внимания с RoPE: {h} голов запросов на {kv} "
-                    "головы K/V, $d_{{\\mathrm{{head}}}}$ = {d}, вход с RMS 1\n"
-                    "QK-norm: RMSNorm с единичным весом для q и k каждой головы, до RoPE",
+        "головы K/V, $d_{{\\mathrm{{head}}}}$ = {d}, вход с RMS 1\n"
+        "QK-norm: RMSNorm с единичным весом для q и k каждой головы, до RoPE",
         "title_score": "Наибольший модуль оценки",
         "title_entropy": "Средняя энтропия строк внимания",
         "x": "множитель $s$ при $W_q$ и $W_k$",
@@ -109,7 +128,6 @@ QK_LABELS = {
 }
 
 
-
 def _number(x: float, language: str, digits: int = 3) -> str:
     """-0.2785 -> '−0.278' ('−0,278' in Russian)."""
     s = f"{x:.{digits}f}".replace("-", "\u2212")
@@ -117,19 +135,37 @@ def _number(x: float, language: str, digits: int = 3) -> str:
 
 
 def _box(ax, x: float, y: float, w: float, h: float, label: str, color: str) -> None:
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
-                                boxstyle="round,pad=0.02,rounding_size=0.1",
-                                facecolor=color, edgecolor="none"))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.02,rounding_size=0.1",
+            facecolor=color,
+            edgecolor="none",
+        )
+    )
     ax.text(x, y, label, ha="center", va="center", fontsize=12, color=BOX_INK)
 
 
 def _arrow(ax, start, end, color: str) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=11,
-                                 color=color, lw=1.3, shrinkA=0, shrinkB=0))
+    ax.add_patch(
+        FancyArrowPatch(
+            start,
+            end,
+            arrowstyle="-|>",
+            mutation_scale=11,
+            color=color,
+            lw=1.3,
+            shrinkA=0,
+            shrinkB=0,
+        )
+    )
 
 
-def _topology(ax, branches: tuple[tuple[float, tuple[str, ...]], ...],
-              after: str | None, p) -> None:
+def _topology(
+    ax, branches: tuple[tuple[float, tuple[str, ...]], ...], after: str | None, p
+) -> None:
     """One residual function: the stream runs up x = 0 from the input x, forks, and
     each branch (at its own x, through its boxes) comes back into the (+) join; `after`
     is a box on the stream above the join."""
@@ -141,8 +177,13 @@ def _topology(ax, branches: tuple[tuple[float, tuple[str, ...]], ...],
     ax.plot([0], [fork], "o", color=line, ms=4.5)
     for bx, labels in branches:
         ys = [middle + (i - (len(labels) - 1) / 2) * step for i in range(len(labels))]
-        ax.plot([0, bx, bx], [fork, fork, ys[0] - h / 2 - 0.25], color=line, lw=1.3,
-                solid_joinstyle="round")
+        ax.plot(
+            [0, bx, bx],
+            [fork, fork, ys[0] - h / 2 - 0.25],
+            color=line,
+            lw=1.3,
+            solid_joinstyle="round",
+        )
         _arrow(ax, (bx, ys[0] - h / 2 - 0.3), (bx, ys[0] - h / 2), line)
         for i, (y, label) in enumerate(zip(ys, labels)):
             norm = label.startswith("$N") or label == "LN"
@@ -171,9 +212,16 @@ def topology_figure(*, language: str = "en", theme: str = "light") -> Figure:
     with style(theme) as p:
         fig = plt.figure(figsize=(13.0, 5.6))
         half = (1.75, 2.65)  # half-widths of a one-branch and of the parallel panel
-        grid = fig.add_gridspec(1, 5, width_ratios=[half[0]] * 4 + [half[1]],
-                                left=0.005, right=0.995, bottom=0.11, top=0.8,
-                                wspace=0.06)
+        grid = fig.add_gridspec(
+            1,
+            5,
+            width_ratios=[half[0]] * 4 + [half[1]],
+            left=0.005,
+            right=0.995,
+            bottom=0.11,
+            top=0.8,
+            wspace=0.06,
+        )
         panels = [(eq, ((0.85, boxes),), after) for eq, boxes, after in TOPOLOGIES]
         panels.append((PARALLEL[0], tuple(zip((-1.35, 1.35), PARALLEL[1])), None))
         for i, (equation, branches, after) in enumerate(panels):
@@ -184,13 +232,31 @@ def topology_figure(*, language: str = "en", theme: str = "light") -> Figure:
             ax.axis("off")
             _topology(ax, branches, after, p)
             for dy, label, size, weight, colour in (
-                    (0.215, t["names"][i], 12.5, "bold", p.ink),
-                    (0.115, equation, 12, "normal", p.ink),
-                    (0.03, t["models"][i], 10.5, "normal", p.muted)):
-                ax.text(0.5, 1.0 + dy, label, transform=ax.transAxes, ha="center",
-                        va="bottom", fontsize=size, fontweight=weight, color=colour)
-        fig.text(0.5, 0.02, t["note"], ha="center", va="bottom", fontsize=10,
-                 color=p.muted, linespacing=1.5)
+                (0.215, t["names"][i], 12.5, "bold", p.ink),
+                (0.115, equation, 12, "normal", p.ink),
+                (0.03, t["models"][i], 10.5, "normal", p.muted),
+            ):
+                ax.text(
+                    0.5,
+                    1.0 + dy,
+                    label,
+                    transform=ax.transAxes,
+                    ha="center",
+                    va="bottom",
+                    fontsize=size,
+                    fontweight=weight,
+                    color=colour,
+                )
+        fig.text(
+            0.5,
+            0.02,
+            t["note"],
+            ha="center",
+            va="bottom",
+            fontsize=10,
+            color=p.muted,
+            linespacing=1.5,
+        )
     return fig
 
 
@@ -205,22 +271,37 @@ def swiglu_gate_figure(*, language: str = "en", theme: str = "light") -> Figure:
     lowest = int(F.silu(fine).argmin())
     where, value = float(fine[lowest]), float(F.silu(fine[lowest]))
     with style(theme) as p:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.6),
-                                          layout="constrained")
+        fig, (left, right) = plt.subplots(
+            1, 2, figsize=(11.5, 4.6), layout="constrained"
+        )
         left.axhline(0, color=p.border, lw=1.0)
         left.axvline(0, color=p.border, lw=1.0)
-        for f, ls, colour, lw, name in ((F.relu, ":", p.muted, 1.6, "ReLU"),
-                                        (F.gelu, "--", p.series[2], 1.8, "GELU"),
-                                        (F.silu, "-", p.series[0], 2.4, "SiLU")):
-            left.plot(a.numpy(), f(a).numpy(), ls, color=colour, lw=lw,
-                      label=f"{name}$(a)$")
+        for f, ls, colour, lw, name in (
+            (F.relu, ":", p.muted, 1.6, "ReLU"),
+            (F.gelu, "--", p.series[2], 1.8, "GELU"),
+            (F.silu, "-", p.series[0], 2.4, "SiLU"),
+        ):
+            left.plot(
+                a.numpy(), f(a).numpy(), ls, color=colour, lw=lw, label=f"{name}$(a)$"
+            )
         left.plot([where], [value], "o", color=p.series[1], ms=7, zorder=3)
-        left.annotate(t["min"].format(value=_number(value, language),
-                                      where=_number(where, language)),
-                      (where, value), xytext=(-3.9, 1.1), color=p.ink, fontsize=10,
-                      arrowprops={"arrowstyle": "-", "color": p.series[1], "lw": 1.0})
-        left.set(xlim=(-4, 4), ylim=(-0.7, 4.1), xlabel=t["a"], ylabel=t["act"],
-                 title=t["title_act"])
+        left.annotate(
+            t["min"].format(
+                value=_number(value, language), where=_number(where, language)
+            ),
+            (where, value),
+            xytext=(-3.9, 1.1),
+            color=p.ink,
+            fontsize=10,
+            arrowprops={"arrowstyle": "-", "color": p.series[1], "lw": 1.0},
+        )
+        left.set(
+            xlim=(-4, 4),
+            ylim=(-0.7, 4.1),
+            xlabel=t["a"],
+            ylabel=t["act"],
+            title=t["title_act"],
+        )
         left.grid(alpha=0.6)
         left.legend(loc="upper left")
         for spine in ("top", "right"):
@@ -230,19 +311,52 @@ def swiglu_gate_figure(*, language: str = "en", theme: str = "light") -> Figure:
         gate = F.silu(grid)[None, :] * grid[:, None]  # [b, a]: row b, column a
         vmax = float(gate.abs().max())  # symmetric limits: 0 sits mid-map
         cmap = LinearSegmentedColormap.from_list(
-            "gate", [p.series[0], p.empty, p.series[4]])
-        image = right.imshow(gate.numpy(), origin="lower", extent=(-4, 4, -4, 4),
-                             cmap=cmap, vmin=-vmax, vmax=vmax, aspect="auto",
-                             interpolation="bilinear")
-        box = {"boxstyle": "round,pad=0.3", "facecolor": p.empty, "edgecolor": "none",
-               "alpha": 0.85}
-        right.text(2.3, 0, t["open"], ha="center", va="center", fontsize=10,
-                   color=p.ink, bbox=box)
-        right.text(-2.3, 0, t["shut"], ha="center", va="center", fontsize=10,
-                   color=p.ink, bbox=box)
+            "gate", [p.series[0], p.empty, p.series[4]]
+        )
+        image = right.imshow(
+            gate.numpy(),
+            origin="lower",
+            extent=(-4, 4, -4, 4),
+            cmap=cmap,
+            vmin=-vmax,
+            vmax=vmax,
+            aspect="auto",
+            interpolation="bilinear",
+        )
+        box = {
+            "boxstyle": "round,pad=0.3",
+            "facecolor": p.empty,
+            "edgecolor": "none",
+            "alpha": 0.85,
+        }
+        right.text(
+            2.3,
+            0,
+            t["open"],
+            ha="center",
+            va="center",
+            fontsize=10,
+            color=p.ink,
+            bbox=box,
+        )
+        right.text(
+            -2.3,
+            0,
+            t["shut"],
+            ha="center",
+            va="center",
+            fontsize=10,
+            color=p.ink,
+            bbox=box,
+        )
         # no -4 on the x axis: it would meet the y axis's -4 in the corner
-        right.set(xlabel=t["gate_axis"], ylabel=t["up_axis"], title=t["title_gate"],
-                  xticks=range(-3, 5, 1), yticks=range(-4, 5, 2))
+        right.set(
+            xlabel=t["gate_axis"],
+            ylabel=t["up_axis"],
+            title=t["title_gate"],
+            xticks=range(-3, 5, 1),
+            yticks=range(-4, 5, 2),
+        )
         bar = fig.colorbar(image, ax=right, shrink=0.9)
         bar.set_label("SiLU$(a) \\cdot b$")
         bar.outline.set_visible(False)
@@ -254,30 +368,62 @@ def qk_norm_figure(*, language: str = "en", theme: str = "light") -> Figure:
     largest |score| (log-log), with sqrt(d_head) dashed. Right: the rows' mean entropy,
     with the entropy of uniform rows dashed."""
     t = text(QK_LABELS, language)
-    runs = {qk: [qk_norm_study(s, qk_norm=qk) for s in QK_SCALES]
-            for qk in (False, True)}
+    runs = {
+        qk: [qk_norm_study(s, qk_norm=qk) for s in QK_SCALES] for qk in (False, True)
+    }
     d_head = runs[True][0].d_head
     with style(theme) as p:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.8),
-                                          layout="constrained")
-        fig.suptitle(t["suptitle"].format(h=QK_HEADS, kv=QK_KV_HEADS, d=d_head),
-                     x=0.01, ha="left", fontsize=12, color=p.muted)
-        left.axhline(math.sqrt(d_head), color=p.muted, ls="--", lw=1.3,
-                     label=t["bound"].format(bound=math.sqrt(d_head)))
-        uniform = right.axhline(runs[True][0].uniform_entropy, color=p.muted, ls="--",
-                                lw=1.3, label=t["uniform"])
-        for qk, colour, marker in ((False, p.series[1], "o"),
-                                   (True, p.series[0], "s")):
+        fig, (left, right) = plt.subplots(
+            1, 2, figsize=(11.5, 4.8), layout="constrained"
+        )
+        fig.suptitle(
+            t["suptitle"].format(h=QK_HEADS, kv=QK_KV_HEADS, d=d_head),
+            x=0.01,
+            ha="left",
+            fontsize=12,
+            color=p.muted,
+        )
+        left.axhline(
+            math.sqrt(d_head),
+            color=p.muted,
+            ls="--",
+            lw=1.3,
+            label=t["bound"].format(bound=math.sqrt(d_head)),
+        )
+        uniform = right.axhline(
+            runs[True][0].uniform_entropy,
+            color=p.muted,
+            ls="--",
+            lw=1.3,
+            label=t["uniform"],
+        )
+        for qk, colour, marker in ((False, p.series[1], "o"), (True, p.series[0], "s")):
             label = t["qk" if qk else "plain"]
-            left.plot(QK_SCALES, [r.max_abs_score for r in runs[qk]], marker + "-",
-                      color=colour, lw=2, label=label)
-            right.plot(QK_SCALES, [r.mean_entropy for r in runs[qk]], marker + "-",
-                       color=colour, lw=2)
+            left.plot(
+                QK_SCALES,
+                [r.max_abs_score for r in runs[qk]],
+                marker + "-",
+                color=colour,
+                lw=2,
+                label=label,
+            )
+            right.plot(
+                QK_SCALES,
+                [r.mean_entropy for r in runs[qk]],
+                marker + "-",
+                color=colour,
+                lw=2,
+            )
         left.set(yscale="log", ylabel=t["score"], title=t["title_score"])
-        right.set(ylabel=t["entropy"], title=t["title_entropy"],
-                  # below 0 a little: a row's entropy reaches 0, and its marker is whole
-                  ylim=(-0.04 * runs[True][0].uniform_entropy,
-                        1.15 * runs[True][0].uniform_entropy))
+        right.set(
+            ylabel=t["entropy"],
+            title=t["title_entropy"],
+            # below 0 a little: a row's entropy reaches 0, and its marker is whole
+            ylim=(
+                -0.04 * runs[True][0].uniform_entropy,
+                1.15 * runs[True][0].uniform_entropy,
+            ),
+        )
         names = [f"1/{round(1 / s)}" if s < 1 else f"{s:g}" for s in QK_SCALES]
         for ax in (left, right):
             ax.set_xscale("log", base=2)

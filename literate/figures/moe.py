@@ -29,7 +29,7 @@ from literate.numbers.moe_training import (
 TOKENS_LABELS = {
     "en": {
         "suptitle": "A tiny MoE language model ({e} experts, top-{k}, one block) "
-                    "trained twice on the same data",
+        "trained twice on the same data",
         "without": "Without the balancing loss",
         "with": "With the balancing loss ({coef})",
         "note": "last {last} steps: the busiest expert at {imb} × the mean",
@@ -47,7 +47,7 @@ TOKENS_LABELS = {
     },
     "ru": {
         "suptitle": "Маленькая MoE-модель языка ({e} экспертов, top-{k}, один блок), "
-                    "обученная дважды на одних данных",
+        "обученная дважды на одних данных",
         "without": "Без балансирующей потери",
         "with": "С балансирующей потерей ({coef})",
         "note": "последние {last} шагов: самый занятый — {imb} × среднего",
@@ -66,8 +66,16 @@ TOKENS_LABELS = {
 }
 
 # Eight experts need eight colours: the site's five (Nord), and three more of Nord's.
-EXPERT_COLOURS = ("#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A", "#88C0D0",
-                  "#EBCB8B", "#D8A0C0")
+EXPERT_COLOURS = (
+    "#5E81AC",
+    "#D08770",
+    "#A3BE8C",
+    "#8055A6",
+    "#BF616A",
+    "#88C0D0",
+    "#EBCB8B",
+    "#D8A0C0",
+)
 LOSS_WINDOW = 10  # the loss curves are running means over this many steps
 
 
@@ -79,8 +87,10 @@ def _number(x: float, language: str, digits: int) -> str:
 
 def _running_mean(values: tuple[float, ...], window: int) -> list[float]:
     """The mean of each `window` consecutive values (the first at step window - 1)."""
-    return [sum(values[i - window + 1:i + 1]) / window
-            for i in range(window - 1, len(values))]
+    return [
+        sum(values[i - window + 1 : i + 1]) / window
+        for i in range(window - 1, len(values))
+    ]
 
 
 def tokens_per_expert_figure(*, language: str = "en", theme: str = "light") -> Figure:
@@ -91,58 +101,103 @@ def tokens_per_expert_figure(*, language: str = "en", theme: str = "light") -> F
     loss (running means) against three levels: ln V, `unigram_loss`, `topic_loss`."""
     t = text(TOKENS_LABELS, language)
     task = TINY_MOE
-    runs = {"without": train_tiny_moe(balance_coef=0.0),
-            "with": train_tiny_moe(balance_coef=BALANCE_COEF)}
+    runs = {
+        "without": train_tiny_moe(balance_coef=0.0),
+        "with": train_tiny_moe(balance_coef=BALANCE_COEF),
+    }
     e = task.n_experts
     with style(theme) as p:
-        fig, axes = plt.subplots(1, 3, figsize=(13.5, 5.2), layout="constrained",
-                                 width_ratios=(1, 1, 0.9))
-        fig.suptitle(t["suptitle"].format(e=e, k=task.top_k), x=0.01, ha="left",
-                     fontsize=12, color=p.muted)
+        fig, axes = plt.subplots(
+            1, 3, figsize=(13.5, 5.2), layout="constrained", width_ratios=(1, 1, 0.9)
+        )
+        fig.suptitle(
+            t["suptitle"].format(e=e, k=task.top_k),
+            x=0.01,
+            ha="left",
+            fontsize=12,
+            color=p.muted,
+        )
         for ax, (name, run) in zip(axes[:2], runs.items(), strict=True):
             steps = range(len(run.shares))
             bands = list(zip(*run.shares))  # [E][S]
-            ax.stackplot(steps, bands, colors=EXPERT_COLOURS, edgecolor=p.empty,
-                         linewidth=0.4)
+            ax.stackplot(
+                steps, bands, colors=EXPERT_COLOURS, edgecolor=p.empty, linewidth=0.4
+            )
             for j in range(1, e):
                 ax.axhline(j / e, color=p.ink, ls=(0, (4, 3)), lw=0.9, alpha=0.7)
             ax.set(xlim=(0, len(run.shares) - 1), ylim=(0, 1), xlabel=t["step"])
-            ax.set_title(t[name].format(coef=_number(run.balance_coef, language, 2)),
-                         pad=24)
+            ax.set_title(
+                t[name].format(coef=_number(run.balance_coef, language, 2)), pad=24
+            )
             imb = _number(imbalance(run.final_shares(LAST)), language, 2)
-            note = ax.text(0, 1.02, t["note"].format(last=LAST, imb=imb), fontsize=10,
-                           color=p.muted, transform=ax.transAxes, va="bottom")
+            note = ax.text(
+                0,
+                1.02,
+                t["note"].format(last=LAST, imb=imb),
+                fontsize=10,
+                color=p.muted,
+                transform=ax.transAxes,
+                va="bottom",
+            )
             note.set_in_layout(False)  # the title's pad leaves it room
         axes[0].set_ylabel(t["share"])
         axes[1].set_yticklabels([])
         loss_ax = axes[2]
         guess = t["guess"].format(v=task.vocab_size)
-        levels = ((math.log(task.vocab_size), ":", guess),
-                  (unigram_loss(task), "--", t["unigram"]),
-                  (topic_loss(task), "-.", t["topic"]))
+        levels = (
+            (math.log(task.vocab_size), ":", guess),
+            (unigram_loss(task), "--", t["unigram"]),
+            (topic_loss(task), "-.", t["topic"]),
+        )
         for level, line, label in levels:
             loss_ax.axhline(level, color=p.muted, ls=line, lw=1.2, label=label)
-        for (name, run), colour, line in zip(runs.items(), (p.series[4], p.series[0]),
-                                             ("-", "--"), strict=True):
-            loss_ax.plot(range(len(run.lm_loss)), run.lm_loss, color=colour, lw=0.7,
-                         alpha=0.35)
+        for (name, run), colour, line in zip(
+            runs.items(), (p.series[4], p.series[0]), ("-", "--"), strict=True
+        ):
+            loss_ax.plot(
+                range(len(run.lm_loss)), run.lm_loss, color=colour, lw=0.7, alpha=0.35
+            )
             smooth = _running_mean(run.lm_loss, LOSS_WINDOW)
-            loss_ax.plot(range(LOSS_WINDOW - 1, len(run.lm_loss)), smooth, color=colour,
-                         ls=line, lw=2, label=t[f"run_{name}"])
+            loss_ax.plot(
+                range(LOSS_WINDOW - 1, len(run.lm_loss)),
+                smooth,
+                color=colour,
+                ls=line,
+                lw=2,
+                label=t[f"run_{name}"],
+            )
         top = max(math.log(task.vocab_size), *(r.lm_loss[0] for r in runs.values()))
-        loss_ax.set(xlim=(0, len(runs["with"].lm_loss) - 1), xlabel=t["step"],
-                    ylim=(topic_loss(task) - 0.1, top + 0.1),
-                    ylabel=t["loss"].format(window=LOSS_WINDOW))
+        loss_ax.set(
+            xlim=(0, len(runs["with"].lm_loss) - 1),
+            xlabel=t["step"],
+            ylim=(topic_loss(task) - 0.1, top + 0.1),
+            ylabel=t["loss"].format(window=LOSS_WINDOW),
+        )
         loss_ax.set_title(t["loss_title"], pad=24)
         loss_ax.grid(alpha=0.6)
         loss_ax.legend(loc="center right")  # between the curves and ln V
         for ax in axes:
             for spine in ("top", "right"):
                 ax.spines[spine].set_visible(False)
-        handles = [Patch(facecolor=c, edgecolor="none", label=t["expert"].format(e=i))
-                   for i, c in enumerate(EXPERT_COLOURS)]
-        handles.append(Line2D([], [], color=p.ink, ls=(0, (4, 3)), lw=0.9,
-                              label=t["uniform"].format(e=e)))
-        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles),
-                   handlelength=1.4, columnspacing=1.1)
+        handles = [
+            Patch(facecolor=c, edgecolor="none", label=t["expert"].format(e=i))
+            for i, c in enumerate(EXPERT_COLOURS)
+        ]
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=p.ink,
+                ls=(0, (4, 3)),
+                lw=0.9,
+                label=t["uniform"].format(e=e),
+            )
+        )
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncol=len(handles),
+            handlelength=1.4,
+            columnspacing=1.1,
+        )
     return fig

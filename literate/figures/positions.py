@@ -30,14 +30,20 @@ SINUSOID_LABELS = {
 
 RELATIVE_LABELS = {
     "en": {
-        "titles": ("Table added to the input: depends on where", "RoPE: depends only on m − n"),
+        "titles": (
+            "Table added to the input: depends on where",
+            "RoPE: depends only on m − n",
+        ),
         "x": "Offset m − n (query at m, key at n)",
         "y": "score $q \\cdot k / \\sqrt{d}$",
         "start": "query at m = {m}",
         "suptitle": "One query and one key, moved together along the sequence",
     },
     "ru": {
-        "titles": ("Таблица прибавлена ко входу: зависит от места", "RoPE: зависит только от m − n"),
+        "titles": (
+            "Таблица прибавлена ко входу: зависит от места",
+            "RoPE: зависит только от m − n",
+        ),
         "x": "Сдвиг m − n (запрос в m, ключ в n)",
         "y": "скор $q \\cdot k / \\sqrt{d}$",
         "start": "запрос в m = {m}",
@@ -52,11 +58,19 @@ def sinusoid_figure(*, language: str = "en", theme: str = "light") -> Figure:
     t = text(SINUSOID_LABELS, language)
     pe = sinusoidal_table(81, 8, dtype=torch.float64).numpy()  # [81, 8]
     with style(theme) as p:
-        fig, axes = plt.subplots(2, 1, figsize=(11, 6.3), layout="constrained", sharex=True)
+        fig, axes = plt.subplots(
+            2, 1, figsize=(11, 6.3), layout="constrained", sharex=True
+        )
         for ax, dims, title in zip(axes, ((0, 1), (4, 5)), t["titles"]):
             for dim, colour, line in zip(dims, (p.series[0], p.series[1]), ("-", "--")):
-                ax.plot(np.arange(len(pe)), pe[:, dim], color=colour, ls=line, lw=2,
-                        label=t["coordinate"] + str(dim))
+                ax.plot(
+                    np.arange(len(pe)),
+                    pe[:, dim],
+                    color=colour,
+                    ls=line,
+                    lw=2,
+                    label=t["coordinate"] + str(dim),
+                )
             ax.set_title(title)
             ax.set(ylim=(-1.1, 1.1), xlim=(0, len(pe) - 1), ylabel="PE")
             ax.grid(alpha=0.6)
@@ -67,19 +81,27 @@ def sinusoid_figure(*, language: str = "en", theme: str = "light") -> Figure:
 
 
 def relative_score_curves(
-    *, d: int = 32, max_offset: int = 64, starts: tuple[int, ...] = (64, 300, 1000), seed: int = 2
+    *,
+    d: int = 32,
+    max_offset: int = 64,
+    starts: tuple[int, ...] = (64, 300, 1000),
+    seed: int = 2,
 ) -> dict[str, np.ndarray]:
     """Scores of one fixed query/key pair (content vectors c_q, c_k) with the query at m and
     the key at n = m - offset, for each starting m: `absolute` adds the sinusoidal table to
     both, `rope` rotates both. Arrays are [len(starts), max_offset + 1]."""
     g = torch.Generator().manual_seed(seed)
     c_q = torch.randn(d, generator=g, dtype=torch.float64)
-    c_k = 0.6 * c_q + 0.8 * torch.randn(d, generator=g, dtype=torch.float64)  # a key that matches
+    c_k = 0.6 * c_q + 0.8 * torch.randn(
+        d, generator=g, dtype=torch.float64
+    )  # a key that matches
     offsets = torch.arange(max_offset + 1)
     length = max(starts) + 1
     table = sinusoidal_table(length, d, dtype=torch.float64)  # [length, d]
     cos, sin = rope_cache(length, d)
-    rows_q = apply_rope(c_q.expand(length, d), cos, sin)  # [length, d]: c_q at every position
+    rows_q = apply_rope(
+        c_q.expand(length, d), cos, sin
+    )  # [length, d]: c_q at every position
     rows_k = apply_rope(c_k.expand(length, d), cos, sin)
     absolute, rope = [], []
     for m in starts:
@@ -100,11 +122,25 @@ def rope_relative_figure(*, language: str = "en", theme: str = "light") -> Figur
     t = text(RELATIVE_LABELS, language)
     curves = relative_score_curves()
     with style(theme) as p:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), layout="constrained", sharey=True)
-        looks = (dict(lw=6, alpha=0.45, ls="-"), dict(lw=2, ls="--"), dict(lw=1.6, ls=":"))
+        fig, axes = plt.subplots(
+            1, 2, figsize=(12, 4.6), layout="constrained", sharey=True
+        )
+        looks = (
+            dict(lw=6, alpha=0.45, ls="-"),
+            dict(lw=2, ls="--"),
+            dict(lw=1.6, ls=":"),
+        )
         for ax, key, title in zip(axes, ("absolute", "rope"), t["titles"]):
-            for row, m, look, colour in zip(curves[key], curves["starts"], looks, p.series):
-                ax.plot(curves["offsets"], row, color=colour, label=t["start"].format(m=m), **look)
+            for row, m, look, colour in zip(
+                curves[key], curves["starts"], looks, p.series
+            ):
+                ax.plot(
+                    curves["offsets"],
+                    row,
+                    color=colour,
+                    label=t["start"].format(m=m),
+                    **look,
+                )
             ax.set_title(title, fontsize=13)
             ax.set_xlabel(t["x"])
             ax.set_xlim(0, curves["offsets"][-1])

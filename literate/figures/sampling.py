@@ -66,14 +66,23 @@ def distributions_figure(*, language: str = "en", theme: str = "light") -> Figur
     with style(theme) as p:
         fig, ax = plt.subplots(figsize=(11, 5.4), layout="constrained")
         colors = (p.series[0], p.series[1], p.series[2], p.series[3])
-        for index, (policy, label, color) in enumerate(zip(POLICIES, t["policies"], colors)):
+        for index, (policy, label, color) in enumerate(
+            zip(POLICIES, t["policies"], colors)
+        ):
             x = positions + (index - 1.5) * width
             values = scenario[policy]
             ax.bar(x, values, width, label=label, color=color)
             for xi, value in zip(x, values):
                 mark = f"{value:.2f}" if value > 0 else "×"
-                ax.text(xi, value + 0.012, mark, ha="center", va="bottom", fontsize=8.5,
-                        color=p.ink if value > 0 else p.muted)
+                ax.text(
+                    xi,
+                    value + 0.012,
+                    mark,
+                    ha="center",
+                    va="bottom",
+                    fontsize=8.5,
+                    color=p.ink if value > 0 else p.muted,
+                )
         ax.set_xticks(positions, [t["token"].format(i=i) for i in positions])
         ax.set_ylim(0, 0.82)
         ax.set_ylabel(t["y"])
@@ -90,18 +99,44 @@ def nucleus_figure(*, language: str = "en", theme: str = "light") -> Figure:
     cumulative mass as a step line, and the threshold p. The nucleus grows with T."""
     t = text(NUCLEUS_LABELS, language)
     with style(theme) as p:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained", sharey=True)
+        fig, axes = plt.subplots(
+            1, 2, figsize=(12, 4.8), layout="constrained", sharey=True
+        )
         ranks = np.arange(len(NUCLEUS_LOGITS))
         for ax, temperature in zip(axes, NUCLEUS_TEMPERATURES):
             example = nucleus_example(temperature)
             kept = example["kept"]
-            ax.bar(ranks[:kept], example["probs"][:kept], 0.7, color=p.series[0], label=t["kept"])
-            ax.bar(ranks[kept:], example["probs"][kept:], 0.7, color=p.muted, alpha=0.35,
-                   label=t["dropped"])
-            ax.plot(ranks, example["cumulative"], "o-", color=p.series[1], lw=1.8, ms=5,
-                    label=t["cumulative"])
-            ax.axhline(NUCLEUS_TOP_P, color=p.series[4], ls="--", lw=1.5,
-                       label=t["threshold"].format(p=NUCLEUS_TOP_P))
+            ax.bar(
+                ranks[:kept],
+                example["probs"][:kept],
+                0.7,
+                color=p.series[0],
+                label=t["kept"],
+            )
+            ax.bar(
+                ranks[kept:],
+                example["probs"][kept:],
+                0.7,
+                color=p.muted,
+                alpha=0.35,
+                label=t["dropped"],
+            )
+            ax.plot(
+                ranks,
+                example["cumulative"],
+                "o-",
+                color=p.series[1],
+                lw=1.8,
+                ms=5,
+                label=t["cumulative"],
+            )
+            ax.axhline(
+                NUCLEUS_TOP_P,
+                color=p.series[4],
+                ls="--",
+                lw=1.5,
+                label=t["threshold"].format(p=NUCLEUS_TOP_P),
+            )
             ax.set_title(t["title"].format(t=temperature, n=kept), fontsize=13)
             ax.set_xticks(ranks, [str(r) for r in ranks])
             ax.set_xlabel(t["x"])
@@ -111,5 +146,10 @@ def nucleus_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 ax.spines[spine].set_visible(False)
         axes[0].set_ylabel(t["y"])
         axes[1].legend(loc="center right")
-        fig.suptitle(t["suptitle"].format(p=NUCLEUS_TOP_P), fontsize=14, fontweight="bold", color=p.ink)
+        fig.suptitle(
+            t["suptitle"].format(p=NUCLEUS_TOP_P),
+            fontsize=14,
+            fontweight="bold",
+            color=p.ink,
+        )
     return fig

@@ -48,10 +48,20 @@ class Palette:
 
 
 PALETTES = {
-    "light": Palette(ink="#2E3440", muted="#4C566A", border="#D8DEE9", empty="#ECEFF4",
-                     series=(BLUE, ORANGE, GREEN, PURPLE, RED)),
-    "dark": Palette(ink="#ECEFF4", muted="#D8DEE9", border="#4C566A", empty="#3B4252",
-                    series=("#81A1C1", ORANGE, GREEN, "#B48EAD", RED)),
+    "light": Palette(
+        ink="#2E3440",
+        muted="#4C566A",
+        border="#D8DEE9",
+        empty="#ECEFF4",
+        series=(BLUE, ORANGE, GREEN, PURPLE, RED),
+    ),
+    "dark": Palette(
+        ink="#ECEFF4",
+        muted="#D8DEE9",
+        border="#4C566A",
+        empty="#3B4252",
+        series=("#81A1C1", ORANGE, GREEN, "#B48EAD", RED),
+    ),
 }
 
 
@@ -62,17 +72,20 @@ def roles(p: Palette) -> tuple[str, ...]:
 
 # Light colour -> dark colour, role by role: a figure whose every theme-dependent colour
 # is a palette role has, as its dark SVG, its light SVG with these colours swapped.
-DARK_OF_LIGHT = {light.lower(): dark.lower()
-                 for light, dark in zip(roles(PALETTES["light"]), roles(PALETTES["dark"]))
-                 if light.lower() != dark.lower()}
+DARK_OF_LIGHT = {
+    light.lower(): dark.lower()
+    for light, dark in zip(roles(PALETTES["light"]), roles(PALETTES["dark"]))
+    if light.lower() != dark.lower()
+}
 _LIGHT_COLOUR = re.compile("|".join(DARK_OF_LIGHT), re.IGNORECASE)
 
 
 def recolour_dark(light_svg: bytes) -> bytes:
     """The dark variant of a figure from its light SVG: every light palette colour
     replaced by its dark one, in one pass (matplotlib writes colours as #rrggbb)."""
-    return _LIGHT_COLOUR.sub(lambda m: DARK_OF_LIGHT[m.group(0).lower()],
-                             light_svg.decode("utf-8")).encode("utf-8")
+    return _LIGHT_COLOUR.sub(
+        lambda m: DARK_OF_LIGHT[m.group(0).lower()], light_svg.decode("utf-8")
+    ).encode("utf-8")
 
 
 def palette(theme: str) -> Palette:
@@ -90,16 +103,32 @@ def style(theme: str) -> Iterator[Palette]:
     figure sits on the page's own colour in either scheme."""
     p = palette(theme)
     rc = {
-        "font.family": "DejaVu Sans", "font.size": 12,
-        "text.color": p.ink, "axes.labelcolor": p.ink, "axes.titlecolor": p.ink,
-        "axes.titlesize": 14, "axes.titleweight": "bold", "axes.titlelocation": "left",
-        "axes.labelsize": 12, "xtick.labelsize": 10, "ytick.labelsize": 10,
-        "xtick.color": p.muted, "ytick.color": p.muted,
-        "axes.edgecolor": p.border, "axes.linewidth": 0.7,
-        "axes.facecolor": "none", "figure.facecolor": "none", "savefig.facecolor": "none",
-        "grid.color": p.border, "grid.linewidth": 0.7, "axes.axisbelow": True,
-        "legend.fontsize": 10, "legend.frameon": False, "legend.labelcolor": p.ink,
-        "xtick.major.size": 0, "ytick.major.size": 0,
+        "font.family": "DejaVu Sans",
+        "font.size": 12,
+        "text.color": p.ink,
+        "axes.labelcolor": p.ink,
+        "axes.titlecolor": p.ink,
+        "axes.titlesize": 14,
+        "axes.titleweight": "bold",
+        "axes.titlelocation": "left",
+        "axes.labelsize": 12,
+        "xtick.labelsize": 10,
+        "ytick.labelsize": 10,
+        "xtick.color": p.muted,
+        "ytick.color": p.muted,
+        "axes.edgecolor": p.border,
+        "axes.linewidth": 0.7,
+        "axes.facecolor": "none",
+        "figure.facecolor": "none",
+        "savefig.facecolor": "none",
+        "grid.color": p.border,
+        "grid.linewidth": 0.7,
+        "axes.axisbelow": True,
+        "legend.fontsize": 10,
+        "legend.frameon": False,
+        "legend.labelcolor": p.ink,
+        "xtick.major.size": 0,
+        "ytick.major.size": 0,
         "axes.prop_cycle": matplotlib.cycler(color=list(p.series)),
     }
     with plt.rc_context(rc):
@@ -111,8 +140,14 @@ def svg_bytes(fig: Figure) -> bytes:
     of the same code give the same bytes."""
     buffer = io.BytesIO()
     # Fixed element ids, and glyphs as paths (no font needed to view the file).
-    with plt.rc_context({"svg.hashsalt": "transformer-blocks-literate", "svg.fonttype": "path"}):
-        fig.savefig(buffer, format="svg", facecolor="none",
-                    metadata={"Date": None, "Creator": None})
+    with plt.rc_context(
+        {"svg.hashsalt": "transformer-blocks-literate", "svg.fonttype": "path"}
+    ):
+        fig.savefig(
+            buffer,
+            format="svg",
+            facecolor="none",
+            metadata={"Date": None, "Creator": None},
+        )
     plt.close(fig)
     return buffer.getvalue()

@@ -57,18 +57,38 @@ from literate.site.docblocks import (
 )
 from literate.site.outputs import python_blocks
 
-__all__ = ["NOTEBOOK_DIR", "NOTEBOOK_CACHE", "Download", "Linker", "front_matter", "chapter_pages",
-           "notebook_pages", "notebook_name", "default_page_urls", "chapter_cells",
-           "chapter_notebook", "jupytext_notebook", "jupytext_source", "code_cells", "dumps",
-           "write_notebooks", "add_notebook_downloads", "markdown_links"]
+__all__ = [
+    "NOTEBOOK_DIR",
+    "NOTEBOOK_CACHE",
+    "Download",
+    "Linker",
+    "front_matter",
+    "chapter_pages",
+    "notebook_pages",
+    "notebook_name",
+    "default_page_urls",
+    "chapter_cells",
+    "chapter_notebook",
+    "jupytext_notebook",
+    "jupytext_source",
+    "code_cells",
+    "dumps",
+    "write_notebooks",
+    "add_notebook_downloads",
+    "markdown_links",
+]
 
 NOTEBOOK_DIR = "downloads/notebooks"  # where the site serves them
 NOTEBOOK_CACHE = ROOT / ".cache" / "notebook-downloads"  # where the build writes them
-KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+KERNELSPEC = {
+    "display_name": "Python 3 (ipykernel)",
+    "language": "python",
+    "name": "python3",
+}
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?\n)---[ \t]*\n", re.S)
 BOX = re.compile(
-    r'^(?P<indent>[ \t]*)(?P<marker>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)'
+    r"^(?P<indent>[ \t]*)(?P<marker>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)"
     r'(?:[ \t]+[\w-]+)*(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$'
 )
 TAB = re.compile(r'^(?P<indent>[ \t]*)===\+?[ \t]+"(?P<title>[^"]*)"[ \t]*$')
@@ -90,7 +110,7 @@ def _indent(line: str) -> int:
 
 def _strip(line: str, columns: int) -> str:
     """`line` without up to `columns` leading blanks."""
-    return line[min(columns, _indent(line)):]
+    return line[min(columns, _indent(line)) :]
 
 
 # ---------------------------------------------------------------------------------------
@@ -102,7 +122,7 @@ def front_matter(text: str) -> tuple[dict[str, Any], str]:
     match = FRONT_MATTER.match(text)
     if not match:
         return {}, text
-    return yaml.safe_load(match.group("yaml")) or {}, text[match.end():]
+    return yaml.safe_load(match.group("yaml")) or {}, text[match.end() :]
 
 
 def chapter_pages(pages: list[str], docs_dir: Path = ROOT / "docs") -> list[str]:
@@ -169,10 +189,14 @@ class Linker:
             if path.endswith("/") and not resolved.endswith("/"):
                 resolved += "/"
         else:
-            source = posixpath.normpath(posixpath.join(posixpath.dirname(self.page), path))
+            source = posixpath.normpath(
+                posixpath.join(posixpath.dirname(self.page), path)
+            )
             if source.endswith(".md") or source in self.page_urls:
                 if source not in self.page_urls:
-                    raise ValueError(f"{self.page}: link {target!r}: no page {source!r} in the nav")
+                    raise ValueError(
+                        f"{self.page}: link {target!r}: no page {source!r} in the nav"
+                    )
                 resolved = self.page_urls[source]
             else:
                 resolved = source  # a file served at its own path (figures, downloads)
@@ -185,7 +209,10 @@ class Linker:
         """Where the link points from the notebook: absolute, or relative to `served_at`."""
         path = self.site_path(target)
         if self.site_url:
-            return urljoin(self.site_url if self.site_url.endswith("/") else self.site_url + "/", path)
+            return urljoin(
+                self.site_url if self.site_url.endswith("/") else self.site_url + "/",
+                path,
+            )
         location, _, fragment = path.partition("#")
         relative = posixpath.relpath(location or ".", self.served_at.rstrip("/") or ".")
         if (location.endswith("/") or not location) and not relative.endswith("/"):
@@ -226,9 +253,15 @@ def _cell_id(cell_type: str, source: str, seen: dict[str, int]) -> str:
     return digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
 
 
-def _new_cell(cell_type: str, source: str, seen: dict[str, int], **extra: Any) -> dict[str, Any]:
-    cell: dict[str, Any] = {"cell_type": cell_type, "id": _cell_id(cell_type, source, seen),
-                            "metadata": {}, "source": source}
+def _new_cell(
+    cell_type: str, source: str, seen: dict[str, int], **extra: Any
+) -> dict[str, Any]:
+    cell: dict[str, Any] = {
+        "cell_type": cell_type,
+        "id": _cell_id(cell_type, source, seen),
+        "metadata": {},
+        "source": source,
+    }
     if cell_type == "code":
         cell |= {"execution_count": None, "outputs": []}
     return cell | extra
@@ -240,13 +273,17 @@ class _Box:
     quote: bool  # its body is a Markdown quote (a claim)
 
 
-def code_cells(page: str, docs_dir: Path = ROOT / "docs",
-               expander: SnippetExpander | None = None) -> list[str]:
+def code_cells(
+    page: str, docs_dir: Path = ROOT / "docs", expander: SnippetExpander | None = None
+) -> list[str]:
     """What pytest runs of `page`, block by block: each Python block that is not skipped,
     its includes expanded (the reference the notebook's code cells are checked against)."""
     expander = expander or default_expander()
     text = (docs_dir / page).read_text(encoding="utf-8")
-    return [expander.expand(b.source) if b.includes_snippet else b.source for b in python_blocks(text)]
+    return [
+        expander.expand(b.source) if b.includes_snippet else b.source
+        for b in python_blocks(text)
+    ]
 
 
 def _code_title(info: str) -> str | None:
@@ -254,7 +291,9 @@ def _code_title(info: str) -> str | None:
     return match.group(1) if match else None
 
 
-def chapter_cells(text: str, linker: Linker, expander: SnippetExpander | None = None) -> list[dict[str, Any]]:
+def chapter_cells(
+    text: str, linker: Linker, expander: SnippetExpander | None = None
+) -> list[dict[str, Any]]:
     """The cells of one page (front matter included or not)."""
     expander = expander or default_expander()
     _, body = front_matter(text)
@@ -286,8 +325,10 @@ def chapter_cells(text: str, linker: Linker, expander: SnippetExpander | None = 
             else:
                 runs.append((prose, [line]))
         markdown.clear()
-        source = "\n".join(linker.rewrite("\n".join(run)) if prose else "\n".join(run)
-                           for prose, run in runs).strip("\n")
+        source = "\n".join(
+            linker.rewrite("\n".join(run)) if prose else "\n".join(run)
+            for prose, run in runs
+        ).strip("\n")
         if source.strip():
             cells.append(_new_cell("markdown", source, seen))
 
@@ -298,7 +339,9 @@ def chapter_cells(text: str, linker: Linker, expander: SnippetExpander | None = 
             return
         quote = any(b.quote for b in boxes)
         if pending_blank and markdown:  # in prose one blank line is as good as two
-            markdown.extend([(">" if quote else "", prose)] * (pending_blank if not prose else 1))
+            markdown.extend(
+                [(">" if quote else "", prose)] * (pending_blank if not prose else 1)
+            )
         pending_blank = 0
         out = _strip(line, boxes[-1].body if boxes else 0)
         markdown.append((("> " + out) if quote else out, prose))
@@ -313,11 +356,19 @@ def chapter_cells(text: str, linker: Linker, expander: SnippetExpander | None = 
             block = blocks[i]
             title = _code_title(block.info)
             if title:
-                label = f"From `{title}`:" if "/" in title or title.endswith(".py") else f"{title}:"
+                label = (
+                    f"From `{title}`:"
+                    if "/" in title or title.endswith(".py")
+                    else f"{title}:"
+                )
                 emit("")
                 emit(" " * (boxes[-1].body if boxes else 0) + f"*{label}*")
             flush()
-            source = expander.expand(block.source) if block.includes_snippet else block.source
+            source = (
+                expander.expand(block.source)
+                if block.includes_snippet
+                else block.source
+            )
             cells.append(_new_cell("code", source.rstrip("\n"), seen))
             i = fences[i] + 1
             continue
@@ -355,19 +406,30 @@ def chapter_cells(text: str, linker: Linker, expander: SnippetExpander | None = 
     return cells
 
 
-def _notebook(cells: list[dict[str, Any]], extra_metadata: dict[str, Any]) -> dict[str, Any]:
+def _notebook(
+    cells: list[dict[str, Any]], extra_metadata: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "cells": cells,
-        "metadata": {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+        "metadata": {
+            "kernelspec": dict(KERNELSPEC),
+            "language_info": {"name": "python"},
+        }
         | extra_metadata,
         "nbformat": 4,
         "nbformat_minor": 5,
     }
 
 
-def chapter_notebook(page: str, *, page_urls: Mapping[str, str], site_url: str | None = None,
-                     site_name: str = "this site", docs_dir: Path = ROOT / "docs",
-                     expander: SnippetExpander | None = None) -> dict[str, Any]:
+def chapter_notebook(
+    page: str,
+    *,
+    page_urls: Mapping[str, str],
+    site_url: str | None = None,
+    site_name: str = "this site",
+    docs_dir: Path = ROOT / "docs",
+    expander: SnippetExpander | None = None,
+) -> dict[str, Any]:
     """The notebook of one chapter page (docs-relative path), as a JSON-ready dict."""
     from literate.figures import with_alt_text
 
@@ -395,8 +457,13 @@ def chapter_notebook(page: str, *, page_urls: Mapping[str, str], site_url: str |
 # A jupytext notebook page -> a downloadable .py and .ipynb
 
 
-def jupytext_source(page: str, *, page_urls: Mapping[str, str], site_url: str | None = None,
-                    docs_dir: Path = ROOT / "docs") -> str:
+def jupytext_source(
+    page: str,
+    *,
+    page_urls: Mapping[str, str],
+    site_url: str | None = None,
+    docs_dir: Path = ROOT / "docs",
+) -> str:
     """The jupytext percent source of a notebook page, with the links of its Markdown
     cells pointing at the site (they are written relative to the page's URL)."""
     linker = Linker(page, page_urls, site_url, url_relative=True)
@@ -416,12 +483,19 @@ def jupytext_source(page: str, *, page_urls: Mapping[str, str], site_url: str | 
     return "\n".join(out[:-1])
 
 
-def jupytext_notebook(page: str, *, page_urls: Mapping[str, str], site_url: str | None = None,
-                      docs_dir: Path = ROOT / "docs") -> dict[str, Any]:
+def jupytext_notebook(
+    page: str,
+    *,
+    page_urls: Mapping[str, str],
+    site_url: str | None = None,
+    docs_dir: Path = ROOT / "docs",
+) -> dict[str, Any]:
     """The notebook of a jupytext page, its links pointing at the site, without outputs."""
     import jupytext
 
-    source = jupytext_source(page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir)
+    source = jupytext_source(
+        page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir
+    )
     read = jupytext.reads(source, fmt="py:percent")
     seen: dict[str, int] = {}
     cells = []
@@ -452,9 +526,15 @@ class Download:
     path: Path  # the written file
 
 
-def write_notebooks(pages: list[str], *, page_urls: Mapping[str, str] | None = None,
-                    site_url: str | None = None, site_name: str = "this site",
-                    out_dir: Path = NOTEBOOK_CACHE, docs_dir: Path = ROOT / "docs") -> list[Download]:
+def write_notebooks(
+    pages: list[str],
+    *,
+    page_urls: Mapping[str, str] | None = None,
+    site_url: str | None = None,
+    site_name: str = "this site",
+    out_dir: Path = NOTEBOOK_CACHE,
+    docs_dir: Path = ROOT / "docs",
+) -> list[Download]:
     """Write the notebook of every chapter and notebook page among `pages` (reading order)
     into `out_dir`; a file is rewritten only when its text changed."""
     page_urls = dict(page_urls) if page_urls is not None else default_page_urls(pages)
@@ -463,16 +543,39 @@ def write_notebooks(pages: list[str], *, page_urls: Mapping[str, str] | None = N
     for page in chapter_pages(pages, docs_dir):
         meta, _ = front_matter((docs_dir / page).read_text(encoding="utf-8"))
         name = notebook_name(page, meta["chapter"])
-        nb = chapter_notebook(page, page_urls=page_urls, site_url=site_url, site_name=site_name,
-                              docs_dir=docs_dir)
-        wanted.append((page, f"{name}.ipynb", "Download this chapter as a Jupyter notebook (.ipynb)",
-                       dumps(nb)))
+        nb = chapter_notebook(
+            page,
+            page_urls=page_urls,
+            site_url=site_url,
+            site_name=site_name,
+            docs_dir=docs_dir,
+        )
+        wanted.append(
+            (
+                page,
+                f"{name}.ipynb",
+                "Download this chapter as a Jupyter notebook (.ipynb)",
+                dumps(nb),
+            )
+        )
     for page in notebook_pages(pages):
         name = notebook_name(page)
-        nb = jupytext_notebook(page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir)
-        wanted.append((page, f"{name}.ipynb", "Download this notebook (.ipynb)", dumps(nb)))
-        wanted.append((page, f"{name}.py", "Download this notebook's source (jupytext .py)",
-                       jupytext_source(page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir)))
+        nb = jupytext_notebook(
+            page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir
+        )
+        wanted.append(
+            (page, f"{name}.ipynb", "Download this notebook (.ipynb)", dumps(nb))
+        )
+        wanted.append(
+            (
+                page,
+                f"{name}.py",
+                "Download this notebook's source (jupytext .py)",
+                jupytext_source(
+                    page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir
+                ),
+            )
+        )
     names = [w[1] for w in wanted]
     if len(set(names)) != len(names):
         raise ValueError(f"two pages give a notebook the same name: {sorted(names)}")
@@ -494,13 +597,23 @@ def add_notebook_downloads(files: Any, config: Any, pages: list[str]) -> list[Do
     from mkdocs.structure.files import File
 
     page_urls = {f.src_uri: f.url for f in files.documentation_pages()}
-    page_urls = {src: ("" if url in ("", "./") else url) for src, url in page_urls.items()}
-    downloads = write_notebooks(pages, page_urls=page_urls, site_url=config.get("site_url") or None,
-                                site_name=config.get("site_name") or "this site")
+    page_urls = {
+        src: ("" if url in ("", "./") else url) for src, url in page_urls.items()
+    }
+    downloads = write_notebooks(
+        pages,
+        page_urls=page_urls,
+        site_url=config.get("site_url") or None,
+        site_name=config.get("site_name") or "this site",
+    )
     offered: dict[str, list[dict[str, str]]] = {}
     for download in downloads:
-        files.append(File.generated(config, download.uri, abs_src_path=str(download.path)))
-        offered.setdefault(download.page, []).append({"url": download.uri, "label": download.label})
+        files.append(
+            File.generated(config, download.uri, abs_src_path=str(download.path))
+        )
+        offered.setdefault(download.page, []).append(
+            {"url": download.uri, "label": download.label}
+        )
     config["extra"]["notebook_downloads"] = offered
     return downloads
 
@@ -514,11 +627,17 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--site-url", default=None, help="absolute base URL of the site")
+    parser.add_argument(
+        "--site-url", default=None, help="absolute base URL of the site"
+    )
     args = parser.parse_args(argv)
     config = mkdocs_config()
-    downloads = write_notebooks(nav_order(config.get("nav")), site_url=args.site_url,
-                                site_name=config.get("site_name") or "this site", out_dir=args.out_dir)
+    downloads = write_notebooks(
+        nav_order(config.get("nav")),
+        site_url=args.site_url,
+        site_name=config.get("site_name") or "this site",
+        out_dir=args.out_dir,
+    )
     for download in downloads:
         print(download.path)
     return 0

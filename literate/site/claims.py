@@ -34,7 +34,10 @@ def collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
     seen: dict[str, str] = {}
     problems: list[str] = []
     rank = {path: i for i, path in enumerate(order)}
-    pages = sorted(files.documentation_pages(), key=lambda f: (rank.get(f.src_uri, len(rank)), f.src_uri))
+    pages = sorted(
+        files.documentation_pages(),
+        key=lambda f: (rank.get(f.src_uri, len(rank)), f.src_uri),
+    )
     for f in pages:
         if not f.abs_src_path or not f.src_uri.endswith(".md"):
             continue
@@ -44,7 +47,9 @@ def collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
         title = heading.group(1).strip() if heading else f.src_uri
         for claim in iter_claims(text):
             if claim.id in seen:
-                problems.append(f"{f.src_uri}:{claim.line}: claim id {claim.id!r} already used in {seen[claim.id]}")
+                problems.append(
+                    f"{f.src_uri}:{claim.line}: claim id {claim.id!r} already used in {seen[claim.id]}"
+                )
             seen[claim.id] = f.src_uri
             found.append(PageClaim(f.src_uri, title, claim))
     if problems:
@@ -80,13 +85,19 @@ def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
     for page in pages:
         items = [c for c in claims if c.page == page]
         link = _relative(on_page, page)
-        lines += [f"## [{items[0].title}]({link})", "", "| Claim | Statement | Proved by (pytest id) |",
-                  "|---|---|---|"]
+        lines += [
+            f"## [{items[0].title}]({link})",
+            "",
+            "| Claim | Statement | Proved by (pytest id) |",
+            "|---|---|---|",
+        ]
         for item in items:
             c = item.claim
             statement = " ".join(c.text.split()).replace("|", "\\|")
             proof = c.proof
-            node = f"docs/{item.page}::line:{proof.line},column:1" if proof else "(none)"
+            node = (
+                f"docs/{item.page}::line:{proof.line},column:1" if proof else "(none)"
+            )
             asserts = proof.source.count("assert") if proof else 0
             lines.append(
                 f"| [`{c.id}`]({link}#claim-{c.id}) | {statement} "

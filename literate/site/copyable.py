@@ -103,37 +103,71 @@ def check_page(page: str, text: str, earlier: dict[str, str]) -> PageReport:
     that page (docs-relative)."""
     report = PageReport(page)
     links = _links(text, page)
-    available: dict[str, str] = {}  # name -> "page" | "library" | "earlier:<page>" | "hidden"
+    available: dict[
+        str, str
+    ] = {}  # name -> "page" | "library" | "earlier:<page>" | "hidden"
     expander = default_expander()
     for block in iter_blocks(text):
         if not block.is_python:
             continue
         where = f"{page}:{block.line}"
         try:
-            source = expander.expand(block.source) if block.includes_snippet else block.source
-        except Exception as error:  # a missing file or section: the build fails on it too
-            report.problems.append(Problem(where, "<include>", "", f"does not expand: {error}"))
+            source = (
+                expander.expand(block.source)
+                if block.includes_snippet
+                else block.source
+            )
+        except (
+            Exception
+        ) as error:  # a missing file or section: the build fails on it too
+            report.problems.append(
+                Problem(where, "<include>", "", f"does not expand: {error}")
+            )
             continue
         try:
-            definitions, imports = definitions_of(source, block.line,
-                                                  assignments=block.includes_snippet)
+            definitions, imports = definitions_of(
+                source, block.line, assignments=block.includes_snippet
+            )
         except SyntaxError as error:
-            report.problems.append(Problem(where, "<block>", "", f"does not parse: {error}"))
+            report.problems.append(
+                Problem(where, "<block>", "", f"does not parse: {error}")
+            )
             continue
         for stmt in imports:
             module = stmt.module or "" if isinstance(stmt, ast.ImportFrom) else ""
-            if isinstance(stmt, ast.ImportFrom) and module.startswith("literate.figures") or (
-                    isinstance(stmt, ast.Import) and any(a.name.startswith("literate.figures") for a in stmt.names)):
-                report.problems.append(Problem(where, "<import>", module or "literate.figures",
-                                               "no block imports plotting code"))
+            if (
+                isinstance(stmt, ast.ImportFrom)
+                and module.startswith("literate.figures")
+                or (
+                    isinstance(stmt, ast.Import)
+                    and any(a.name.startswith("literate.figures") for a in stmt.names)
+                )
+            ):
+                report.problems.append(
+                    Problem(
+                        where,
+                        "<import>",
+                        module or "literate.figures",
+                        "no block imports plotting code",
+                    )
+                )
             for alias in stmt.names:
                 bound = (alias.asname or alias.name).split(".")[0]
-                source_module = module if isinstance(stmt, ast.ImportFrom) else alias.name
+                source_module = (
+                    module if isinstance(stmt, ast.ImportFrom) else alias.name
+                )
                 if library(source_module):
                     available[bound] = "library"
-                elif source_module.startswith("literate") and (key := shown_key(
-                        alias.name, minimal=source_module.startswith("literate.minimal")
-                )) in earlier:
+                elif (
+                    source_module.startswith("literate")
+                    and (
+                        key := shown_key(
+                            alias.name,
+                            minimal=source_module.startswith("literate.minimal"),
+                        )
+                    )
+                    in earlier
+                ):
                     available[bound] = f"earlier:{earlier[key]}"
                 elif source_module.startswith("literate") or block.includes_snippet:
                     available[bound] = "hidden"
@@ -151,13 +185,23 @@ def check_page(page: str, text: str, earlier: dict[str, str]) -> PageReport:
                 if origin is not None and origin.startswith("earlier:"):
                     target = origin.removeprefix("earlier:")
                     if target not in links:
-                        report.problems.append(Problem(
-                            f"{where}+{definition.line - 1}", label, name,
-                            f"shown on {target}, which this page must link to"))
+                        report.problems.append(
+                            Problem(
+                                f"{where}+{definition.line - 1}",
+                                label,
+                                name,
+                                f"shown on {target}, which this page must link to",
+                            )
+                        )
                     continue
-                why = ("imported from a module no earlier page shows it from" if origin == "hidden"
-                       else "not shown on this page or an earlier one")
-                report.problems.append(Problem(f"{where}+{definition.line - 1}", label, name, why))
+                why = (
+                    "imported from a module no earlier page shows it from"
+                    if origin == "hidden"
+                    else "not shown on this page or an earlier one"
+                )
+                report.problems.append(
+                    Problem(f"{where}+{definition.line - 1}", label, name, why)
+                )
         minimal = bool(MINIMAL_INCLUDE.search(block.source))
         for definition in definitions:
             for name in definition.names:

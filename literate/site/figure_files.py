@@ -37,7 +37,9 @@ class FigureReport:
     jobs: list[tuple[str, str, Path]]  # (name, theme, path) still to draw
 
 
-def plan_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
+def plan_figures(
+    cache_dir: Path = FIGURE_CACHE, *, language: str = "en"
+) -> FigureReport:
     """Where every figure will be, and which ones are not in the cache yet (nothing drawn)."""
     from literate.figures import FIGURES, THEMES
 
@@ -46,7 +48,9 @@ def plan_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> Fig
     report = FigureReport(paths={}, drawn=[], reused=[], jobs=[])
     for name in FIGURES:
         for theme in THEMES:
-            key = hashlib.sha256(f"{fingerprint}|{name}|{theme}|{language}".encode()).hexdigest()[:20]
+            key = hashlib.sha256(
+                f"{fingerprint}|{name}|{theme}|{language}".encode()
+            ).hexdigest()[:20]
             path = cache_dir / f"{name}-{theme}-{key}.svg"
             if path.exists():
                 report.reused.append(path.name)
@@ -64,7 +68,9 @@ def draw_figures(jobs: list[tuple[str, str, Path]], *, language: str = "en") -> 
     literate.figures.draw_files(jobs, language=language)
 
 
-def ensure_figures(cache_dir: Path = FIGURE_CACHE, *, language: str = "en") -> FigureReport:
+def ensure_figures(
+    cache_dir: Path = FIGURE_CACHE, *, language: str = "en"
+) -> FigureReport:
     """Draw every figure that is not in the cache yet; return where each one is."""
     report = plan_figures(cache_dir, language=language)
     draw_figures(report.jobs, language=language)

@@ -57,8 +57,19 @@ log = logging.getLogger("mkdocs.hooks.literate")
 DOWNLOADS = ROOT / ".cache" / "downloads"
 VERSIONS_MARKER = "<!-- tested-versions -->"
 # What the site was built and tested with, read from the installed packages at build time.
-TESTED_PACKAGES = ("torch", "transformers", "numpy", "matplotlib", "mkdocs", "mkdocs-material",
-                   "pymdown-extensions", "mkdocs-jupyter", "pytest", "sybil", "playwright")
+TESTED_PACKAGES = (
+    "torch",
+    "transformers",
+    "numpy",
+    "matplotlib",
+    "mkdocs",
+    "mkdocs-material",
+    "pymdown-extensions",
+    "mkdocs-jupyter",
+    "pytest",
+    "sybil",
+    "playwright",
+)
 
 
 _site_claims: list[PageClaim] = []
@@ -92,21 +103,28 @@ def versions_markdown() -> str:
     from importlib import metadata
 
     declared: dict[str, str] = {}
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"
+    ]
     requirements = list(project["dependencies"])
     for extra in project.get("optional-dependencies", {}).values():
         requirements += extra
     for requirement in requirements:
         name = re.split(r"[<>=!~ \[;]", requirement, maxsplit=1)[0].lower()
-        declared[name] = requirement[len(name):].strip() or "any"
-    rows = ["| package | built and tested with | `pyproject.toml` accepts |", "|---|---|---|",
-            f"| Python | {platform.python_version()} | {project['requires-python']} |"]
+        declared[name] = requirement[len(name) :].strip() or "any"
+    rows = [
+        "| package | built and tested with | `pyproject.toml` accepts |",
+        "|---|---|---|",
+        f"| Python | {platform.python_version()} | {project['requires-python']} |",
+    ]
     for package in TESTED_PACKAGES:
         try:
             version = metadata.version(package)
         except metadata.PackageNotFoundError:
             version = "not installed"
-        rows.append(f"| {package} | {version} | {declared.get(package, '(not a direct dependency)')} |")
+        rows.append(
+            f"| {package} | {version} | {declared.get(package, '(not a direct dependency)')} |"
+        )
     return "\n".join(rows)
 
 
@@ -177,11 +195,17 @@ def start_outputs(pages: list[str]) -> dict[str, Future[list[str]]]:
     from literate.site.outputs import cached_run, python_blocks
 
     fingerprint = code_fingerprint()
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+    )
     futures = {}
     for page in pages:
         path = ROOT / "docs" / page
-        if path.suffix == ".md" and path.exists() and python_blocks(path.read_text(encoding="utf-8")):
+        if (
+            path.suffix == ".md"
+            and path.exists()
+            and python_blocks(path.read_text(encoding="utf-8"))
+        ):
             futures[page] = pool.submit(cached_run, page, fingerprint)
     pool.shutdown(wait=False)
     return futures
@@ -206,7 +230,11 @@ def on_files(files: Files, config: Any) -> Files:
     report = plan_figures(language=language)
     for uri, path in report.paths.items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
-    log.info("figures: %d to draw (in the background), %d reused from cache", len(report.drawn), len(report.reused))
+    log.info(
+        "figures: %d to draw (in the background), %d reused from cache",
+        len(report.drawn),
+        len(report.reused),
+    )
     if report.jobs:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="figures")
         _drawing = executor.submit(draw_figures, report.jobs, language=language)
@@ -254,7 +282,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
     markdown = figures_with_alt_text(markdown, page.file.src_uri)
     markdown = render_claims(markdown)
     if LEDGER_MARKER in markdown:
-        markdown = markdown.replace(LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri))
+        markdown = markdown.replace(
+            LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri)
+        )
     if VERSIONS_MARKER in markdown:
         markdown = markdown.replace(VERSIONS_MARKER, versions_markdown())
     return markdown

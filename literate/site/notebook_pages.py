@@ -64,13 +64,17 @@ def _nbconvert2(name: str, without_it: str) -> tuple[Any, Any] | None:
         return None
     current = getattr(nbconvert2, name, None)
     if current is None:
-        raise PluginError(f"mkdocs-jupyter no longer has nbconvert2.{name}: {without_it}")
+        raise PluginError(
+            f"mkdocs-jupyter no longer has nbconvert2.{name}: {without_it}"
+        )
     return nbconvert2, current
 
 
 def stable_notebook_cell_ids() -> None:
     """Make mkdocs-jupyter's notebook pages give the same bytes at every build."""
-    found = _nbconvert2("jupytext", "its pages' cell ids would be random; see stable_notebook_cell_ids")
+    found = _nbconvert2(
+        "jupytext", "its pages' cell ids would be random; see stable_notebook_cell_ids"
+    )
     if found is not None and not isinstance(found[1], _StableIdJupytext):
         found[0].jupytext = _StableIdJupytext(found[1])
 
@@ -104,17 +108,30 @@ def require_alt_text(notebook: Any, resources: Any) -> tuple[Any, Any]:
     would show without alt text, naming its cell."""
     for index, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
-            images = [kind for kind in output.get("data", {}) if kind.startswith("image/")]
+            images = [
+                kind for kind in output.get("data", {}) if kind.startswith("image/")
+            ]
             if not images:
                 continue
             if not set(images) & set(_FIGURE_TYPES):
-                raise PluginError(f"notebook cell {index} shows a {images[0]} image; only "
-                                  f"{' and '.join(_FIGURE_TYPES)} get alt text on the page")
-            if not (cell.metadata.get("alt") or any(
-                    output.get("metadata", {}).get(kind, {}).get("alt") for kind in images)):
-                first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
-                raise PluginError(f"notebook cell {index} ({first!r}) shows a figure without "
-                                  "alt text: give the cell one, `# %% alt=\"what it shows\"`")
+                raise PluginError(
+                    f"notebook cell {index} shows a {images[0]} image; only "
+                    f"{' and '.join(_FIGURE_TYPES)} get alt text on the page"
+                )
+            if not (
+                cell.metadata.get("alt")
+                or any(
+                    output.get("metadata", {}).get(kind, {}).get("alt")
+                    for kind in images
+                )
+            ):
+                first = (
+                    cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+                )
+                raise PluginError(
+                    f"notebook cell {index} ({first!r}) shows a figure without "
+                    'alt text: give the cell one, `# %% alt="what it shows"`'
+                )
     return notebook, resources
 
 
@@ -127,8 +144,11 @@ def notebook_exporter() -> None:
       before execution;
     * fails the build on a figure without alt text (`require_alt_text`), and writes the
       alt text into the page (`NOTEBOOK_TEMPLATE`)."""
-    found = _nbconvert2("HTMLExporter", "a print could be split differently at every build, "
-                        "and figures would lose their alt text; see notebook_exporter")
+    found = _nbconvert2(
+        "HTMLExporter",
+        "a print could be split differently at every build, "
+        "and figures would lose their alt text; see notebook_exporter",
+    )
     if found is None or getattr(found[1], "literate", False):
         return
     nbconvert2, current = found
@@ -140,12 +160,20 @@ def notebook_exporter() -> None:
 
         def __init__(self, *args: Any, preprocessors: Any = (), **kwargs: Any) -> None:
             if kwargs.get("template_file") != "mkdocs_html/notebook.html.j2":
-                raise PluginError(f"mkdocs-jupyter's page template is now {kwargs.get('template_file')!r}: "
-                                  "NOTEBOOK_TEMPLATE extends the one it replaced")
+                raise PluginError(
+                    f"mkdocs-jupyter's page template is now {kwargs.get('template_file')!r}: "
+                    "NOTEBOOK_TEMPLATE extends the one it replaced"
+                )
             kwargs["template_file"] = NOTEBOOK_TEMPLATE_FILE
-            kwargs["extra_loaders"] = [DictLoader({NOTEBOOK_TEMPLATE_FILE: NOTEBOOK_TEMPLATE})]
+            kwargs["extra_loaders"] = [
+                DictLoader({NOTEBOOK_TEMPLATE_FILE: NOTEBOOK_TEMPLATE})
+            ]
             # preprocessors given here run after the defaults, execution among them
-            preprocessors = [*preprocessors, CoalesceStreamsPreprocessor, require_alt_text]
+            preprocessors = [
+                *preprocessors,
+                CoalesceStreamsPreprocessor,
+                require_alt_text,
+            ]
             super().__init__(*args, preprocessors=preprocessors, **kwargs)
 
     nbconvert2.HTMLExporter = LiterateHTMLExporter
@@ -166,7 +194,9 @@ def cover_notebook_cache_with_code() -> None:
     original = getattr(current, "__wrapped__", current)
 
     def key(nb_path: str, config: Any, exec_nb: bool) -> str:
-        return hashlib.sha256(f"{original(nb_path, config, exec_nb)}|{code_fingerprint()}".encode()).hexdigest()
+        return hashlib.sha256(
+            f"{original(nb_path, config, exec_nb)}|{code_fingerprint()}".encode()
+        ).hexdigest()
 
     key.__wrapped__ = original  # type: ignore[attr-defined]
     plugin._compute_cache_key = key
@@ -174,9 +204,18 @@ def cover_notebook_cache_with_code() -> None:
 
 # The keyword arguments mkdocs-jupyter's page render passes to `convert.nb2html`, read
 # from its plugin config (its `on_pre_page`); `execute_ignore` is not used here.
-NB2HTML_OPTIONS = ("kernel_name", "theme", "allow_errors", "show_input", "no_input",
-                   "no_prompt", "remove_tag_config", "highlight_extra_classes",
-                   "include_requirejs", "custom_mathjax_url")
+NB2HTML_OPTIONS = (
+    "kernel_name",
+    "theme",
+    "allow_errors",
+    "show_input",
+    "no_input",
+    "no_prompt",
+    "remove_tag_config",
+    "highlight_extra_classes",
+    "include_requirejs",
+    "custom_mathjax_url",
+)
 
 
 _ahead: dict[str, tuple[dict[str, Any], Future[str]]] = {}
@@ -197,7 +236,12 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
         return []
     jupyter = config["plugins"].get("mkdocs-jupyter")
     options = getattr(jupyter, "config", None)
-    if jupyter is None or not options or not options.get("execute") or options.get("execute_ignore"):
+    if (
+        jupyter is None
+        or not options
+        or not options.get("execute")
+        or options.get("execute_ignore")
+    ):
         return []
     original = getattr(convert.nb2html, "__wrapped__", convert.nb2html)
 
@@ -215,7 +259,10 @@ def execute_notebooks_ahead(config: Any, files: Files) -> list[str]:
         if not isinstance(file, plugin.NotebookFile):  # its on_files marked them
             continue
         key = plugin._compute_cache_key(file.abs_src_path, options, True)
-        if options.get("cache") and plugin._get_cache_path(options["cache_dir"], key).exists():
+        if (
+            options.get("cache")
+            and plugin._get_cache_path(options["cache_dir"], key).exists()
+        ):
             continue  # the plugin reads its cache
         pending.append(file.abs_src_path)
     if pending:
@@ -252,6 +299,9 @@ def warm_kernels(notebooks: list[str]) -> Any:
     folder.mkdir(parents=True, exist_ok=True)
     sources = [Path(path).read_text(encoding="utf-8") for path in notebooks]
     warm = WarmKernels(str(folder), ["torch", *third_party_imports(sources)])
-    paths = [str(folder), *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep))]
+    paths = [
+        str(folder),
+        *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep)),
+    ]
     os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
     return warm

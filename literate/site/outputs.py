@@ -22,7 +22,14 @@ from pathlib import Path
 
 from literate.site.docblocks import ROOT, _origin, default_expander, iter_blocks
 
-__all__ = ["OUTPUT_CACHE", "SKIP", "python_blocks", "run_page", "cache_path", "with_outputs"]
+__all__ = [
+    "OUTPUT_CACHE",
+    "SKIP",
+    "python_blocks",
+    "run_page",
+    "cache_path",
+    "with_outputs",
+]
 
 OUTPUT_CACHE = ROOT / ".cache" / "outputs"
 SKIP = re.compile(r"<!--\s*skip:\s*next\b[^>]*-->\s*$")
@@ -59,7 +66,9 @@ def run_page(path: str) -> list[str]:
     namespace: dict = {}  # as sybil runs a page (classes get __module__ "builtins")
     outputs = []
     for block in python_blocks(text):
-        source = expander.expand(block.source) if block.includes_snippet else block.source
+        source = (
+            expander.expand(block.source) if block.includes_snippet else block.source
+        )
         filename, offset = _origin(block, str(page), expander.options["base_path"])
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):
@@ -67,8 +76,10 @@ def run_page(path: str) -> list[str]:
                 exec(compile("\n" * offset + source, filename, "exec"), namespace)
             except Exception as error:
                 where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
-                raise RuntimeError(f"{where}:{block.line}: the block raised "
-                                   f"{type(error).__name__}: {error}") from None
+                raise RuntimeError(
+                    f"{where}:{block.line}: the block raised "
+                    f"{type(error).__name__}: {error}"
+                ) from None
         outputs.append(captured.getvalue())
     return outputs
 
@@ -98,7 +109,7 @@ def _box(output: str, prefix: str) -> str:
         lines = lines[:MAX_LINES] + [f"... ({len(lines) - MAX_LINES} more lines)"]
     longest = max((len(m) for m in re.findall(r"`+", output)), default=0)
     fence = "`" * max(3, longest + 1)
-    body = [f"{prefix}{fence}text {{ .output title=\"Output\" }}"]
+    body = [f'{prefix}{fence}text {{ .output title="Output" }}']
     body += [f"{prefix}{line}" if line else "" for line in lines]
     body.append(f"{prefix}{fence}")
     return "\n".join(body)
@@ -110,18 +121,21 @@ def with_outputs(markdown: str, outputs: list[str]) -> str:
     made is an error (the cache key includes the text, so this means a bug)."""
     blocks = python_blocks(markdown)
     if len(blocks) != len(outputs):
-        raise ValueError(f"{len(blocks)} Python blocks on the page, {len(outputs)} outputs")
+        raise ValueError(
+            f"{len(blocks)} Python blocks on the page, {len(outputs)} outputs"
+        )
     pieces, last = [], 0
     for block, output in zip(blocks, outputs):
         if not output.strip():
             continue
         line_start = markdown.rfind("\n", 0, block.start) + 1
         prefix = re.match(r"[ \t]*", markdown[line_start:]).group(0)
-        pieces.append(markdown[last: block.end])
+        pieces.append(markdown[last : block.end])
         if AS_MARKDOWN.search(line_before(markdown, block)):
             lines = output.rstrip("\n").split("\n")
-            pieces.append("\n\n" + "\n".join(f"{prefix}{line}" if line else ""
-                                                for line in lines))
+            pieces.append(
+                "\n\n" + "\n".join(f"{prefix}{line}" if line else "" for line in lines)
+            )
         else:
             pieces.append("\n\n" + _box(output, prefix))
         last = block.end

@@ -33,7 +33,13 @@ from pathlib import Path
 
 from literate.site.docblocks import ROOT
 
-__all__ = ["Difference", "compare_trees", "first_difference", "source_date_epoch", "main"]
+__all__ = [
+    "Difference",
+    "compare_trees",
+    "first_difference",
+    "source_date_epoch",
+    "main",
+]
 
 CONTEXT = 60  # characters of each side shown around a first difference
 
@@ -67,18 +73,26 @@ def first_difference(a: bytes, b: bytes) -> str:
     try:
         text_a, text_b = a.decode("utf-8"), b.decode("utf-8")
     except UnicodeDecodeError:
-        return (f"byte {i} of {len(a)} vs {len(b)}: {a[i:i + 16].hex()} vs "
-                f"{b[i:i + 16].hex()}")
+        return (
+            f"byte {i} of {len(a)} vs {len(b)}: {a[i : i + 16].hex()} vs "
+            f"{b[i : i + 16].hex()}"
+        )
     j = len(a[:i].decode("utf-8", errors="ignore"))  # the character where they part
     line = text_a.count("\n", 0, j) + 1
     column = j - (text_a.rfind("\n", 0, j) + 1) + 1
     start = max(0, j - CONTEXT // 2)
-    return (f"line {line}, column {column} (sizes {len(a)} vs {len(b)} bytes): "
-            f"{text_a[start:j + CONTEXT // 2]!r} vs {text_b[start:j + CONTEXT // 2]!r}")
+    return (
+        f"line {line}, column {column} (sizes {len(a)} vs {len(b)} bytes): "
+        f"{text_a[start : j + CONTEXT // 2]!r} vs {text_b[start : j + CONTEXT // 2]!r}"
+    )
 
 
 def _files(root: Path) -> dict[str, Path]:
-    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def compare_trees(a: Path, b: Path) -> tuple[int, list[Difference]]:
@@ -102,8 +116,13 @@ def source_date_epoch(root: Path = ROOT, rev: str = "HEAD") -> str | None:
     """The committer time of the commit `rev` of `root` (seconds since the epoch, as
     `SOURCE_DATE_EPOCH` wants it), or None outside a git work tree."""
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%ct", rev, "--"], cwd=root,
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%ct", rev, "--"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     value = out.stdout.strip()
@@ -113,23 +132,40 @@ def source_date_epoch(root: Path = ROOT, rev: str = "HEAD") -> str | None:
 def source_files(root: Path = ROOT, extra: tuple[str, ...] = ()) -> list[str]:
     """The files git tracks that are in the work tree, and the untracked ones in `extra`
     (files, or folders taken whole)."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached"], cwd=root, capture_output=True, check=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached"], cwd=root, capture_output=True, check=True
+    )
     names = [n for n in out.stdout.decode("utf-8").split("\0") if n]
     for name in extra:
         path = root / name
-        names += [p.relative_to(root).as_posix() for p in path.rglob("*")] if path.is_dir() else [name]
-    return sorted(n for n in set(names) if (root / n).is_file() and "__pycache__" not in n)
+        names += (
+            [p.relative_to(root).as_posix() for p in path.rglob("*")]
+            if path.is_dir()
+            else [name]
+        )
+    return sorted(
+        n for n in set(names) if (root / n).is_file() and "__pycache__" not in n
+    )
 
 
-def copy_sources(dest: Path, root: Path = ROOT, *, rev: str | None = None,
-                 extra: tuple[str, ...] = ()) -> int:
+def copy_sources(
+    dest: Path,
+    root: Path = ROOT,
+    *,
+    rev: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> int:
     """Copy the sources into `dest`: the commit `rev` (`git archive`), or else the work
     tree's tracked files as they are now plus `extra`. No caches, no built site, no .git.
     Returns the number of files."""
     dest.mkdir(parents=True, exist_ok=True)
     if rev is not None:
-        archive = subprocess.run(["git", "archive", "--format=tar", rev], cwd=root, capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", rev],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(dest, filter="data")
             return sum(1 for member in tar.getmembers() if member.isfile())
@@ -150,32 +186,67 @@ def free_port(host: str = "127.0.0.1") -> int:
 def build(src: Path, site: Path, env: dict[str, str], log_path: Path) -> float:
     """`mkdocs build --strict` of the sources in `src` into `site`, its `literate`
     imported from `src`; the build log goes to `log_path`. Returns the seconds taken."""
-    env = {**env, "PYTHONPATH": os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-           "NO_MKDOCS_2_WARNING": "1"}
-    check = subprocess.run([sys.executable, "-c", "import literate; print(literate.__file__)"],
-                           cwd=src, env=env, capture_output=True, text=True, check=True)
+    env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        ),
+        "NO_MKDOCS_2_WARNING": "1",
+    }
+    check = subprocess.run(
+        [sys.executable, "-c", "import literate; print(literate.__file__)"],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     if not Path(check.stdout.strip()).resolve().is_relative_to(src.resolve()):
-        raise RuntimeError(f"the build in {src} would import literate from {check.stdout.strip()}")
+        raise RuntimeError(
+            f"the build in {src} would import literate from {check.stdout.strip()}"
+        )
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-                              cwd=src, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+            cwd=src,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         tail = log_path.read_text(encoding="utf-8")[-3000:]
-        raise RuntimeError(f"the build in {src} failed ({proc.returncode}); its log ends:\n{tail}")
+        raise RuntimeError(
+            f"the build in {src} failed ({proc.returncode}); its log ends:\n{tail}"
+        )
     return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m literate.site.reproducible",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--site-url", help="build both with SITE_URL set; 'local' for "
-                        "http://127.0.0.1:<a free port>/")
-    parser.add_argument("--keep", type=Path, help="build into DIR/a and DIR/b and keep them")
-    parser.add_argument("--rev", help="build this commit (git archive) instead of the work tree")
-    parser.add_argument("--with", dest="extra", nargs="+", default=[], metavar="PATH",
-                        help="untracked files or folders of the work tree to build with")
+    parser = argparse.ArgumentParser(
+        prog="python -m literate.site.reproducible",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "--site-url",
+        help="build both with SITE_URL set; 'local' for "
+        "http://127.0.0.1:<a free port>/",
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="build into DIR/a and DIR/b and keep them"
+    )
+    parser.add_argument(
+        "--rev", help="build this commit (git archive) instead of the work tree"
+    )
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="untracked files or folders of the work tree to build with",
+    )
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
@@ -198,19 +269,27 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix="reproducible-"))
     try:
         # Both copies first: an edit made while the first build runs reaches neither.
-        count = [copy_sources(work / name / "src", rev=args.rev, extra=tuple(args.extra))
-                 for name in ("a", "b")][0]
+        count = [
+            copy_sources(work / name / "src", rev=args.rev, extra=tuple(args.extra))
+            for name in ("a", "b")
+        ][0]
         sites = []
         for name, seed in (("a", "1"), ("b", "2")):
             src, site = work / name / "src", work / name / "site"
-            seconds = build(src, site, env | {"PYTHONHASHSEED": seed}, work / name / "build.log")
-            print(f"build {name}: {count} source files, {seconds:.0f} s (log: {work / name / 'build.log'})",
-                  flush=True)
+            seconds = build(
+                src, site, env | {"PYTHONHASHSEED": seed}, work / name / "build.log"
+            )
+            print(
+                f"build {name}: {count} source files, {seconds:.0f} s (log: {work / name / 'build.log'})",
+                flush=True,
+            )
             sites.append(site)
         compared, differences = compare_trees(*sites)
         url = env.get("SITE_URL", "(none)")
-        print(f"SOURCE_DATE_EPOCH={epoch}, SITE_URL={url}: {compared} files compared, "
-              f"{len(differences)} differ")
+        print(
+            f"SOURCE_DATE_EPOCH={epoch}, SITE_URL={url}: {compared} files compared, "
+            f"{len(differences)} differ"
+        )
         for difference in differences:
             print(f"  {difference}")
         return 1 if differences else 0

@@ -49,7 +49,9 @@ def _preload(specs: list[str]) -> None:
             pass
 
 
-def _child(conn: socket.socket, listener: socket.socket, fds: list[int], request: dict) -> None:
+def _child(
+    conn: socket.socket, listener: socket.socket, fds: list[int], request: dict
+) -> None:
     """In the forked child: become an ipykernel with the stub's streams, cwd and env."""
     listener.close()
     conn.close()
@@ -65,7 +67,9 @@ def _child(conn: socket.socket, listener: socket.socket, fds: list[int], request
     os.environ.clear()
     os.environ.update(request["env"])
     argv = list(request["argv"])
-    if os.environ.get("JPY_PARENT_PID"):  # read when ipykernel was imported, before the fork
+    if os.environ.get(
+        "JPY_PARENT_PID"
+    ):  # read when ipykernel was imported, before the fork
         argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
     sys.argv = ["ipykernel_launcher", *argv]
     code = 0
@@ -74,7 +78,9 @@ def _child(conn: socket.socket, listener: socket.socket, fds: list[int], request
 
         kernelapp.launch_new_instance(argv=argv)
     except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        code = (
+            stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        )
     except BaseException:
         import traceback
 
@@ -147,7 +153,9 @@ def serve(path: str, preload: list[str]) -> None:
                 conn = children.pop(pid, None)
                 if conn is not None:
                     try:
-                        conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+                        conn.sendall(
+                            f"exit {os.waitstatus_to_exitcode(status)}\n".encode()
+                        )
                     except OSError:
                         pass
                     conn.close()
@@ -198,7 +206,9 @@ def stub(path: str, argv: list[str]) -> int:
 # The client side (imported by the tests)
 
 
-def third_party_imports(sources: list[str], libraries: tuple[str, ...] = PRELOADABLE) -> list[str]:
+def third_party_imports(
+    sources: list[str], libraries: tuple[str, ...] = PRELOADABLE
+) -> list[str]:
     """`MODULE` and `MODULE:NAME` for every import of `libraries` in `sources` (Python
     source texts; nested imports too), sorted."""
     import ast
@@ -211,11 +221,15 @@ def third_party_imports(sources: list[str], libraries: tuple[str, ...] = PRELOAD
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                found |= {a.name for a in node.names if a.name.split(".")[0] in libraries}
+                found |= {
+                    a.name for a in node.names if a.name.split(".")[0] in libraries
+                }
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 if node.module.split(".")[0] in libraries:
                     found.add(node.module)
-                    found |= {f"{node.module}:{a.name}" for a in node.names if a.name != "*"}
+                    found |= {
+                        f"{node.module}:{a.name}" for a in node.names if a.name != "*"
+                    }
     return sorted(found)
 
 
@@ -228,7 +242,9 @@ class WarmKernels:
 
     NAME = "literate-warm-python3"
 
-    def __init__(self, folder: str, preload: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, folder: str, preload: list[str], env: dict[str, str] | None = None
+    ) -> None:
         import subprocess
         import tempfile
 
@@ -238,14 +254,38 @@ class WarmKernels:
         spec_dir = os.path.join(folder, "kernels", self.NAME)
         os.makedirs(spec_dir, exist_ok=True)
         with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as f:
-            json.dump({"argv": [sys.executable, "-I", os.path.abspath(__file__), "kernel", self.socket,
-                                "-f", "{connection_file}"],
-                       "display_name": "Python 3 (forked)", "language": "python",
-                       "interrupt_mode": "signal"}, f)
+            json.dump(
+                {
+                    "argv": [
+                        sys.executable,
+                        "-I",
+                        os.path.abspath(__file__),
+                        "kernel",
+                        self.socket,
+                        "-f",
+                        "{connection_file}",
+                    ],
+                    "display_name": "Python 3 (forked)",
+                    "language": "python",
+                    "interrupt_mode": "signal",
+                },
+                f,
+            )
         self.kernel_dirs = [os.path.join(folder, "kernels")]
         self.process = subprocess.Popen(
-            [sys.executable, "-I", os.path.abspath(__file__), "serve", self.socket, *preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, cwd=folder,
+            [
+                sys.executable,
+                "-I",
+                os.path.abspath(__file__),
+                "serve",
+                self.socket,
+                *preload,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+            cwd=folder,
         )
         ready = self.process.stdout.readline()
         if ready.strip() != "ready":
@@ -256,7 +296,9 @@ class WarmKernels:
         from jupyter_client import AsyncKernelManager
         from jupyter_client.kernelspec import KernelSpecManager
 
-        specs = KernelSpecManager(kernel_dirs=self.kernel_dirs, ensure_native_kernel=False)
+        specs = KernelSpecManager(
+            kernel_dirs=self.kernel_dirs, ensure_native_kernel=False
+        )
         return AsyncKernelManager(kernel_name=self.NAME, kernel_spec_manager=specs)
 
     def close(self) -> None:

@@ -15,8 +15,16 @@ import symtable
 import sys
 from dataclasses import dataclass
 
-__all__ = ["LIBRARIES", "library", "Problem", "defined_by", "needed_names", "Definition", "definitions_of",
-           "check_module_source"]
+__all__ = [
+    "LIBRARIES",
+    "library",
+    "Problem",
+    "defined_by",
+    "needed_names",
+    "Definition",
+    "definitions_of",
+    "check_module_source",
+]
 
 LIBRARIES = {"torch", "numpy", "__future__"}  # besides the standard library
 BUILTINS = set(dir(builtins)) | {"__name__", "__file__", "__doc__"}
@@ -58,12 +66,18 @@ def needed_names(source: str) -> set[str]:
     bases, right-hand side, and every name its body reads from module scope), minus the
     names it binds itself and builtins."""
     top = symtable.symtable(source, "<shown>", "exec")
-    assigned = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    assigned = {
+        s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()
+    }
     needed = {s.get_name() for s in top.get_symbols() if s.is_referenced()}
     stack = list(top.get_children())
     while stack:
         table = stack.pop()
-        needed |= {s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced()}
+        needed |= {
+            s.get_name()
+            for s in table.get_symbols()
+            if s.is_global() and s.is_referenced()
+        }
         stack += table.get_children()
     return needed - assigned - BUILTINS
 
@@ -76,8 +90,9 @@ class Definition:
     block_line: int  # line of the block on the page
 
 
-def definitions_of(source: str, block_line: int = 1, *, assignments: bool = True
-                   ) -> tuple[list[Definition], list[ast.stmt]]:
+def definitions_of(
+    source: str, block_line: int = 1, *, assignments: bool = True
+) -> tuple[list[Definition], list[ast.stmt]]:
     """The definitions of a block (top-level def and class; assignments too, unless
     `assignments=False`: on a page, `x = torch.randn(...)` is usage, not a definition a
     reader copies) and its imports."""
@@ -89,12 +104,20 @@ def definitions_of(source: str, block_line: int = 1, *, assignments: bool = True
             imports.append(stmt)
             continue
         names = defined_by(stmt)
-        if not names or (not assignments and not isinstance(
-                stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))):
+        if not names or (
+            not assignments
+            and not isinstance(
+                stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            )
+        ):
             continue
-        start = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-        text = "\n".join(lines[start - 1:stmt.end_lineno])
-        definitions.append(Definition(names, needed_names(text), stmt.lineno, block_line))
+        start = min(
+            [stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])]
+        )
+        text = "\n".join(lines[start - 1 : stmt.end_lineno])
+        definitions.append(
+            Definition(names, needed_names(text), stmt.lineno, block_line)
+        )
     return definitions, imports
 
 
@@ -109,8 +132,14 @@ def check_module_source(source: str, where: str = "<module>") -> list[Problem]:
         for alias in stmt.names:
             origin = module or alias.name
             if not library(origin) or origin.split(".")[0] == "numpy":
-                problems.append(Problem(f"{where}:{stmt.lineno}", "<import>", origin,
-                                        "an exported file imports only the standard library and torch"))
+                problems.append(
+                    Problem(
+                        f"{where}:{stmt.lineno}",
+                        "<import>",
+                        origin,
+                        "an exported file imports only the standard library and torch",
+                    )
+                )
             available.add((alias.asname or alias.name).split(".")[0])
     defined_later = {n for d in definitions for n in d.names}
     seen: set[str] = set()
@@ -118,7 +147,15 @@ def check_module_source(source: str, where: str = "<module>") -> list[Problem]:
         for name in sorted(definition.needs):
             if name in available or name in seen or name in definition.names:
                 continue
-            why = "defined below its first use" if name in defined_later else "never defined"
-            problems.append(Problem(f"{where}:{definition.line}", "/".join(definition.names), name, why))
+            why = (
+                "defined below its first use"
+                if name in defined_later
+                else "never defined"
+            )
+            problems.append(
+                Problem(
+                    f"{where}:{definition.line}", "/".join(definition.names), name, why
+                )
+            )
         seen |= set(definition.names)
     return problems

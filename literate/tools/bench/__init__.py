@@ -79,8 +79,15 @@ from literate.tools.bench.results import (
 )
 from literate.tools.timing import measure
 
-__all__ = ["Row", "ROWS", "RESULTS_PATH", "RESULTS_SCHEMA", "check_results", "load_results",
-           "main"]
+__all__ = [
+    "Row",
+    "ROWS",
+    "RESULTS_PATH",
+    "RESULTS_SCHEMA",
+    "check_results",
+    "load_results",
+    "main",
+]
 
 
 @dataclass
@@ -96,66 +103,215 @@ class Row:
 
 
 ROWS: list[Row] = [
-    Row("gpt2", "GPT-2 block fwd, B=1 T=128 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(1, 128)),
-    Row("gpt2", "GPT-2 block fwd, B=4 T=512 d=768", "HF GPT2Block (sdpa)", gpt2_block_forward(4, 512)),
-    Row("gpt2", "GPT-2 block fwd+bwd, B=1 T=128", "HF GPT2Block (sdpa)", gpt2_block_backward(1, 128)),
-    Row("gpt2", "GPT-2 block fwd+bwd, B=4 T=512", "HF GPT2Block (sdpa)", gpt2_block_backward(4, 512)),
-    Row("attention", "MHA fwd, B=4 T=128 d=512 H=8", "nn.MultiheadAttention", mha_forward()),
-    Row("attention", "GQA+RoPE fwd, B=2 T=256 d=512 H=8/2", "HF LlamaAttention (sdpa)", gqa_rope_forward()),
-    Row("model", "GPT-2 model fwd, 4 layers d=256 T=128 B=4", "HF GPT2LMHeadModel (sdpa)", gpt2_model_forward()),
-    Row("modern", "Llama block fwd, B=2 T=256 d=512 H=8/2", "HF LlamaDecoderLayer (sdpa)", llama_block_pass()),
-    Row("modern", "Llama block fwd+bwd, B=2 T=256 d=512", "HF LlamaDecoderLayer (sdpa)",
-        llama_block_pass(backward=True)),
-    Row("modern", "Llama model fwd, 4 layers d=256 T=128 B=4", "HF LlamaForCausalLM (sdpa)", llama_model_forward()),
-    Row("modern", "GPT-NeoX parallel block fwd, B=2 T=256 d=512", "HF GPTNeoXLayer (sdpa)", neox_block_forward()),
-    Row("decoding", "Llama generate, greedy, tiny, B=2 32+64", "HF generate (DynamicCache)",
-        llama_decoding()),
-    Row("decoding", "Llama beam search k=4, tiny, B=2 32+64", "HF generate(num_beams=4)",
-        llama_decoding(beams=4)),
-    Row("decoding", "Window 64: a step at 512 (rings), tiny", "ours, a step at 32",
-        window_decode_step("inside")),
-    Row("decoding", "Window 64: a step at 512 (rings), tiny", "ours, plain caches",
-        window_decode_step("full")),
+    Row(
+        "gpt2",
+        "GPT-2 block fwd, B=1 T=128 d=768",
+        "HF GPT2Block (sdpa)",
+        gpt2_block_forward(1, 128),
+    ),
+    Row(
+        "gpt2",
+        "GPT-2 block fwd, B=4 T=512 d=768",
+        "HF GPT2Block (sdpa)",
+        gpt2_block_forward(4, 512),
+    ),
+    Row(
+        "gpt2",
+        "GPT-2 block fwd+bwd, B=1 T=128",
+        "HF GPT2Block (sdpa)",
+        gpt2_block_backward(1, 128),
+    ),
+    Row(
+        "gpt2",
+        "GPT-2 block fwd+bwd, B=4 T=512",
+        "HF GPT2Block (sdpa)",
+        gpt2_block_backward(4, 512),
+    ),
+    Row(
+        "attention",
+        "MHA fwd, B=4 T=128 d=512 H=8",
+        "nn.MultiheadAttention",
+        mha_forward(),
+    ),
+    Row(
+        "attention",
+        "GQA+RoPE fwd, B=2 T=256 d=512 H=8/2",
+        "HF LlamaAttention (sdpa)",
+        gqa_rope_forward(),
+    ),
+    Row(
+        "model",
+        "GPT-2 model fwd, 4 layers d=256 T=128 B=4",
+        "HF GPT2LMHeadModel (sdpa)",
+        gpt2_model_forward(),
+    ),
+    Row(
+        "modern",
+        "Llama block fwd, B=2 T=256 d=512 H=8/2",
+        "HF LlamaDecoderLayer (sdpa)",
+        llama_block_pass(),
+    ),
+    Row(
+        "modern",
+        "Llama block fwd+bwd, B=2 T=256 d=512",
+        "HF LlamaDecoderLayer (sdpa)",
+        llama_block_pass(backward=True),
+    ),
+    Row(
+        "modern",
+        "Llama model fwd, 4 layers d=256 T=128 B=4",
+        "HF LlamaForCausalLM (sdpa)",
+        llama_model_forward(),
+    ),
+    Row(
+        "modern",
+        "GPT-NeoX parallel block fwd, B=2 T=256 d=512",
+        "HF GPTNeoXLayer (sdpa)",
+        neox_block_forward(),
+    ),
+    Row(
+        "decoding",
+        "Llama generate, greedy, tiny, B=2 32+64",
+        "HF generate (DynamicCache)",
+        llama_decoding(),
+    ),
+    Row(
+        "decoding",
+        "Llama beam search k=4, tiny, B=2 32+64",
+        "HF generate(num_beams=4)",
+        llama_decoding(beams=4),
+    ),
+    Row(
+        "decoding",
+        "Window 64: a step at 512 (rings), tiny",
+        "ours, a step at 32",
+        window_decode_step("inside"),
+    ),
+    Row(
+        "decoding",
+        "Window 64: a step at 512 (rings), tiny",
+        "ours, plain caches",
+        window_decode_step("full"),
+    ),
     Row("norm", "LayerNorm fwd [4, 512, 768]", "nn.LayerNorm", layer_norm_forward()),
     Row("norm", "RMSNorm fwd [4, 512, 768]", "nn.RMSNorm", rms_norm_forward()),
-    Row("norm", "RMSNorm fwd [4, 512, 768]", "HF LlamaRMSNorm", llama_rms_norm_forward()),
-    Row("sampling", "top-k 50, [8, 50257]", "HF TopKLogitsWarper", sampling_filters(top_k=50)),
-    Row("sampling", "top-p 0.9, [8, 50257]", "HF TopPLogitsWarper", sampling_filters(top_p=0.9)),
-    Row("sampling", "T 0.7, top-k 50, top-p 0.9", "HF warpers, same order", sampling_filters(temperature=0.7, top_k=50, top_p=0.9)),
-    Row("moe", "MoE fwd, 64 experts top-6, d=256 I=128 N=512", "HF Mixtral block (grouped_mm)",
-        mixtral_moe_forward("grouped_mm"), rounds=41),
-    Row("moe", "MoE fwd, 64 experts top-6, d=256 I=128 N=512", "HF Mixtral block (eager)",
-        mixtral_moe_forward("eager")),
-    Row("long", "gpt-oss sliding attn fwd, W=128 B=2 T=256", "HF GptOssAttention (eager)",
-        gpt_oss_sliding_forward()),
-    Row("long", "MLA fwd (naive), B=2 T=256 d=512 H=8", "HF DeepseekV3Attention (sdpa)", mla_forward()),
-    Row("long", "MLA step at 1024, absorbed, d=512 H=8", "HF DeepseekV3 (DynamicCache)",
-        mla_decode_step("hf")),
-    Row("long", "MLA step at 1024, absorbed, d=512 H=8", "ours, naive (absorb=never)",
-        mla_decode_step("naive")),
-    Row("long", "sink attn step, H=64/8 d=64, 128 keys", "ours, sdpa + an extra key", sink_attention_step()),
-    Row("long", "sink attn step, H=64/8 d=64, B=4 1024 keys", "ours, sdpa + an extra key",
-        sink_attention_step(batch=4, keys=1024)),
-    Row("long", "latent attn step, H=16, 2048 keys of 576", "sdpa enable_gqa, 1 key head",
-        latent_attention_step()),
-    Row("long", "Mistral block fwd, W=128 B=2 T=256 d=512", "HF MistralDecoderLayer (sdpa)",
-        window_block_forward("mistral")),
-    Row("long", "Gemma 3 local block fwd, W=128 B=2 T=256", "HF Gemma3DecoderLayer (sdpa)",
-        window_block_forward("gemma3")),
+    Row(
+        "norm", "RMSNorm fwd [4, 512, 768]", "HF LlamaRMSNorm", llama_rms_norm_forward()
+    ),
+    Row(
+        "sampling",
+        "top-k 50, [8, 50257]",
+        "HF TopKLogitsWarper",
+        sampling_filters(top_k=50),
+    ),
+    Row(
+        "sampling",
+        "top-p 0.9, [8, 50257]",
+        "HF TopPLogitsWarper",
+        sampling_filters(top_p=0.9),
+    ),
+    Row(
+        "sampling",
+        "T 0.7, top-k 50, top-p 0.9",
+        "HF warpers, same order",
+        sampling_filters(temperature=0.7, top_k=50, top_p=0.9),
+    ),
+    Row(
+        "moe",
+        "MoE fwd, 64 experts top-6, d=256 I=128 N=512",
+        "HF Mixtral block (grouped_mm)",
+        mixtral_moe_forward("grouped_mm"),
+        rounds=41,
+    ),
+    Row(
+        "moe",
+        "MoE fwd, 64 experts top-6, d=256 I=128 N=512",
+        "HF Mixtral block (eager)",
+        mixtral_moe_forward("eager"),
+    ),
+    Row(
+        "long",
+        "gpt-oss sliding attn fwd, W=128 B=2 T=256",
+        "HF GptOssAttention (eager)",
+        gpt_oss_sliding_forward(),
+    ),
+    Row(
+        "long",
+        "MLA fwd (naive), B=2 T=256 d=512 H=8",
+        "HF DeepseekV3Attention (sdpa)",
+        mla_forward(),
+    ),
+    Row(
+        "long",
+        "MLA step at 1024, absorbed, d=512 H=8",
+        "HF DeepseekV3 (DynamicCache)",
+        mla_decode_step("hf"),
+    ),
+    Row(
+        "long",
+        "MLA step at 1024, absorbed, d=512 H=8",
+        "ours, naive (absorb=never)",
+        mla_decode_step("naive"),
+    ),
+    Row(
+        "long",
+        "sink attn step, H=64/8 d=64, 128 keys",
+        "ours, sdpa + an extra key",
+        sink_attention_step(),
+    ),
+    Row(
+        "long",
+        "sink attn step, H=64/8 d=64, B=4 1024 keys",
+        "ours, sdpa + an extra key",
+        sink_attention_step(batch=4, keys=1024),
+    ),
+    Row(
+        "long",
+        "latent attn step, H=16, 2048 keys of 576",
+        "sdpa enable_gqa, 1 key head",
+        latent_attention_step(),
+    ),
+    Row(
+        "long",
+        "Mistral block fwd, W=128 B=2 T=256 d=512",
+        "HF MistralDecoderLayer (sdpa)",
+        window_block_forward("mistral"),
+    ),
+    Row(
+        "long",
+        "Gemma 3 local block fwd, W=128 B=2 T=256",
+        "HF Gemma3DecoderLayer (sdpa)",
+        window_block_forward("gemma3"),
+    ),
 ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m literate.tools.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    parser = argparse.ArgumentParser(
+        prog="python -m literate.tools.bench", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="intra-op threads (default 1)"
+    )
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--quick", action="store_true", help="3 rounds of ~50 ms: a smoke run")
-    parser.add_argument("--only", action="append", default=[],
-                        help=f"run the rows of one group: {sorted({r.group for r in ROWS})}")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--pin", action="store_true",
-                        help="with --json literate/data/bench.json: pin its SHA-256 in "
-                             "literate/tools/bench/results.py (RESULTS_SHA256)")
+    parser.add_argument(
+        "--quick", action="store_true", help="3 rounds of ~50 ms: a smoke run"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help=f"run the rows of one group: {sorted({r.group for r in ROWS})}",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON to PATH"
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="with --json literate/data/bench.json: pin its SHA-256 in "
+        "literate/tools/bench/results.py (RESULTS_SHA256)",
+    )
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
@@ -165,13 +321,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.only) - groups)
     if unknown:
         parser.error(f"--only must be one of {sorted(groups)}, got {unknown}")
-    if args.pin and (args.json is None or Path(args.json).resolve() != RESULTS_PATH.resolve()):
+    if args.pin and (
+        args.json is None or Path(args.json).resolve() != RESULTS_PATH.resolve()
+    ):
         parser.error(f"--pin needs --json {RESULTS_PATH}")
     torch.set_num_threads(args.threads)
     rounds, target = (3, 0.05) if args.quick else (args.rounds, 0.15)
     rows = [r for r in ROWS if not args.only or r.group in args.only]
     header = run_header(quick=args.quick)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), float32, {rounds} interleaved rounds per row")
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), float32, {rounds} interleaved rounds per row"
+    )
     line = f"{'row':<44} {'reference':<27} {'ours ms':>8} {'theirs ms':>9} {'ratio':>6}  {'spread':<11} {'max |diff|':>10}"
     print(line)
     print("-" * len(line))
@@ -182,19 +342,35 @@ def main(argv: list[str] | None = None) -> int:
         row_rounds = rounds if args.quick else max(rounds, row.rounds)
         m = measure(ours, theirs, rounds=row_rounds, target_s=target)
         more = f"  ({row_rounds} rounds)" if row_rounds != rounds else ""
-        print(f"{row.name:<44} {row.reference:<27} {m['ours_s'] * 1e3:8.3f} {m['theirs_s'] * 1e3:9.3f} "
-              f"{m['ratio']:6.2f}  {m['min']:.2f}-{m['max']:.2f}{'':<2} {diff:10.1e}{more}", flush=True)
-        results.append({"group": row.group, "name": row.name, "reference": row.reference,
-                        "ours_s": m["ours_s"], "theirs_s": m["theirs_s"], "ratio": m["ratio"],
-                        "min": m["min"], "max": m["max"], "rounds": row_rounds, "calls": m["n"],
-                        "max_abs_diff": float(diff) if math.isfinite(diff) else None})
+        print(
+            f"{row.name:<44} {row.reference:<27} {m['ours_s'] * 1e3:8.3f} {m['theirs_s'] * 1e3:9.3f} "
+            f"{m['ratio']:6.2f}  {m['min']:.2f}-{m['max']:.2f}{'':<2} {diff:10.1e}{more}",
+            flush=True,
+        )
+        results.append(
+            {
+                "group": row.group,
+                "name": row.name,
+                "reference": row.reference,
+                "ours_s": m["ours_s"],
+                "theirs_s": m["theirs_s"],
+                "ratio": m["ratio"],
+                "min": m["min"],
+                "max": m["max"],
+                "rounds": row_rounds,
+                "calls": m["n"],
+                "max_abs_diff": float(diff) if math.isfinite(diff) else None,
+            }
+        )
     seconds = time.perf_counter() - started
     print(f"({seconds:.0f} s)")
     if args.json is not None:
         data = {**header, "seconds": round(seconds, 1), "rows": results}
         problems = check_results(data)
         if problems:
-            raise ValueError("the results do not fit RESULTS_SCHEMA:\n" + "\n".join(problems))
+            raise ValueError(
+                "the results do not fit RESULTS_SCHEMA:\n" + "\n".join(problems)
+            )
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -203,4 +379,3 @@ def main(argv: list[str] | None = None) -> int:
             pin(sha256(path))
             print("pinned its sha256 in literate/tools/bench/results.py")
     return 0
-

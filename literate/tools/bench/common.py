@@ -19,13 +19,17 @@ def fwd(module: nn.Module, *args, **kwargs) -> Callable[[], object]:
     def run():
         with torch.no_grad():
             return module(*args, **kwargs)
+
     return run
 
 
-def fwd_bwd(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, **kwargs) -> Callable[[], object]:
+def fwd_bwd(
+    module: nn.Module, x: torch.Tensor, grad: torch.Tensor, **kwargs
+) -> Callable[[], object]:
     def run():
         out = module(x, **kwargs)
         out = out[0] if isinstance(out, tuple) else out
         out.backward(grad)
         return out
+
     return run

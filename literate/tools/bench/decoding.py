@@ -10,8 +10,13 @@ import torch
 from literate.tools.bench.common import max_diff
 
 
-def sampling_filters(batch: int = 8, vocab: int = 50257, temperature: float | None = None,
-                     top_k: int | None = None, top_p: float | None = None):
+def sampling_filters(
+    batch: int = 8,
+    vocab: int = 50257,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+):
     def build():
         from transformers.generation.logits_process import (
             LogitsProcessorList,
@@ -32,7 +37,11 @@ def sampling_filters(batch: int = 8, vocab: int = 50257, temperature: float | No
         if top_p is not None:
             warpers.append(TopPLogitsWarper(top_p))
         ids = torch.zeros(batch, 1, dtype=torch.long)
-        settings = {"temperature": 1.0 if temperature is None else temperature, "top_k": top_k, "top_p": top_p}
+        settings = {
+            "temperature": 1.0 if temperature is None else temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+        }
 
         def ours():
             return filter_logits(logits, **settings)
@@ -42,14 +51,21 @@ def sampling_filters(batch: int = 8, vocab: int = 50257, temperature: float | No
 
         a, b = ours(), theirs()
         same = torch.equal(torch.isinf(a), torch.isinf(b))
-        diff = (a.masked_fill(torch.isinf(a), 0) - b.masked_fill(torch.isinf(b), 0)).abs().max().item()
+        diff = (
+            (a.masked_fill(torch.isinf(a), 0) - b.masked_fill(torch.isinf(b), 0))
+            .abs()
+            .max()
+            .item()
+        )
         return ours, theirs, diff if same else float("nan")
+
     return build
 
 
 def llama_decoding(beams: int = 1, prompt: int = 32, new_tokens: int = 64):
     """The tiny Llama of literate.numbers.decode_cost: our cached generate (or beam search)
     against HF generate on the same weights; the 'diff' is 0 if the tokens are equal."""
+
     def build():
         from literate.decoding.beam import beam_generate
         from literate.decoding.generate import generate
@@ -57,10 +73,19 @@ def llama_decoding(beams: int = 1, prompt: int = 32, new_tokens: int = 64):
         from literate.tools.decode_timing import _hf_twin
 
         ours, theirs = _hf_twin(TINY_LLAMA)
-        ids = torch.randint(0, TINY_LLAMA["vocab_size"], (2, prompt),
-                            generator=torch.Generator().manual_seed(1))
-        hf_kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False,
-                         max_new_tokens=new_tokens, pad_token_id=0, num_beams=beams)
+        ids = torch.randint(
+            0,
+            TINY_LLAMA["vocab_size"],
+            (2, prompt),
+            generator=torch.Generator().manual_seed(1),
+        )
+        hf_kwargs = dict(
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=new_tokens,
+            pad_token_id=0,
+            num_beams=beams,
+        )
 
         def a():
             if beams == 1:
@@ -72,6 +97,7 @@ def llama_decoding(beams: int = 1, prompt: int = 32, new_tokens: int = 64):
                 return theirs.generate(ids, **hf_kwargs)
 
         return a, b, 0.0 if torch.equal(a(), b()) else float("nan")
+
     return build
 
 
@@ -85,6 +111,7 @@ def window_decode_step(against: str, window: int = 64, far: int = 8):
     keys, masked to the window). Each call takes its token back (`truncate`), so every
     round times the same position. The 'diff': the far step's logits through the rings
     against through plain caches."""
+
     def build():
         from literate.decoding.generate import cached_run, new_decode_cache
         from literate.models.mistral import mistral_model
@@ -95,13 +122,21 @@ def window_decode_step(against: str, window: int = 64, far: int = 8):
             torch.manual_seed(0)
             model = mistral_model(**TINY_LLAMA, window=window).eval()
         position = far * window
-        ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, position + 1),
-                            generator=torch.Generator().manual_seed(1))
+        ids = torch.randint(
+            0,
+            TINY_LLAMA["vocab_size"],
+            (1, position + 1),
+            generator=torch.Generator().manual_seed(1),
+        )
 
         def plain(capacity: int) -> DecodeCache:
             attn = model.blocks[0].attn
-            return DecodeCache([KVCache(1, attn.n_kv_heads, capacity, attn.d_head)
-                                for _ in model.blocks])
+            return DecodeCache(
+                [
+                    KVCache(1, attn.n_kv_heads, capacity, attn.d_head)
+                    for _ in model.blocks
+                ]
+            )
 
         def step_at(t: int, cache: DecodeCache) -> Callable[[], object]:
             with torch.no_grad():
@@ -109,10 +144,11 @@ def window_decode_step(against: str, window: int = 64, far: int = 8):
 
             def step():
                 with torch.no_grad():
-                    logits = cached_run(model, ids[:, t:t + 1], cache, last=True)
+                    logits = cached_run(model, ids[:, t : t + 1], cache, last=True)
                 for layer in cache.layers:
                     layer.truncate(t)  # back to position t for the next call
                 return logits
+
             return step
 
         ours = step_at(position, new_decode_cache(model, 1, position + 1))
@@ -121,4 +157,5 @@ def window_decode_step(against: str, window: int = 64, far: int = 8):
         else:
             theirs = step_at(position, plain(position + 1))
         return ours, theirs, max_diff(ours(), step_at(position, plain(position + 1))())
+
     return build

@@ -19,8 +19,15 @@ def _gpt2_pair(d: int, heads: int):
     from literate.parts.blocks import gpt2_block
 
     torch.manual_seed(0)
-    config = GPT2Config(n_embd=d, n_head=heads, n_positions=2048, resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, attn_implementation="sdpa")
+    config = GPT2Config(
+        n_embd=d,
+        n_head=heads,
+        n_positions=2048,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        attn_implementation="sdpa",
+    )
     theirs = GPT2Block(config, layer_idx=0).eval()
     ours = gpt2_block(d, heads, dropout=0.0).eval()
     copy_hf_gpt2_block(ours, theirs)
@@ -33,6 +40,7 @@ def gpt2_block_forward(batch: int, length: int, d: int = 768, heads: int = 12):
         x = torch.randn(batch, length, d)
         a, b = fwd(ours, x), fwd(theirs, x)
         return a, b, max_diff(a(), b())
+
     return build
 
 
@@ -46,6 +54,7 @@ def gpt2_block_backward(batch: int, length: int, d: int = 768, heads: int = 12):
         x1.grad = x2.grad = None
         a(), b()
         return a, b, (x1.grad - x2.grad).abs().max().item()
+
     return build
 
 
@@ -64,10 +73,13 @@ def mha_forward(batch: int = 4, length: int = 128, d: int = 512, heads: int = 8)
         a = fwd(ours, x, causal=False)
         b = fwd(theirs, x, x, x, need_weights=False)
         return a, b, max_diff(a(), b())
+
     return build
 
 
-def gqa_rope_forward(batch: int = 2, length: int = 256, d: int = 512, heads: int = 8, kv_heads: int = 2):
+def gqa_rope_forward(
+    batch: int = 2, length: int = 256, d: int = 512, heads: int = 8, kv_heads: int = 2
+):
     def build():
         from transformers import LlamaConfig
         from transformers.models.llama.modeling_llama import (
@@ -78,35 +90,65 @@ def gqa_rope_forward(batch: int = 2, length: int = 256, d: int = 512, heads: int
         from literate.parts.multi_head import MultiHeadAttention
 
         torch.manual_seed(0)
-        config = LlamaConfig(hidden_size=d, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                             max_position_embeddings=4096, attn_implementation="sdpa")
+        config = LlamaConfig(
+            hidden_size=d,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=4096,
+            attn_implementation="sdpa",
+        )
         theirs = LlamaAttention(config, layer_idx=0).eval()
         rotary = LlamaRotaryEmbedding(config)
-        ours = MultiHeadAttention(d, heads, kv_heads, rope=True, rope_base=config.rope_parameters["rope_theta"]).eval()
+        ours = MultiHeadAttention(
+            d,
+            heads,
+            kv_heads,
+            rope=True,
+            rope_base=config.rope_parameters["rope_theta"],
+        ).eval()
         ours.load_state_dict(theirs.state_dict(), strict=False)
         x = torch.randn(batch, length, d)
         positions = torch.arange(length)[None].expand(batch, -1)
 
         def hf():  # the rotary tables are part of the work: our layer makes (or reuses) its own
             with torch.no_grad():
-                return theirs(x, position_embeddings=rotary(x, positions), attention_mask=None)[0]
+                return theirs(
+                    x, position_embeddings=rotary(x, positions), attention_mask=None
+                )[0]
 
         a = fwd(ours, x, causal=True)
         return a, hf, max_diff(a(), hf())
+
     return build
 
 
-def gpt2_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: int = 4, layers: int = 4,
-                       vocab: int = 5000):
+def gpt2_model_forward(
+    batch: int = 4,
+    length: int = 128,
+    d: int = 256,
+    heads: int = 4,
+    layers: int = 4,
+    vocab: int = 5000,
+):
     def build():
         from transformers import GPT2Config, GPT2LMHeadModel
 
         from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
 
         torch.manual_seed(0)
-        config = GPT2Config(vocab_size=vocab, n_positions=length, n_embd=d, n_layer=layers, n_head=heads,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-                            attn_implementation="sdpa")
+        config = GPT2Config(
+            vocab_size=vocab,
+            n_positions=length,
+            n_embd=d,
+            n_layer=layers,
+            n_head=heads,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=0,
+            eos_token_id=0,
+            attn_implementation="sdpa",
+        )
         theirs = GPT2LMHeadModel(config).eval()
         ours = gpt2_from_hf_config(config).eval()
         copy_hf_gpt2(ours, theirs)
@@ -118,15 +160,23 @@ def gpt2_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: i
                 return theirs(ids).logits
 
         return a, hf, max_diff(a(), hf())
+
     return build
 
 
 def _llama_config(d: int, heads: int, kv_heads: int, d_ff: int, **extra):
     from transformers import LlamaConfig
 
-    return LlamaConfig(hidden_size=d, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                       intermediate_size=d_ff, max_position_embeddings=4096, rms_norm_eps=1e-5,
-                       attn_implementation="sdpa", **extra)
+    return LlamaConfig(
+        hidden_size=d,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=d_ff,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        attn_implementation="sdpa",
+        **extra,
+    )
 
 
 def _hf_layer_call(theirs: nn.Module, rotary: nn.Module, x: torch.Tensor):
@@ -134,11 +184,19 @@ def _hf_layer_call(theirs: nn.Module, rotary: nn.Module, x: torch.Tensor):
 
     def call():  # the rotary tables are part of the work: our layers make (or reuse) theirs
         return theirs(x, position_embeddings=rotary(x, positions), attention_mask=None)
+
     return call
 
 
-def llama_block_pass(batch: int = 2, length: int = 256, d: int = 512, heads: int = 8,
-                     kv_heads: int = 2, d_ff: int = 1376, backward: bool = False):
+def llama_block_pass(
+    batch: int = 2,
+    length: int = 256,
+    d: int = 512,
+    heads: int = 8,
+    kv_heads: int = 2,
+    d_ff: int = 1376,
+    backward: bool = False,
+):
     def build():
         from transformers.models.llama.modeling_llama import (
             LlamaDecoderLayer,
@@ -151,11 +209,19 @@ def llama_block_pass(batch: int = 2, length: int = 256, d: int = 512, heads: int
         torch.manual_seed(0)
         config = _llama_config(d, heads, kv_heads, d_ff)
         theirs = LlamaDecoderLayer(config, layer_idx=0).eval()
-        ours = llama_block(d, heads, kv_heads, d_ff,
-                           rope_base=config.rope_parameters["rope_theta"]).eval()
-        load_renamed(ours, theirs.state_dict(), [
-            (r"^self_attn\.", "attn."), (r"^mlp\.", "ffn."),
-            (r"^input_layernorm\.", "attn_norm."), (r"^post_attention_layernorm\.", "ffn_norm.")])
+        ours = llama_block(
+            d, heads, kv_heads, d_ff, rope_base=config.rope_parameters["rope_theta"]
+        ).eval()
+        load_renamed(
+            ours,
+            theirs.state_dict(),
+            [
+                (r"^self_attn\.", "attn."),
+                (r"^mlp\.", "ffn."),
+                (r"^input_layernorm\.", "attn_norm."),
+                (r"^post_attention_layernorm\.", "ffn_norm."),
+            ],
+        )
         x = torch.randn(batch, length, d, requires_grad=backward)
         hf = _hf_layer_call(theirs, LlamaRotaryEmbedding(config), x)
         if not backward:
@@ -164,6 +230,7 @@ def llama_block_pass(batch: int = 2, length: int = 256, d: int = 512, heads: int
             def b():
                 with torch.no_grad():
                     return hf()
+
             return a, b, max_diff(a(), b())
         grad = torch.randn(batch, length, d)
 
@@ -176,22 +243,42 @@ def llama_block_pass(batch: int = 2, length: int = 256, d: int = 512, heads: int
             out = hf()
             out.backward(grad)
             return out
+
         return a, b, max_diff(a().detach(), b().detach())
+
     return build
 
 
-def llama_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: int = 4,
-                        kv_heads: int = 2, layers: int = 4, d_ff: int = 688, vocab: int = 5000):
+def llama_model_forward(
+    batch: int = 4,
+    length: int = 128,
+    d: int = 256,
+    heads: int = 4,
+    kv_heads: int = 2,
+    layers: int = 4,
+    d_ff: int = 688,
+    vocab: int = 5000,
+):
     def build():
         from transformers import LlamaForCausalLM
 
         from literate.models.llama import llama_from_hf_config, load_hf_llama
 
         torch.manual_seed(0)
-        config = _llama_config(d, heads, kv_heads, d_ff, vocab_size=vocab,
-                               num_hidden_layers=layers, bos_token_id=None, eos_token_id=None)
+        config = _llama_config(
+            d,
+            heads,
+            kv_heads,
+            d_ff,
+            vocab_size=vocab,
+            num_hidden_layers=layers,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
         theirs = LlamaForCausalLM(config).eval()
-        ours = load_hf_llama(llama_from_hf_config(config).eval(), theirs.state_dict(), config)
+        ours = load_hf_llama(
+            llama_from_hf_config(config).eval(), theirs.state_dict(), config
+        )
         ids = torch.randint(0, vocab, (batch, length))
         a = fwd(ours, ids)
 
@@ -200,6 +287,7 @@ def llama_model_forward(batch: int = 4, length: int = 128, d: int = 256, heads: 
                 return theirs(ids).logits
 
         return a, hf, max_diff(a(), hf())
+
     return build
 
 
@@ -217,10 +305,17 @@ def neox_block_forward(batch: int = 2, length: int = 256, d: int = 512, heads: i
         )
 
         torch.manual_seed(0)
-        config = GPTNeoXConfig(hidden_size=d, num_attention_heads=heads, intermediate_size=4 * d,
-                               use_parallel_residual=True, attn_implementation="sdpa")
+        config = GPTNeoXConfig(
+            hidden_size=d,
+            num_attention_heads=heads,
+            intermediate_size=4 * d,
+            use_parallel_residual=True,
+            attn_implementation="sdpa",
+        )
         theirs = GPTNeoXLayer(config, layer_idx=0).eval()
-        ours = load_hf_neox_block(neox_block_from_hf_config(config).eval(), theirs.state_dict(), config)
+        ours = load_hf_neox_block(
+            neox_block_from_hf_config(config).eval(), theirs.state_dict(), config
+        )
         x = torch.randn(batch, length, d)
         hf = _hf_layer_call(theirs, GPTNeoXRotaryEmbedding(config), x)
         a = fwd(ours, x)
@@ -228,7 +323,9 @@ def neox_block_forward(batch: int = 2, length: int = 256, d: int = 512, heads: i
         def b():
             with torch.no_grad():
                 return hf()
+
         return a, b, max_diff(a(), b())
+
     return build
 
 
@@ -246,6 +343,7 @@ def llama_rms_norm_forward(shape=(4, 512, 768)):
         x = torch.randn(shape)
         a, b = fwd(ours, x), fwd(theirs, x)
         return a, b, max_diff(a(), b())
+
     return build
 
 
@@ -261,6 +359,7 @@ def layer_norm_forward(shape=(4, 512, 768)):
         x = torch.randn(shape)
         a, b = fwd(ours, x), fwd(theirs, x)
         return a, b, max_diff(a(), b())
+
     return build
 
 
@@ -276,15 +375,24 @@ def rms_norm_forward(shape=(4, 512, 768)):
         x = torch.randn(shape)
         a, b = fwd(ours, x), fwd(theirs, x)
         return a, b, max_diff(a(), b())
+
     return build
 
 
-def mixtral_moe_forward(experts_implementation: str, batch: int = 2, length: int = 256,
-                        d: int = 256, d_ff: int = 128, n_experts: int = 64, top_k: int = 6):
+def mixtral_moe_forward(
+    experts_implementation: str,
+    batch: int = 2,
+    length: int = 256,
+    d: int = 256,
+    d_ff: int = 128,
+    n_experts: int = 64,
+    top_k: int = 6,
+):
     """Fine-grained MoE, inference: our MoEFFN (dispatch's grouped_mm path in float32)
     against HF's MixtralSparseMoeBlock with the same weights, its experts run by
     `experts_implementation` ("grouped_mm", a MixtralForCausalLM's default, or "eager",
     a loop over the experts hit)."""
+
     def build():
         from functools import partial
 
@@ -295,15 +403,25 @@ def mixtral_moe_forward(experts_implementation: str, batch: int = 2, length: int
         from literate.parts.routers import Router, mixtral_router
 
         torch.manual_seed(0)
-        config = MixtralConfig(hidden_size=d, intermediate_size=d_ff, num_local_experts=n_experts,
-                               num_experts_per_tok=top_k, router_jitter_noise=0.0)
+        config = MixtralConfig(
+            hidden_size=d,
+            intermediate_size=d_ff,
+            num_local_experts=n_experts,
+            num_experts_per_tok=top_k,
+            router_jitter_noise=0.0,
+        )
         config._experts_implementation = experts_implementation
         theirs = MixtralSparseMoeBlock(config).eval()
-        ours = MoEFFN(Router(d, n_experts, partial(mixtral_router, top_k=top_k)),
-                      Experts(n_experts, d, d_ff)).eval()
-        theirs.load_state_dict({k.replace("router.", "gate."): v for k, v in ours.state_dict().items()},
-                               strict=True)
+        ours = MoEFFN(
+            Router(d, n_experts, partial(mixtral_router, top_k=top_k)),
+            Experts(n_experts, d, d_ff),
+        ).eval()
+        theirs.load_state_dict(
+            {k.replace("router.", "gate."): v for k, v in ours.state_dict().items()},
+            strict=True,
+        )
         x = torch.randn(batch, length, d)
         a, b = fwd(ours, x), fwd(theirs, x)
         return a, b, max_diff(a(), b())
+
     return build
