@@ -1,7 +1,7 @@
 """Tests for `literate.parts.cache.KVCache`: preallocated, in-place, validated, resettable.
 
 The cache's use inside attention (decode equals the full forward, contents equal
-independently rotated keys) is tested in tests/test_heads.py.
+independently rotated keys) is tested in tests/test_multi_head.py.
 """
 
 from __future__ import annotations

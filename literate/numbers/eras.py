@@ -338,7 +338,7 @@ def published_row(name: str, year: int, family_name: str) -> EraRow:
 
 ERA_ROWS: tuple[EraRow, ...] = (  # in the order of publication
     EraRow("Transformer base", 2017, transformer_base, "eras/encoder-decoder.md",
-           "tests/test_seq2seq.py::"
+           "tests/test_transformer2017.py::"
            "test_model_equals_pytorch_stacks_forward_and_backward"),
     published_row("GPT-2 small", 2019, "gpt2"),
     EraRow("GPT-J 6B (a block)", 2021, lambda: catalog_model("GPT-J 6B"),
