@@ -619,3 +619,48 @@ def test_a_model_forward_checks_its_input_once_and_its_layers_never_again(monkey
     with pytest.raises(ValueError, match="x must have last axis 32"):
         model.blocks[0].attn_norm(torch.zeros(2, 8, 31))
     assert answers and not any(answers)
+
+
+def test_a_builder_checks_each_argument_once_and_its_parts_trust_it(monkeypatch):
+    """One Mixtral block's construction checks each of its arguments once (before: 27
+    checks, d_model six times, by the builder and by every part's constructor); a
+    2-layer Mixtral model checks each once too (before: 62), its first block's builder
+    checking a block's arguments for every layer."""
+    import sys
+
+    import literate.parts.checks as checks
+    import literate.parts.mla as mla
+    import literate.parts.multi_head as multi_head
+    from literate.models.mixtral import mixtral_block, mixtral_model
+
+    checked = []
+
+    def recorded() -> bool:
+        if not checks._ENTRY.checked:
+            caller = sys._getframe(1)
+            checked.append(caller.f_locals.get("name", caller.f_code.co_name))
+        return checks._ENTRY.checked
+
+    for module in (checks, multi_head, mla):
+        monkeypatch.setattr(module, "input_checked", recorded)
+    mixtral_block(32, 4, 2, 48, 4, 2)
+    assert sorted(checked) == sorted(
+        ["d_model", "n_heads", "n_kv_heads", "d_ff", "n_experts", "top_k"]
+        + ["rope_base", "eps"]
+    )
+    checked.clear()
+    mixtral_model(
+        vocab_size=64,
+        context=16,
+        d_model=32,
+        n_heads=4,
+        n_kv_heads=2,
+        n_layers=2,
+        d_ff=48,
+        n_experts=4,
+        top_k=2,
+    )
+    assert len(checked) == len(set(checked)) == 13, checked
+    assert {"vocab_size", "context", "n_layers", "tied", "std", "d_model"} <= set(
+        checked
+    )

@@ -12,7 +12,7 @@ the test that proves it. Who reads the table:
   configuration, by its configuration class;
 * `literate.numbers.eras.ERA_ROWS`: the page and the proof of each era that is a
   published model;
-* `literate.tools.export.ERAS`: the production classes each standalone file is proven
+* `literate.tools.era_files.ERAS`: the production classes each standalone file is proven
   equal to;
 * tests/test_families.py: every family module has its row and its three functions, and
   every row's proof is a test that exists.

@@ -45,6 +45,7 @@ from literate.models.llama import (
 from literate.parts.blocks import gemma3_block
 from literate.parts.checks import (
     boolean,
+    checked_entry,
     choice,
     non_negative_int,
     positive_float,
@@ -121,7 +122,9 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     every norm's w = 0 (gain 1), the `pad_id` row of the embedding 0 (it gets no
     gradient either, as in `nn.Embedding(padding_idx=...)`)."""
     vocab_size = positive_int("vocab_size", vocab_size)
-    d_model = positive_int("d_model", d_model)
+    context, tied = positive_int("context", context), boolean("tied", tied)
+    local_base = positive_float("local_base", local_base)
+    global_base = positive_float("global_base", global_base)
     kinds = [choice("layer_types[]", kind, LAYER_TYPES) for kind in layer_types]
     if not kinds:
         raise ValueError("layer_types must name at least one layer")
@@ -138,24 +141,28 @@ def gemma3_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     if pad_id is not None and non_negative_int("pad_id", pad_id) >= vocab_size:
         raise ValueError(f"pad_id={pad_id} must be < vocab_size={vocab_size}")
     local = partial(SlidingWindowAttention, window=window)
-    blocks = [gemma3_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
-                           query_pre_attn_scalar=query_pre_attn_scalar, eps=eps,
-                           attention=local if kind == "sliding_attention"
-                           else MultiHeadAttention,
-                           rope_base=local_base if kind == "sliding_attention"
-                           else global_base)
-              for kind in kinds]
-    for block, kind in zip(blocks, kinds):
-        if factors[kind] is not None:  # the same base, its frequencies / factor
-            block.attn.rope = LinearScaledRotaryEmbedding(
-                block.attn.d_head, base=block.attn.rope.base, factor=factors[kind])
-    model = Gemma3LanguageModel(
-        nn.Embedding(vocab_size, d_model, padding_idx=pad_id),
-        blocks,
-        ZeroCentredRMSNorm(d_model, eps=eps),
-        None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
-        context=context,
-    )
+
+    def layer(kind: str) -> nn.Module:
+        sliding = kind == "sliding_attention"
+        return gemma3_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
+                            query_pre_attn_scalar=query_pre_attn_scalar, eps=eps,
+                            attention=local if sliding else MultiHeadAttention,
+                            rope_base=local_base if sliding else global_base)
+
+    blocks = [layer(kinds[0])]  # gemma3_block checks a block's arguments
+    with checked_entry():  # the other layers and the model's parts trust them
+        blocks += [layer(kind) for kind in kinds[1:]]
+        for block, kind in zip(blocks, kinds):
+            if factors[kind] is not None:  # the same base, its frequencies / factor
+                block.attn.rope = LinearScaledRotaryEmbedding(
+                    block.attn.d_head, base=block.attn.rope.base, factor=factors[kind])
+        model = Gemma3LanguageModel(
+            nn.Embedding(vocab_size, d_model, padding_idx=pad_id),
+            blocks,
+            ZeroCentredRMSNorm(d_model, eps=eps),
+            None if tied else nn.Linear(d_model, vocab_size, bias=False),
+            context=context,
+        )
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):

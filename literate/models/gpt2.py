@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +46,7 @@ from literate.models.decoder import DecoderLanguageModel
 from literate.parts.blocks import PreNormBlock, gpt2_block, same_width
 from literate.parts.checks import (
     boolean,
+    checked_entry,
     positive_float,
     positive_int,
     probability,
@@ -161,18 +163,21 @@ def gpt2_model(vocab_size: int, context: int, d_model: int, n_heads: int, n_laye
     768 of Radford et al. 2019, table 2, with the vocabulary, context, heads and
     dropout of OpenAI's released model (Hugging Face's `GPT2Config()` defaults)."""
     vocab_size = positive_int("vocab_size", vocab_size)
-    context = positive_int("context", context)
-    d_model = positive_int("d_model", d_model)
-    n_layers = positive_int("n_layers", n_layers)
-    model = GPTLanguageModel(
-        nn.Embedding(vocab_size, d_model),
-        LearnedPositions(context, d_model),
-        [gpt2_block(d_model, n_heads, d_ff=d_ff, dropout=dropout, eps=eps,
-                    activation=activation) for _ in range(n_layers)],
-        LayerNorm(d_model, eps=eps),
-        dropout=dropout,
-    )
-    return gpt2_init_(model)
+    context, n_layers = positive_int("context", context), positive_int("n_layers",
+                                                                       n_layers)
+    block = partial(gpt2_block, d_model, n_heads, d_ff=d_ff, dropout=dropout, eps=eps,
+                    activation=activation)
+    blocks = [block()]  # gpt2_block checks a block's arguments
+    with checked_entry():  # the other layers and the model's parts trust them
+        blocks += [block() for _ in range(n_layers - 1)]
+        model = GPTLanguageModel(
+            nn.Embedding(vocab_size, d_model),
+            LearnedPositions(context, d_model),
+            blocks,
+            LayerNorm(d_model, eps=eps),
+            dropout=dropout,
+        )
+        return gpt2_init_(model)
 # --8<-- [end:gpt2_model]
 
 

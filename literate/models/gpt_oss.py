@@ -40,6 +40,7 @@ from literate.models.mixtral import model_balancing_loss
 from literate.parts.blocks import PreNormBlock
 from literate.parts.checks import (
     boolean,
+    checked_entry,
     non_negative_int,
     positive_float,
     positive_int,
@@ -84,23 +85,28 @@ def gpt_oss_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int,
     (with biases), each token routed to `top_k` by a biased router."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
                                                        d_head)
-    n_experts = positive_int("n_experts", n_experts)
+    d_ff, n_experts = positive_int("d_ff", d_ff), positive_int("n_experts", n_experts)
     top_k = positive_int("top_k", top_k)
     if top_k > n_experts:
         raise ValueError(f"top_k={top_k} > n_experts={n_experts}")
+    window = None if window is None else positive_int("window", window)
     rope = RotaryEmbedding(d_head, base=rope_base) if rope is None else rope
+    bias, eps = boolean("bias", bias), positive_float("eps", eps)
+    alpha, limit = positive_float("alpha", alpha), positive_float("limit", limit)
     options = {"d_head": d_head, "bias": bias, "rope": rope}
-    attn = (SinkAttention(d_model, n_heads, n_kv_heads, **options) if window is None
-            else SlidingWindowSinkAttention(d_model, n_heads, n_kv_heads,
-                                            window=window, **options))
-    return PreNormBlock(
-        attn,
-        MoEFFN(Router(d_model, n_experts, partial(gpt_oss_router, top_k=top_k),
-                      bias=True),
-               GptOssExperts(n_experts, d_model, d_ff, alpha=alpha, limit=limit)),
-        RMSNorm(d_model, eps=eps),
-        RMSNorm(d_model, eps=eps),
-    )
+    with checked_entry():  # the parts trust the arguments checked above
+        attn = (SinkAttention(d_model, n_heads, n_kv_heads, **options)
+                if window is None
+                else SlidingWindowSinkAttention(d_model, n_heads, n_kv_heads,
+                                                window=window, **options))
+        return PreNormBlock(
+            attn,
+            MoEFFN(Router(d_model, n_experts, partial(gpt_oss_router, top_k=top_k),
+                          bias=True),
+                   GptOssExperts(n_experts, d_model, d_ff, alpha=alpha, limit=limit)),
+            RMSNorm(d_model, eps=eps),
+            RMSNorm(d_model, eps=eps),
+        )
 # --8<-- [end:gpt_oss_block]
 
 
@@ -146,25 +152,31 @@ def gpt_oss_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     plain RoPE of `rope_base`. `pad_id`: the embedding's padding row (HF's
     `padding_idx`, whose gradient is always 0)."""
     vocab_size = positive_int("vocab_size", vocab_size)
-    d_model = positive_int("d_model", d_model)
+    context = positive_int("context", context)
+    tied, std = boolean("tied", tied), positive_float("std", std)
     windows = list(windows)
     if not windows:
         raise ValueError("windows must name at least one layer")
     windows = [None if w is None else positive_int("windows[i]", w) for w in windows]
     if pad_id is not None and non_negative_int("pad_id", pad_id) >= vocab_size:
         raise ValueError(f"pad_id={pad_id} must be < vocab_size={vocab_size}")
-    model = LlamaLanguageModel(
-        nn.Embedding(vocab_size, d_model, padding_idx=pad_id),
-        [gpt_oss_block(d_model, n_heads, n_kv_heads, d_ff, n_experts, top_k,
-                       d_head=d_head, window=w, rope=None if rope is None else rope(),
-                       rope_base=rope_base, eps=eps, bias=bias, alpha=alpha,
-                       limit=limit)
-         for w in windows],
-        RMSNorm(d_model, eps=eps),
-        None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
-        context=context,
-    )
-    return gpt_oss_init_(model, std=std)
+    block = partial(gpt_oss_block, d_model, n_heads, n_kv_heads, d_ff, n_experts,
+                    top_k, d_head=d_head, rope_base=rope_base, eps=eps, bias=bias,
+                    alpha=alpha, limit=limit)
+    def layer(window: int | None) -> PreNormBlock:
+        return block(window=window, rope=None if rope is None else rope())
+
+    blocks = [layer(windows[0])]  # gpt_oss_block checks a block's arguments
+    with checked_entry():  # the other layers and the model's parts trust them
+        blocks += [layer(w) for w in windows[1:]]
+        model = LlamaLanguageModel(
+            nn.Embedding(vocab_size, d_model, padding_idx=pad_id),
+            blocks,
+            RMSNorm(d_model, eps=eps),
+            None if tied else nn.Linear(d_model, vocab_size, bias=False),
+            context=context,
+        )
+        return gpt_oss_init_(model, std=std)
 # --8<-- [end:gpt_oss_model]
 
 

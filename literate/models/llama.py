@@ -17,13 +17,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 
 from literate.models.decoder import DecoderLanguageModel
 from literate.parts.blocks import llama_block, same_width
-from literate.parts.checks import boolean, positive_float, positive_int
+from literate.parts.checks import boolean, checked_entry, positive_float, positive_int
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import RMSNorm
 
@@ -115,18 +116,22 @@ def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     `tied`: the output projection is the token embedding (Llama 3.2 1B and 3B).
     `attention`: every block's attention class (`llama_block`; chapter 10's window)."""
     vocab_size = positive_int("vocab_size", vocab_size)
-    d_model = positive_int("d_model", d_model)
-    n_layers = positive_int("n_layers", n_layers)
-    model = LlamaLanguageModel(
-        nn.Embedding(vocab_size, d_model),
-        [llama_block(d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
-                     rope_base=rope_base, eps=eps, attention=attention)
-         for _ in range(n_layers)],
-        RMSNorm(d_model, eps=eps),
-        None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
-        context=context,
-    )
-    return llama_init_(model, std=std)
+    context, n_layers = positive_int("context", context), positive_int("n_layers",
+                                                                       n_layers)
+    tied, std = boolean("tied", tied), positive_float("std", std)
+    block = partial(llama_block, d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
+                    rope_base=rope_base, eps=eps, attention=attention)
+    blocks = [block()]  # llama_block checks a block's arguments
+    with checked_entry():  # the other layers and the model's parts trust them
+        blocks += [block() for _ in range(n_layers - 1)]
+        model = LlamaLanguageModel(
+            nn.Embedding(vocab_size, d_model),
+            blocks,
+            RMSNorm(d_model, eps=eps),
+            None if tied else nn.Linear(d_model, vocab_size, bias=False),
+            context=context,
+        )
+        return llama_init_(model, std=std)
 # --8<-- [end:llama_model]
 
 

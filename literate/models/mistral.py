@@ -45,6 +45,7 @@ def mistral_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     """Mistral 7B's block: chapter 7's `llama_block` (`options`: its d_head,
     rope_base, eps) whose attention has a sliding window (its `sliding_window`,
     4096)."""
+    window = positive_int("window", window)  # llama_block's parts trust it
     attention = partial(SlidingWindowAttention, window=window)
     return llama_block(d_model, n_heads, n_kv_heads, d_ff, attention=attention,
                        **options)
@@ -55,6 +56,7 @@ def mistral_model(vocab_size: int, context: int, d_model: int, n_heads: int,
                   **options: object) -> LlamaLanguageModel:
     """A Mistral of any size: chapter 7's `llama_model` (`options`: its d_head,
     rope_base, eps, tied, std) with a sliding window in every layer."""
+    window = positive_int("window", window)  # llama_model's parts trust it
     attention = partial(SlidingWindowAttention, window=window)
     return llama_model(vocab_size, context, d_model, n_heads, n_kv_heads, n_layers,
                        d_ff, attention=attention, **options)

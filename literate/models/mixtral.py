@@ -38,6 +38,7 @@ from literate.models.llama import (
 from literate.parts.blocks import PreNormBlock
 from literate.parts.checks import (
     boolean,
+    checked_entry,
     non_negative_int,
     positive_float,
     positive_int,
@@ -74,18 +75,20 @@ def mixtral_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int,
     (softmax, top k, renormalised). The FFN keeps its `router_logits`."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
                                                        d_head)
-    n_experts = positive_int("n_experts", n_experts)
+    d_ff, n_experts = positive_int("d_ff", d_ff), positive_int("n_experts", n_experts)
     top_k = positive_int("top_k", top_k)
     if top_k > n_experts:
         raise ValueError(f"top_k={top_k} > n_experts={n_experts}")
-    return PreNormBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
-                           rope=RotaryEmbedding(d_head, base=rope_base)),
-        MoEFFN(Router(d_model, n_experts, partial(mixtral_router, top_k=top_k)),
-               Experts(n_experts, d_model, d_ff)),
-        RMSNorm(d_model, eps=eps),
-        RMSNorm(d_model, eps=eps),
-    )
+    rope_base, eps = positive_float("rope_base", rope_base), positive_float("eps", eps)
+    with checked_entry():  # the parts trust the arguments checked above
+        return PreNormBlock(
+            MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                               rope=RotaryEmbedding(d_head, base=rope_base)),
+            MoEFFN(Router(d_model, n_experts, partial(mixtral_router, top_k=top_k)),
+                   Experts(n_experts, d_model, d_ff)),
+            RMSNorm(d_model, eps=eps),
+            RMSNorm(d_model, eps=eps),
+        )
 # --8<-- [end:mixtral_block]
 
 
@@ -113,18 +116,22 @@ def mixtral_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     """A Mixtral of any size: chapter 7's `LlamaLanguageModel` with `mixtral_block`s,
     initialised as Hugging Face does."""
     vocab_size = positive_int("vocab_size", vocab_size)
-    d_model = positive_int("d_model", d_model)
-    n_layers = positive_int("n_layers", n_layers)
-    model = LlamaLanguageModel(
-        nn.Embedding(vocab_size, d_model),
-        [mixtral_block(d_model, n_heads, n_kv_heads, d_ff, n_experts, top_k,
-                       d_head=d_head, rope_base=rope_base, eps=eps)
-         for _ in range(n_layers)],
-        RMSNorm(d_model, eps=eps),
-        None if boolean("tied", tied) else nn.Linear(d_model, vocab_size, bias=False),
-        context=context,
-    )
-    return mixtral_init_(model, std=std)
+    context, n_layers = positive_int("context", context), positive_int("n_layers",
+                                                                       n_layers)
+    tied, std = boolean("tied", tied), positive_float("std", std)
+    block = partial(mixtral_block, d_model, n_heads, n_kv_heads, d_ff, n_experts,
+                    top_k, d_head=d_head, rope_base=rope_base, eps=eps)
+    blocks = [block()]  # mixtral_block checks a block's arguments
+    with checked_entry():  # the other layers and the model's parts trust them
+        blocks += [block() for _ in range(n_layers - 1)]
+        model = LlamaLanguageModel(
+            nn.Embedding(vocab_size, d_model),
+            blocks,
+            RMSNorm(d_model, eps=eps),
+            None if tied else nn.Linear(d_model, vocab_size, bias=False),
+            context=context,
+        )
+        return mixtral_init_(model, std=std)
 # --8<-- [end:mixtral_model]
 
 

@@ -32,7 +32,12 @@ from torch import Tensor, nn
 
 from literate.parts.attention import EmptyRowPolicy
 from literate.parts.cache import KVCache, MemoryKV
-from literate.parts.checks import positive_float, positive_int, probability
+from literate.parts.checks import (
+    checked_entry,
+    positive_float,
+    positive_int,
+    probability,
+)
 from literate.parts.ffn import DenseFFN, GatedFFN, gelu_tanh
 from literate.parts.multi_head import MultiHeadAttention, head_counts
 from literate.parts.norms import LayerNorm, RMSNorm, ZeroCentredRMSNorm
@@ -286,28 +291,38 @@ def encoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float 
                        eps: float = 1e-5) -> PostNormEncoderLayer:
     """Vaswani et al. 2017: post-norm, ReLU FFN, biases everywhere. The paper gives no
     LayerNorm eps: 1e-5 is PyTorch's default (tensor2tensor used 1e-6)."""
-    return PostNormEncoderLayer(
-        MultiHeadAttention(d_model, n_heads, bias=True),
-        DenseFFN(d_model, d_ff, F.relu, bias=True),
-        LayerNorm(d_model, eps=eps),
-        LayerNorm(d_model, eps=eps),
-        dropout=dropout,
-    )
+    d_model = positive_int("d_model", d_model)
+    n_heads = positive_int("n_heads", n_heads)
+    d_ff, eps = positive_int("d_ff", d_ff), positive_float("eps", eps)
+    dropout = probability("dropout", dropout)
+    with checked_entry():  # the parts trust the arguments checked above
+        return PostNormEncoderLayer(
+            MultiHeadAttention(d_model, n_heads, bias=True),
+            DenseFFN(d_model, d_ff, F.relu, bias=True),
+            LayerNorm(d_model, eps=eps),
+            LayerNorm(d_model, eps=eps),
+            dropout=dropout,
+        )
 
 
 def decoder_layer_2017(d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.1,
                        eps: float = 1e-5) -> PostNormDecoderLayer:
     """Vaswani et al. 2017: masked self- and cross-attention, ReLU FFN, post-norm; eps
     as in `encoder_layer_2017`."""
-    return PostNormDecoderLayer(
-        MultiHeadAttention(d_model, n_heads, bias=True),
-        MultiHeadAttention(d_model, n_heads, bias=True),
-        DenseFFN(d_model, d_ff, F.relu, bias=True),
-        LayerNorm(d_model, eps=eps),
-        LayerNorm(d_model, eps=eps),
-        LayerNorm(d_model, eps=eps),
-        dropout=dropout,
-    )
+    d_model = positive_int("d_model", d_model)
+    n_heads = positive_int("n_heads", n_heads)
+    d_ff, eps = positive_int("d_ff", d_ff), positive_float("eps", eps)
+    dropout = probability("dropout", dropout)
+    with checked_entry():  # the parts trust the arguments checked above
+        return PostNormDecoderLayer(
+            MultiHeadAttention(d_model, n_heads, bias=True),
+            MultiHeadAttention(d_model, n_heads, bias=True),
+            DenseFFN(d_model, d_ff, F.relu, bias=True),
+            LayerNorm(d_model, eps=eps),
+            LayerNorm(d_model, eps=eps),
+            LayerNorm(d_model, eps=eps),
+            dropout=dropout,
+        )
 # --8<-- [end:builders_2017]
 
 
@@ -317,14 +332,17 @@ def gpt2_block(d_model: int, n_heads: int, *, d_ff: int | None = None,
                activation: Callable[[Tensor], Tensor] = gelu_tanh) -> PreNormBlock:
     """Radford et al. 2019: pre-norm LayerNorm, biases, GELU (tanh form) FFN of 4d."""
     d_model = positive_int("d_model", d_model)
+    n_heads = positive_int("n_heads", n_heads)
     d_ff = 4 * d_model if d_ff is None else positive_int("d_ff", d_ff)
-    return PreNormBlock(
-        MultiHeadAttention(d_model, n_heads, bias=True),
-        DenseFFN(d_model, d_ff, activation, bias=True),
-        LayerNorm(d_model, eps=eps),
-        LayerNorm(d_model, eps=eps),
-        dropout=dropout,
-    )
+    dropout, eps = probability("dropout", dropout), positive_float("eps", eps)
+    with checked_entry():  # the parts trust the arguments checked above
+        return PreNormBlock(
+            MultiHeadAttention(d_model, n_heads, bias=True),
+            DenseFFN(d_model, d_ff, activation, bias=True),
+            LayerNorm(d_model, eps=eps),
+            LayerNorm(d_model, eps=eps),
+            dropout=dropout,
+        )
 # --8<-- [end:builder_gpt2]
 
 
@@ -340,13 +358,16 @@ def llama_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     not 5120 / 32). `attention`: the layer's class (chapter 10's sliding window)."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
                                                        d_head)
-    return PreNormBlock(
-        attention(d_model, n_heads, n_kv_heads, d_head=d_head,
-                  rope=RotaryEmbedding(d_head, base=rope_base)),
-        GatedFFN(d_model, d_ff, F.silu),
-        RMSNorm(d_model, eps=eps),
-        RMSNorm(d_model, eps=eps),
-    )
+    d_ff = positive_int("d_ff", d_ff)
+    rope_base, eps = positive_float("rope_base", rope_base), positive_float("eps", eps)
+    with checked_entry():  # the parts trust the arguments checked above
+        return PreNormBlock(
+            attention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                      rope=RotaryEmbedding(d_head, base=rope_base)),
+            GatedFFN(d_model, d_ff, F.silu),
+            RMSNorm(d_model, eps=eps),
+            RMSNorm(d_model, eps=eps),
+        )
 # --8<-- [end:builder_llama]
 
 
@@ -356,15 +377,20 @@ def qwen3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
                 eps: float = 1e-6) -> PreNormBlock:
     """Qwen3: Llama's block with QK-norm, an RMSNorm of each head's q and k before
     RoPE, and heads of their own width."""
-    return PreNormBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
-                           rope=RotaryEmbedding(d_head, base=rope_base),
-                           q_norm=RMSNorm(d_head, eps=eps),
-                           k_norm=RMSNorm(d_head, eps=eps), qk_norm="head"),
-        GatedFFN(d_model, d_ff, F.silu),
-        RMSNorm(d_model, eps=eps),
-        RMSNorm(d_model, eps=eps),
-    )
+    d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
+                                                       d_head)
+    d_ff = positive_int("d_ff", d_ff)
+    rope_base, eps = positive_float("rope_base", rope_base), positive_float("eps", eps)
+    with checked_entry():  # the parts trust the arguments checked above
+        return PreNormBlock(
+            MultiHeadAttention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                               rope=RotaryEmbedding(d_head, base=rope_base),
+                               q_norm=RMSNorm(d_head, eps=eps),
+                               k_norm=RMSNorm(d_head, eps=eps), qk_norm="head"),
+            GatedFFN(d_model, d_ff, F.silu),
+            RMSNorm(d_model, eps=eps),
+            RMSNorm(d_model, eps=eps),
+        )
 # --8<-- [end:builder_qwen3]
 
 
@@ -374,16 +400,19 @@ def olmo2_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     """OLMo 2: QK-norm over the whole q and k projections (before the heads are
     split) and the norm on each sublayer's output, inside the residual."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
-    return OutputNormBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads,
-                           rope=RotaryEmbedding(d_head, base=rope_base),
-                           q_norm=RMSNorm(n_heads * d_head, eps=eps),
-                           k_norm=RMSNorm(n_kv_heads * d_head, eps=eps),
-                           qk_norm="projection"),
-        GatedFFN(d_model, d_ff, F.silu),
-        RMSNorm(d_model, eps=eps),
-        RMSNorm(d_model, eps=eps),
-    )
+    d_ff = positive_int("d_ff", d_ff)
+    rope_base, eps = positive_float("rope_base", rope_base), positive_float("eps", eps)
+    with checked_entry():  # the parts trust the arguments checked above
+        return OutputNormBlock(
+            MultiHeadAttention(d_model, n_heads, n_kv_heads,
+                               rope=RotaryEmbedding(d_head, base=rope_base),
+                               q_norm=RMSNorm(n_heads * d_head, eps=eps),
+                               k_norm=RMSNorm(n_kv_heads * d_head, eps=eps),
+                               qk_norm="projection"),
+            GatedFFN(d_model, d_ff, F.silu),
+            RMSNorm(d_model, eps=eps),
+            RMSNorm(d_model, eps=eps),
+        )
 # --8<-- [end:builder_olmo2]
 
 
@@ -396,16 +425,21 @@ def gemma3_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     """Gemma 3 (a global-attention layer): the sandwich of zero-centred RMSNorms,
     QK-norm per head, scores scaled by query_pre_attn_scalar^-1/2, GeGLU.
     `attention`: the layer's class (chapter 10's sliding window, a local layer)."""
+    d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads,
+                                                       d_head)
+    d_ff = positive_int("d_ff", d_ff)
+    rope_base, eps = positive_float("rope_base", rope_base), positive_float("eps", eps)
+    scale = positive_float("query_pre_attn_scalar", query_pre_attn_scalar) ** -0.5
     norm = partial(ZeroCentredRMSNorm, eps=eps)
-    return SandwichBlock(
-        attention(d_model, n_heads, n_kv_heads, d_head=d_head,
-                  rope=RotaryEmbedding(d_head, base=rope_base),
-                  q_norm=norm(d_head), k_norm=norm(d_head), qk_norm="head",
-                  scale=positive_float("query_pre_attn_scalar",
-                                       query_pre_attn_scalar) ** -0.5),
-        GatedFFN(d_model, d_ff, gelu_tanh),
-        norm(d_model), norm(d_model), norm(d_model), norm(d_model),
-    )
+    with checked_entry():  # the parts trust the arguments checked above
+        return SandwichBlock(
+            attention(d_model, n_heads, n_kv_heads, d_head=d_head,
+                      rope=RotaryEmbedding(d_head, base=rope_base),
+                      q_norm=norm(d_head), k_norm=norm(d_head), qk_norm="head",
+                      scale=scale),
+            GatedFFN(d_model, d_ff, gelu_tanh),
+            norm(d_model), norm(d_model), norm(d_model), norm(d_model),
+        )
 # --8<-- [end:builder_gemma3]
 
 
@@ -417,12 +451,14 @@ def gptj_block(d_model: int, n_heads: int, d_ff: int, *, rotary_dim: int,
     rotary_dim-wide head, base 10000 as in GPT-J's code), interleaved, no attention
     biases, a dense FFN with biases and the tanh GELU (HF's gelu_new)."""
     d_model, n_heads, _, d_head = head_counts(d_model, n_heads, None)
-    return ParallelBlock(
-        MultiHeadAttention(d_model, n_heads, rope=RotaryEmbedding(
-            d_head, rotary_dim=rotary_dim, layout="interleaved")),
-        DenseFFN(d_model, d_ff, gelu_tanh, bias=True),
-        LayerNorm(d_model, eps=eps),
-    )
+    d_ff, eps = positive_int("d_ff", d_ff), positive_float("eps", eps)
+    rope = RotaryEmbedding(d_head, rotary_dim=rotary_dim, layout="interleaved")
+    with checked_entry():  # the parts trust the arguments checked above
+        return ParallelBlock(
+            MultiHeadAttention(d_model, n_heads, rope=rope),
+            DenseFFN(d_model, d_ff, gelu_tanh, bias=True),
+            LayerNorm(d_model, eps=eps),
+        )
 
 
 def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.25,
@@ -433,14 +469,16 @@ def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.2
     on the first int(d_head * rotary_pct) coordinates of each head, biases everywhere,
     exact GELU (Pythia's; `activation=gelu_tanh` for the tanh form)."""
     d_model, n_heads, _, d_head = head_counts(d_model, n_heads, None)
+    d_ff, eps = positive_int("d_ff", d_ff), positive_float("eps", eps)
     rotary_dim = int(d_head * positive_float("rotary_pct", rotary_pct))  # HF's rule
-    return ParallelBlock(
-        MultiHeadAttention(d_model, n_heads, bias=True, rope=RotaryEmbedding(
-            d_head, base=rope_base, rotary_dim=rotary_dim)),
-        DenseFFN(d_model, d_ff, activation, bias=True),
-        LayerNorm(d_model, eps=eps),
-        LayerNorm(d_model, eps=eps),
-    )
+    rope = RotaryEmbedding(d_head, base=rope_base, rotary_dim=rotary_dim)
+    with checked_entry():  # the parts trust the arguments checked above
+        return ParallelBlock(
+            MultiHeadAttention(d_model, n_heads, bias=True, rope=rope),
+            DenseFFN(d_model, d_ff, activation, bias=True),
+            LayerNorm(d_model, eps=eps),
+            LayerNorm(d_model, eps=eps),
+        )
 
 
 def cohere_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
@@ -449,10 +487,12 @@ def cohere_block(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, *,
     mean is still taken out), RoPE interleaved over the whole head, SwiGLU, no
     biases. No default base: Command R v01 turns with 8e6 (HF's default: 5e5)."""
     d_model, n_heads, n_kv_heads, d_head = head_counts(d_model, n_heads, n_kv_heads)
-    return ParallelBlock(
-        MultiHeadAttention(d_model, n_heads, n_kv_heads, rope=RotaryEmbedding(
-            d_head, base=rope_base, layout="interleaved")),
-        GatedFFN(d_model, d_ff, F.silu),
-        LayerNorm(d_model, eps=eps, bias=False),
-    )
+    d_ff, eps = positive_int("d_ff", d_ff), positive_float("eps", eps)
+    rope = RotaryEmbedding(d_head, base=rope_base, layout="interleaved")
+    with checked_entry():  # the parts trust the arguments checked above
+        return ParallelBlock(
+            MultiHeadAttention(d_model, n_heads, n_kv_heads, rope=rope),
+            GatedFFN(d_model, d_ff, F.silu),
+            LayerNorm(d_model, eps=eps, bias=False),
+        )
 # --8<-- [end:builders_parallel]
