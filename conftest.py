@@ -38,6 +38,7 @@ SHARED_WORKER = {
     "tests/test_moe_training.py": "train_tiny_moe",
     "docs/eras/side-by-side.md": "built_published_model",  # the eleven published models
     "tests/test_published.py": "built_published_model",
+    "docs/cheatsheet.md": "built_published_model",
 }
 
 

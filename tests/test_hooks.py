@@ -19,12 +19,14 @@ assert 1 + 1 == 2
 """
 
 
-def test_claim_becomes_an_anchored_box():
+def test_a_claim_becomes_its_sentence_marked_verified_and_linked_to_its_proof():
     out = claims.render_claims(PAGE)
-    assert '<div class="admonition claim" id="claim-demo.sum" markdown>' in out
-    assert "Claim <code>demo.sum</code>" in out
-    assert "One and one make two." in out
-    assert "```python\nassert 1 + 1 == 2\n```" in out  # the proof stays a normal block
+    assert '<div class="claim" id="claim-demo.sum" markdown>' in out
+    assert 'One and one make two. <a class="claim-mark" href="#proof-demo.sum"' in out
+    assert ">verified</a>" in out
+    anchor = out.index('<div class="claim-proof" id="proof-demo.sum"></div>')
+    assert anchor < out.index("```python\nassert 1 + 1 == 2\n```")  # then the proof
+    assert "!!! claim" not in out
 
 
 def test_ledger_links_every_claim_and_names_its_pytest_id():
@@ -33,7 +35,10 @@ def test_ledger_links_every_claim_and_names_its_pytest_id():
     assert "**1 claims** on 1 pages." in table
     assert "## [A page](../part/page.md)" in table
     assert "[`demo.sum`](../part/page.md#claim-demo.sum)" in table
-    assert "`docs/part/page.md::line:6,column:1` (1 assert)" in table
+    assert (
+        '<code class="pytest-id">docs/<wbr>part/<wbr>page.md::<wbr>line:6,<wbr>column:1'
+        "</code> (1 assert)"
+    ) in table
 
 
 def test_external_assets_are_found_and_plain_links_are_not(tmp_path):

@@ -1123,3 +1123,29 @@ def test_parallel_block_equals_the_hf_layer_and_the_hardened_one(family):
     else:
         hard = load(hard.double().eval(), weights(ours))
         assert_same(mine, run(hard, hard, (x,)))
+
+
+def test_minimal_classes_and_functions_are_small():
+    """The minimal code is short enough to read at once: a class <= 40 lines and a
+    function <= 15, blank lines not counted (the self-check `check.py` is a test, not
+    a block a page teaches)."""
+    import ast
+    from pathlib import Path
+
+    import literate.minimal
+
+    too_long = []
+    for path in sorted(Path(literate.minimal.__file__).parent.glob("*.py")):
+        if path.name == "check.py":
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.parse("\n".join(lines)).body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                body = lines[node.lineno - 1 : node.end_lineno]
+                n = sum(1 for line in body if line.strip())
+                limit = 40 if isinstance(node, ast.ClassDef) else 15
+                if n > limit:
+                    too_long.append(
+                        f"{path.name}:{node.name} has {n} lines (> {limit})"
+                    )
+    assert not too_long, too_long

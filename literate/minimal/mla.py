@@ -55,12 +55,11 @@ class MultiHeadLatentAttention(nn.Module):
         self.q_a_proj = nn.Linear(d_model, q_lora_rank, bias=False)
         self.q_a_layernorm = nn.RMSNorm(q_lora_rank, eps=1e-6)
         self.q_b_proj = nn.Linear(q_lora_rank, n_heads * d_qk, bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(d_model, kv_lora_rank + qk_rope_head_dim,
-                                            bias=False)  # the latent and k_rope
-        self.kv_a_layernorm = nn.RMSNorm(kv_lora_rank, eps=1e-6)
-        self.kv_b_proj = nn.Linear(kv_lora_rank,
-                                   n_heads * (qk_nope_head_dim + v_head_dim),
-                                   bias=False)  # W_uk and W_uv, head by head
+        # the latent and k_rope; then, from the latent, W_uk and W_uv head by head
+        self.kv_a_proj_with_mqa = nn.Linear(d_model, self.r + self.d_rope, bias=False)
+        self.kv_a_layernorm = nn.RMSNorm(self.r, eps=1e-6)
+        d_kv = self.d_nope + self.d_v
+        self.kv_b_proj = nn.Linear(self.r, n_heads * d_kv, bias=False)
         self.o_proj = nn.Linear(n_heads * v_head_dim, d_model, bias=False)
 
     def project(self, x, cos, sin):
@@ -72,8 +71,7 @@ class MultiHeadLatentAttention(nn.Module):
         q_nope, q_rope = q.split((self.d_nope, self.d_rope), dim=-1)
         latent = self.kv_a_proj_with_mqa(x)[:, None]  # [B, 1, T, r + d_rope]
         c, k_rope = latent.split((self.r, self.d_rope), dim=-1)
-        cos, sin = cos[:T], sin[:T]
-        q_rope, k_rope = _rope(q_rope, cos, sin), _rope(k_rope, cos, sin)
+        q_rope, k_rope = (_rope(t, cos[:T], sin[:T]) for t in (q_rope, k_rope))
         return q_nope, q_rope, self.kv_a_layernorm(c), k_rope
 
     def forward(self, x, cos, sin):

@@ -111,10 +111,11 @@ class RMSNorm(nn.Module):
 # --8<-- [start:zero_centred_rms_norm]
 class ZeroCentredRMSNorm(nn.Module):
     """RMSNorm whose gain is stored as 1 + w, with w initialised to zeros (Gemma): at
-    initialisation the layer is the plain normalisation, and weight decay pulls the
-    gain towards 1, not 0. Computed in float32 or wider, 1 + w included: in bfloat16
-    (8 significant bits), 1 + w rounds back to 1 for every w in [-2^-9, 2^-8], and the
-    learned w is lost. Hugging Face's Gemma3RMSNorm computes in float32 (float64 too).
+    initialisation the layer is the plain normalisation (and, our reading, weight
+    decay then pulls the gain towards 1, not 0). Computed in float32 or wider, 1 + w
+    included: in bfloat16 (8 significant bits), 1 + w rounds back to 1 for every w in
+    [-2^-9, 2^-8], and the learned w is lost. Hugging Face's Gemma3RMSNorm computes
+    in float32 (float64 too).
     """
 
     def __init__(self, d_model: int, *, eps: float = 1e-6) -> None:

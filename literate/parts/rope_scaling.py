@@ -7,8 +7,8 @@ the size of cos and sin):
   divided by the factor, so all frequencies are;
 * **YaRN** (Peng et al. 2023; DeepSeek-V3, factor 40, and gpt-oss, factor 32): high
   frequencies, which turn many times within the original context, are kept; low ones,
-  which never complete a turn there, are interpolated by the factor; a linear ramp
-  between `beta_fast` and `beta_slow` turns mixes the two; cos and sin are multiplied by
+  which never complete a turn there, are interpolated by the factor; a ramp linear in
+  the pair index between `beta_fast` and `beta_slow` turns mixes the two; cos and sin are multiplied by
   an `attention_factor` (Hugging Face's `attention_scaling`), by default
   `yarn_mscale(factor)` = 0.1 ln(factor) + 1, which sharpens the softmax that longer
   contexts flatten (sec. 3.4). DeepSeek-V3 keeps it at 1 and puts the correction into
@@ -88,7 +88,9 @@ def yarn_inverse_frequencies(d_rope: int, *, base: float, factor: float,
     its frequency theta_i = base^(-2i/d) where it turns more than `beta_fast` times
     over the original context (short wavelengths: their angles were all seen in
     training), is divided by `factor` where it turns fewer than `beta_slow` times
-    (positions interpolated into the trained range), with a linear ramp between."""
+    (positions interpolated into the trained range), with a ramp between that is
+    linear in the pair index i, so in log(turns), as in YaRN's reference code and
+    Hugging Face (the paper's gamma is linear in the turns themselves)."""
     d_rope, base = positive_int("d_rope", d_rope), base_above_one("base", base)
     factor = positive_float("factor", factor)
     context = positive_int("original_context", original_context)

@@ -1,5 +1,5 @@
-"""The claims of the site, rendered and listed: a `!!! claim "id"` admonition becomes an
-anchored claim box (`render_claims`), and the page holding `<!-- claim-ledger -->` gets
+"""The claims of the site, rendered and listed: a `!!! claim "id"` admonition becomes its
+sentence marked "verified", linked to its proof (`render_claims`), and the page holding `<!-- claim-ledger -->` gets
 the table of every claim, its statement and the pytest id of its proof
 (`ledger_markdown`). A claim without a proving block, or an id used twice, fails the
 build (`collect_claims`). How a claim and its proof are read from a page:
@@ -58,15 +58,20 @@ def collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
 
 
 def render_claims(markdown: str) -> str:
-    """`!!! claim "id"` + indented sentence -> an anchored claim box (md_in_html)."""
+    """`!!! claim "id"` + indented sentence -> the sentence on the reading line, marked
+    "verified" with a link to its proof (the block or fold right after it, anchored
+    `proof-<id>`); the claim itself is anchored `claim-<id>` for the ledger."""
 
     def box(match: re.Match[str]) -> str:
-        cid = match.group("id")
+        cid = html.escape(match.group("id"))
         body = "\n".join(line[4:] for line in match.group("body").split("\n")).strip()
+        mark = (
+            f'<a class="claim-mark" href="#proof-{cid}" title="Claim {cid}: the code '
+            f'below proves it (open its proof)">verified</a>'
+        )
         return (
-            f'<div class="admonition claim" id="claim-{cid}" markdown>\n'
-            f'<p class="admonition-title">Claim <code>{html.escape(cid)}</code></p>\n\n'
-            f"{body}\n\n</div>\n\n"
+            f'<div class="claim" id="claim-{cid}" markdown>\n\n{body} {mark}\n\n</div>\n'
+            f'<div class="claim-proof" id="proof-{cid}"></div>\n\n'
         )
 
     return CLAIM.sub(box, markdown)
@@ -76,6 +81,14 @@ def _relative(from_page: str, to_page: str) -> str:
     import posixpath
 
     return posixpath.relpath(to_page, posixpath.dirname(from_page) or ".")
+
+
+def pytest_id_html(node: str) -> str:
+    """A pytest id as code that may break after "/", "::" and ",", never in a word."""
+    text = html.escape(node)
+    for sep in ("/", "::", ","):
+        text = text.replace(sep, sep + "<wbr>")
+    return f'<code class="pytest-id">{text}</code>'
 
 
 def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
@@ -101,7 +114,7 @@ def ledger_markdown(claims: list[PageClaim], *, on_page: str) -> str:
             asserts = proof.source.count("assert") if proof else 0
             lines.append(
                 f"| [`{c.id}`]({link}#claim-{c.id}) | {statement} "
-                f"| `{node}` ({asserts} assert{'s' if asserts != 1 else ''}) |"
+                f"| {pytest_id_html(node)} ({asserts} assert{'s' if asserts != 1 else ''}) |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -51,6 +51,14 @@ from literate.site.notebook_pages import (
     stable_notebook_cell_ids,
 )
 from literate.site.offline import external_assets, log_external_links
+from literate.site.reading import (
+    READING_TIME,
+    READING_TIMES,
+    read_page,
+    read_site,
+    reading_time,
+    reading_times,
+)
 
 log = logging.getLogger("mkdocs.hooks.literate")
 
@@ -284,6 +292,13 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
     if LEDGER_MARKER in markdown:
         markdown = markdown.replace(
             LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri)
+        )
+    if READING_TIME in markdown:  # measured on the page's source, folds closed
+        reading = read_page(page.file.src_uri, page.file.content_string)
+        markdown = markdown.replace(READING_TIME, reading_time(reading))
+    if READING_TIMES in markdown:
+        markdown = markdown.replace(
+            READING_TIMES, reading_times(read_site(), on_page=page.file.src_uri)
         )
     if VERSIONS_MARKER in markdown:
         markdown = markdown.replace(VERSIONS_MARKER, versions_markdown())
