@@ -269,3 +269,23 @@ def test_every_figure_cell_of_the_notebook_pages_has_alt_text():
                 assert len(alt.split()) >= 15, (
                     f"{path.name}: a figure cell's alt text is {alt!r}"
                 )
+
+
+def test_a_pointer_to_a_test_file_becomes_a_link_to_the_served_copy():
+    from literate.site.sources import link_test_pointers, pointed_files
+
+    page = (
+        "Proved in `tests/test_cache.py::test_x`.\n"
+        "```python\n# `tests/test_cache.py` stays code\n```\n"
+        "[`tests/test_cache.py`](elsewhere)\n"
+    )
+    out = link_test_pointers(page, "attention/multi-head.md")
+    assert (
+        "[`tests/test_cache.py::test_x`](../source/tests/test_cache.py)"
+        in out.split("\n")[0]
+    )
+    assert "# `tests/test_cache.py` stays code" in out  # code blocks untouched
+    assert out.endswith("[`tests/test_cache.py`](elsewhere)\n")  # a link already
+    served = pointed_files()
+    assert served and all(uri.startswith("source/tests/") for uri in served)
+    assert all(path.is_file() for path in served.values())

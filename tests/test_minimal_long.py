@@ -49,7 +49,7 @@ from transformers.models.mixtral import modeling_mixtral as hf_mixtral
 
 from literate.minimal.mla import AbsorbedLatentAttention, MultiHeadLatentAttention
 from literate.minimal.moe import MixtralMoE, load_balancing_loss
-from literate.minimal.sinks import SinkAttention, sink_attention
+from literate.minimal.sinks import SinkAttention, attention_with_sinks
 from literate.minimal.window import (
     RingKVCache,
     SlidingWindowAttention,
@@ -447,7 +447,7 @@ def test_a_sink_takes_weight_from_the_keys():
     no_sink = torch.full((H,), float("-inf"), dtype=F64)
     plain = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert_float64_equal(
-        ["-inf sinks"], [sink_attention(q, k, v, no_sink, causal)], [plain]
+        ["-inf sinks"], [attention_with_sinks(q, k, v, no_sink, causal)], [plain]
     )
     ours = sink_layer(None)
     cos, sin = tables(D_HEAD, GPT_OSS_BASE)

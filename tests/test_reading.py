@@ -90,8 +90,12 @@ def test_prose_after_a_claim_ends_its_proof():
 def test_the_time_a_chapter_prints_and_the_table_of_chapters():
     r = measure(PAGE, page="attention/demo.md")
     assert reading_time(r) == "About 5 minutes."  # rounded to 5, at least 5
-    table = reading_times([r], on_page="index.md")
-    assert "| [3. A page](attention/demo.md) | 0 |" in table
+    before = measure(PAGE.replace("chapter: 3", "chapter: 2"), page="intro.md")
+    r = measure(PAGE.replace("chapter: 3", "chapter: 3\nneeds: [2]"), page="a/demo.md")
+    assert r.needs == (2,)
+    table = reading_times([before, r], on_page="index.md")
+    assert "| [3. A page](a/demo.md) | [2](intro.md) | 0 |" in table
+    assert "| [3. A page](intro.md) | - | 0 |" in table  # needs nothing
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ def _rope(x, cos, sin):
 # --8<-- [end:rope]
 
 
-# --8<-- [start:sink_attention]
-def sink_attention(q, k, v, sinks, allowed):
+# --8<-- [start:attention_with_sinks]
+def attention_with_sinks(q, k, v, sinks, allowed):
     """Attention whose every row's softmax has one more logit, the head's sink, dropped
     before V. q, k, v [B, H, T, d_head], sinks [H], allowed [T, T] bool (True = may
     attend) -> [B, H, T, d_head]."""
@@ -41,7 +41,7 @@ def sink_attention(q, k, v, sinks, allowed):
     sink = sinks.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # [B, H, T, 1]
     weights = torch.cat((scores, sink), dim=-1).softmax(dim=-1)  # [B, H, T, T + 1]
     return weights[..., :-1] @ v  # the sink's column dropped: rows sum to < 1
-# --8<-- [end:sink_attention]
+# --8<-- [end:attention_with_sinks]
 
 
 # --8<-- [start:sink_attention_layer]
@@ -73,6 +73,6 @@ class SinkAttention(nn.Module):
         allowed = j <= i
         if self.window is not None:
             allowed = allowed & (j > i - self.window)
-        out = sink_attention(q, k, v, self.sinks, allowed.to(x.device))
+        out = attention_with_sinks(q, k, v, self.sinks, allowed.to(x.device))
         return self.o_proj(out.transpose(1, 2).flatten(2))  # [B, T, d]
 # --8<-- [end:sink_attention_layer]

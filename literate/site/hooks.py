@@ -59,6 +59,7 @@ from literate.site.reading import (
     reading_time,
     reading_times,
 )
+from literate.site.sources import link_test_pointers, pointed_files
 
 log = logging.getLogger("mkdocs.hooks.literate")
 
@@ -249,6 +250,8 @@ def on_files(files: Files, config: Any) -> Files:
         executor.shutdown(wait=False)
     for uri, path in write_downloads().items():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
+    for uri, path in pointed_files(Path(config["docs_dir"])).items():
+        files.append(File.generated(config, uri, abs_src_path=str(path)))
     # Every chapter and notebook page as a notebook to download (the theme's button).
     from literate.site.chapter_notebooks import add_notebook_downloads
 
@@ -289,6 +292,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         markdown = with_outputs(markdown, outputs)
     markdown = figures_with_alt_text(markdown, page.file.src_uri)
     markdown = render_claims(markdown)
+    markdown = link_test_pointers(markdown, page.file.src_uri)
     if LEDGER_MARKER in markdown:
         markdown = markdown.replace(
             LEDGER_MARKER, ledger_markdown(_site_claims, on_page=page.file.src_uri)

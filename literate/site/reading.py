@@ -33,6 +33,8 @@ import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+import yaml
+
 from literate.site.docblocks import ROOT, default_expander, mkdocs_config, nav_order
 
 __all__ = [
@@ -61,13 +63,14 @@ FOLD = re.compile(r"^(\s*)\?\?\?(?!\+)")
 CLAIM = re.compile(r"^(\s*)!!!\s+claim\b")
 FIGURE = re.compile(r"^\s*!\[")
 WORD = re.compile(r"[A-Za-z0-9$\\][^\s]*")
-FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n---[ \t]*\n", re.S)
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?\n)---[ \t]*\n", re.S)
 
 
 @dataclass(frozen=True)
 class PageReading:
     page: str
     chapter: int | None
+    needs: tuple[int, ...]  # the chapters to read first (front matter `needs:`)
     title: str
     words: int
     code: int
@@ -96,10 +99,9 @@ def _indent(line: str) -> int:
 def measure(markdown: str, *, page: str = "<page>") -> PageReading:
     """The reading line of one page's Markdown, includes already expanded."""
     front = FRONT_MATTER.match(markdown)
-    chapter = None
+    meta = yaml.safe_load(front.group("yaml")) or {} if front else {}
+    chapter, needs = meta.get("chapter"), tuple(meta.get("needs") or ())
     if front:
-        found = re.search(r"^chapter:\s*(\d+)\s*$", front.group(0), re.M)
-        chapter = int(found.group(1)) if found else None
         markdown = markdown[front.end() :]
     title = next(
         (line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")),
@@ -172,6 +174,7 @@ def measure(markdown: str, *, page: str = "<page>") -> PageReading:
     return PageReading(
         page=page,
         chapter=chapter,
+        needs=needs,
         title=title,
         words=words,
         code=code,
@@ -214,17 +217,21 @@ def reading_time(reading: PageReading) -> str:
 
 
 def reading_times(pages: list[PageReading], *, on_page: str = "index.md") -> str:
-    """A Markdown table of the chapters and their minutes, linked from `on_page`."""
+    """A Markdown table of the chapters, the chapters each needs first and its minutes
+    on the reading line, linked from `on_page`."""
     import posixpath
 
-    rows = ["| Chapter | Minutes |", "|---|---:|"]
-    for r in pages:
-        if r.chapter is None:
-            continue
-        link = posixpath.relpath(r.page, posixpath.dirname(on_page) or ".")
-        rows.append(f"| [{r.title}]({link}) | {round(r.minutes)} |")
-    total = sum(r.minutes for r in pages if r.chapter is not None)
-    rows.append(f"| **All chapters** | **{total / 60:.1f} h** |")
+    base = posixpath.dirname(on_page) or "."
+    chapters = {r.chapter: r for r in pages if r.chapter is not None}
+    rows = ["| Chapter | Read first | Minutes |", "|---|---|---:|"]
+    for number, r in sorted(chapters.items()):
+        first = ", ".join(
+            f"[{n}]({posixpath.relpath(chapters[n].page, base)})" for n in r.needs
+        )
+        link = posixpath.relpath(r.page, base)
+        rows.append(f"| [{r.title}]({link}) | {first or '-'} | {round(r.minutes)} |")
+    total = sum(r.minutes for r in chapters.values())
+    rows.append(f"| **All chapters** | | **{total / 60:.1f} h** |")
     return "\n".join(rows)
 
 
