@@ -19,7 +19,10 @@ from matplotlib.figure import Figure
 
 from literate.figures import (
     attention,
+    attention_diagrams,
     bench,
+    block_diagrams,
+    cache_diagrams,
     decoding,
     encdec,
     era_blocks,
@@ -27,8 +30,10 @@ from literate.figures import (
     gpt2,
     heads,
     long_context,
+    long_diagrams,
     modern,
     moe,
+    moe_diagrams,
     positions,
     sampling,
 )
@@ -271,6 +276,18 @@ FIGURES: dict[str, FigureSpec] = {
         ),
     ]
 }
+# The diagrams, each module's own list (issue 26)
+for _module in (
+    attention_diagrams,
+    block_diagrams,
+    cache_diagrams,
+    moe_diagrams,
+    long_diagrams,
+):
+    for _name, _draw, _alt in _module.SPECS:
+        if _name in FIGURES:
+            raise ValueError(f"figure {_name!r} is registered twice")
+        FIGURES[_name] = FigureSpec(_name, _draw, _alt)
 
 
 # Figures drawn again for the dark theme; every other one's dark SVG is its light one
