@@ -289,3 +289,69 @@ def test_a_pointer_to_a_test_file_becomes_a_link_to_the_served_copy():
     served = pointed_files()
     assert served and all(uri.startswith("source/tests/") for uri in served)
     assert all(path.is_file() for path in served.values())
+
+
+def test_search_reads_prose_and_plain_math():
+    from literate.site.search_text import (
+        exclude_from_search,
+        plain_tex,
+    )
+
+    assert plain_tex(r"Why divide by \(\sqrt{d_k}\)") == "Why divide by √d_k"
+    assert (
+        plain_tex(r"\(\frac{8}{3} d\) and \(\frac{a + b}{2}\)") == "8/3 d and (a + b)/2"
+    )
+    assert plain_tex(r"stored as \(1 + w\), \[\mathrm{softmax}(z)_j\]") == (
+        "stored as 1 + w, softmax(z)_j"
+    )
+    html = (
+        '<div class="highlight"><pre>x</pre></div><div class="output highlight">'
+        '<details class="proof"><details class="note"><table>'
+    )
+    out = exclude_from_search(html, "attention/multi-head.md")
+    assert out.count("data-search-exclude") == 3  # code, output, proof; notes stay
+    assert "<table>" in out
+    bench = exclude_from_search(html, "appendix/benchmarks.md")
+    assert "<table data-search-exclude>" in bench
+
+
+def test_the_search_index_is_rewritten_in_plain_words(tmp_path):
+    import json
+
+    from literate.site.search_text import clean_search_index
+
+    path = tmp_path / "search_index.json"
+    index = {
+        "config": {},
+        "docs": [
+            {
+                "location": "a/",
+                "title": r"A ring of \(W\) slots",
+                "text": r"<p>\(\epsilon\) sits</p>",
+            }
+        ],
+    }
+    path.write_text(json.dumps(index), encoding="utf-8")
+    clean_search_index(path)
+    docs = json.loads(path.read_text(encoding="utf-8"))["docs"]
+    assert docs == [
+        {"location": "a/", "title": "A ring of W slots", "text": "<p>ε sits</p>"}
+    ]
+    clean_search_index(tmp_path / "missing.json")  # no index (search off): nothing
+
+
+def test_a_figure_opens_full_size_and_code_is_left_alone():
+    from literate.site.sources import figures_open_full_size
+
+    page = (
+        "![Alt.](../figures/x-light.svg#only-light){ .figure }\n"
+        "    ![](../figures/x-dark.svg#only-dark){ .figure }\n"
+        "```markdown\n![](../figures/x-light.svg#only-light)\n```\n"
+    )
+    out = figures_open_full_size(page).split("\n")
+    assert out[0] == (
+        "[![Alt.](../figures/x-light.svg#only-light){ .figure }]"
+        "(../figures/x-light.svg){ .figure-link }"
+    )
+    assert out[1].startswith("    [![](../figures/x-dark.svg#only-dark)")  # in a fold
+    assert out[3] == "![](../figures/x-light.svg#only-light)"  # code stays code

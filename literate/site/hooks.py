@@ -59,7 +59,12 @@ from literate.site.reading import (
     reading_time,
     reading_times,
 )
-from literate.site.sources import link_test_pointers, pointed_files
+from literate.site.search_text import clean_search_index, exclude_from_search
+from literate.site.sources import (
+    figures_open_full_size,
+    link_test_pointers,
+    pointed_files,
+)
 
 log = logging.getLogger("mkdocs.hooks.literate")
 
@@ -291,6 +296,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
             raise PluginError(f"running {page.file.src_uri} failed: {error}") from None
         markdown = with_outputs(markdown, outputs)
     markdown = figures_with_alt_text(markdown, page.file.src_uri)
+    markdown = figures_open_full_size(markdown)
     markdown = render_claims(markdown)
     markdown = link_test_pointers(markdown, page.file.src_uri)
     if LEDGER_MARKER in markdown:
@@ -309,7 +315,13 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
     return markdown
 
 
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Code, outputs and proofs out of the search index (`search_text`)."""
+    return exclude_from_search(html, page.file.src_uri)
+
+
 def on_post_build(config: Any) -> None:
+    clean_search_index(Path(config["site_dir"]) / "search" / "search_index.json")
     log_external_links(Path(config["site_dir"]), config.get("site_url"))
     offending = external_assets(Path(config["site_dir"]))
     if offending:

@@ -1,4 +1,5 @@
-"""The test files a page points at, served with the site so the pointer is a link.
+"""The test files a page points at, served with the site so the pointer is a link; and
+each figure a link to its own full-size SVG (`figures_open_full_size`).
 
 A page that names a test file in inline code (`` `tests/test_cache.py` ``, or a pytest
 id `` `tests/test_cache.py::test_name` ``) gets a link to a copy of that file the site
@@ -14,7 +15,13 @@ from pathlib import Path
 
 from literate.site.docblocks import ROOT
 
-__all__ = ["TEST_POINTER", "SOURCE_DIR", "pointed_files", "link_test_pointers"]
+__all__ = [
+    "TEST_POINTER",
+    "SOURCE_DIR",
+    "pointed_files",
+    "link_test_pointers",
+    "figures_open_full_size",
+]
 
 SOURCE_DIR = "source"
 TEST_POINTER = re.compile(
@@ -70,4 +77,26 @@ def link_test_pointers(markdown: str, page: str) -> str:
     return "\n".join(
         TEST_POINTER.sub(link, line) if prose else line
         for prose, line in _prose_lines(markdown)
+    )
+
+
+FIGURE_LINE = re.compile(
+    r"^(?P<indent>\s*)!\[(?P<alt>[^\]]*)\]\((?P<svg>(?:[^()\s]*/)?figures/[\w-]+-"
+    r"(?:light|dark)\.svg)(?P<scheme>#only-(?:light|dark))?\)(?P<attrs>\{[^}\n]*\})?\s*$"
+)
+
+
+def figures_open_full_size(markdown: str) -> str:
+    """Each generated figure (an image line of its own, outside code) wrapped in a link
+    to its SVG: a click opens it full size, to zoom on a phone."""
+
+    def wrap(line: str) -> str:
+        m = FIGURE_LINE.match(line)
+        if not m:
+            return line
+        image = f"![{m['alt']}]({m['svg']}{m['scheme'] or ''}){m['attrs'] or ''}"
+        return f"{m['indent']}[{image}]({m['svg']}){{ .figure-link }}"
+
+    return "\n".join(
+        wrap(line) if prose else line for prose, line in _prose_lines(markdown)
     )
