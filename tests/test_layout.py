@@ -181,3 +181,33 @@ def test_the_walk_sees_a_cycle(tmp_path):
     assert cycles(import_graph(package.parent)) == [
         ["literate.parts.a", "literate.parts.b"]
     ]
+
+
+LONG_MODULE = 450  # lines; a longer module says at its top why it is one module
+
+
+def long_modules_without_a_reason(package: Path) -> list[str]:
+    """The modules of `package` over LONG_MODULE lines whose first 80 lines do not say
+    why ("Over 450 lines on purpose: ...")."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        head = "\n".join(lines[:80])
+        if len(lines) > LONG_MODULE and "Over 450 lines on purpose:" not in head:
+            found.append(f"{path.relative_to(package)} ({len(lines)} lines)")
+    return found
+
+
+def test_every_long_module_says_why_it_is_one_module():
+    assert long_modules_without_a_reason(PACKAGE) == []
+
+
+def test_a_long_module_without_a_reason_is_found(tmp_path):
+    (tmp_path / "short.py").write_text("x = 1\n" * 10)
+    (tmp_path / "long.py").write_text("x = 1\n" * (LONG_MODULE + 1))
+    (tmp_path / "said.py").write_text(
+        "# Over 450 lines on purpose: a reason.\n" + "x = 1\n" * LONG_MODULE
+    )
+    assert long_modules_without_a_reason(tmp_path) == [
+        f"long.py ({LONG_MODULE + 1} lines)"
+    ]
