@@ -15,6 +15,8 @@ import transformers
 from literate.models.families import FAMILIES, family, family_of_config
 from literate.numbers.eras import ERA_ROWS
 from literate.numbers.published import PUBLISHED_CONFIGS
+from literate.tools.bench import ROWS
+from literate.tools.bench.models import SHAPE, family_model_forward, reference, row_name
 from literate.tools.export import ERAS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,3 +66,24 @@ def test_the_readers_take_each_family_from_the_table():
         family("qwen3")
     with pytest.raises(ValueError, match="kind must be one of"):
         family("llama").function("loader")
+
+
+def test_the_benchmarks_time_every_family_of_the_table_and_nothing_else():
+    models = [(r.name, r.reference) for r in ROWS if r.group == "model"]
+    assert models == [(row_name(f), reference(f)) for f in FAMILIES]
+    assert all(f.title for f in FAMILIES)
+    assert len({f.title for f in FAMILIES}) == len(FAMILIES)
+    # the two whole-model rows that were written out before the table keep their names
+    assert "GPT-2 model fwd, 4 layers d=256 T=128 B=4" in dict(models)
+    assert dict(models)["Llama model fwd, 4 layers d=256 T=128 B=4"] == (
+        "HF LlamaForCausalLM (sdpa)"
+    )
+
+
+def test_a_family_row_benchmarks_its_model_loaded_with_hf_weights():
+    # the smallest family's row: ours and HF's from one configuration, HF's weights
+    # loaded into ours by the table's loader, the logits equal in float32
+    mistral = family("mistral")
+    ours, theirs, diff = family_model_forward(mistral, batch=1, length=8)()
+    assert ours().shape == theirs().shape == (1, 8, SHAPE["vocab_size"])
+    assert diff < 1e-5

@@ -14,8 +14,13 @@ the test that proves it. Who reads the table:
   published model;
 * `literate.tools.era_files.ERAS`: the production classes each standalone file is proven
   equal to;
+* `literate.tools.bench.models`: one benchmark row per family, the whole model's logits
+  against `hf_model`'s, in the configuration of the row's `bench` keywords;
 * tests/test_families.py: every family module has its row and its three functions, and
   every row's proof is a test that exists.
+
+The self-checks of the standalone files (`literate.tools.selfcheck`) do not read it:
+each is exported into a file that may import nothing.
 
 Adding a family: its module, its row, its equivalence test (and, if the site should
 count it, a published configuration in `literate/numbers/published.py`). The families
@@ -43,6 +48,10 @@ class Family:
     proof: str  # pytest id of the test proving the whole model equal to hf_model
     # keywords of `<name>_from_hf_config` for a model built to be read, not trained
     inference_options: dict = field(default_factory=dict)
+    # the name a reader knows it by, and the configuration keywords (beyond the shared
+    # shape in `literate.tools.bench.models`) of the model the benchmarks time
+    title: str = ""
+    bench: dict = field(default_factory=dict)
 
     @property
     def module(self) -> str:
@@ -50,40 +59,103 @@ class Family:
 
     def function(self, kind: str) -> Callable:
         """One of the family's three functions: "from_hf_config", "check", "load"."""
-        names = {"from_hf_config": f"{self.name}_from_hf_config",
-                 "check": f"check_{self.name}_config", "load": f"load_hf_{self.name}"}
+        names = {
+            "from_hf_config": f"{self.name}_from_hf_config",
+            "check": f"check_{self.name}_config",
+            "load": f"load_hf_{self.name}",
+        }
         if kind not in names:
             raise ValueError(f"kind must be one of {sorted(names)}, got {kind!r}")
         return getattr(importlib.import_module(self.module), names[kind])
 
 
 FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
-    Family("gpt2", "GPT2Config", "GPT2LMHeadModel", "eras/gpt2.md",
-           "tests/test_gpt2.py::"
-           "test_model_logits_and_gradients_equal_gpt2lmheadmodel",
-           inference_options={"inference": True}),
-    Family("llama", "LlamaConfig", "LlamaForCausalLM", "modern/modern-block.md",
-           "tests/test_llama.py::"
-           "test_logits_and_every_gradient_equal_llama_for_causal_lm"),
-    Family("mixtral", "MixtralConfig", "MixtralForCausalLM",
-           "moe/mixture-of-experts.md",
-           "tests/test_mixtral.py::"
-           "test_logits_and_every_gradient_equal_mixtral_for_causal_lm"),
-    Family("mistral", "MistralConfig", "MistralForCausalLM",
-           "long-context/long-context.md",
-           "tests/test_mistral_window.py::"
-           "test_logits_and_every_gradient_equal_mistral_for_causal_lm"),
-    Family("gemma3", "Gemma3TextConfig", "Gemma3ForCausalLM",
-           "long-context/long-context.md",
-           "tests/test_gemma3_model.py::"
-           "test_logits_and_every_gradient_equal_gemma3_for_causal_lm"),
-    Family("gpt_oss", "GptOssConfig", "GptOssForCausalLM",
-           "long-context/long-context.md",
-           "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf"),
-    Family("deepseek_v3", "DeepseekV3Config", "DeepseekV3ForCausalLM",
-           "long-context/long-context.md",
-           "tests/test_mla.py::"
-           "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm"),
+    Family(
+        "gpt2",
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        "eras/gpt2.md",
+        "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel",
+        inference_options={"inference": True},
+        title="GPT-2",
+    ),
+    Family(
+        "llama",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        "modern/modern-block.md",
+        "tests/test_llama.py::test_logits_and_every_gradient_equal_llama_for_causal_lm",
+        title="Llama",
+    ),
+    Family(
+        "mixtral",
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        "moe/mixture-of-experts.md",
+        "tests/test_mixtral.py::"
+        "test_logits_and_every_gradient_equal_mixtral_for_causal_lm",
+        title="Mixtral",
+        bench={"num_local_experts": 8, "num_experts_per_tok": 2},
+    ),
+    Family(
+        "mistral",
+        "MistralConfig",
+        "MistralForCausalLM",
+        "long-context/long-context.md",
+        "tests/test_mistral_window.py::"
+        "test_logits_and_every_gradient_equal_mistral_for_causal_lm",
+        title="Mistral",
+        bench={"sliding_window": 64},
+    ),
+    Family(
+        "gemma3",
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        "long-context/long-context.md",
+        "tests/test_gemma3_model.py::"
+        "test_logits_and_every_gradient_equal_gemma3_for_causal_lm",
+        title="Gemma 3",
+        bench={"head_dim": 64, "sliding_window": 64},
+    ),
+    Family(
+        "gpt_oss",
+        "GptOssConfig",
+        "GptOssForCausalLM",
+        "long-context/long-context.md",
+        "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf",
+        title="gpt-oss",
+        bench={
+            "head_dim": 64,
+            "sliding_window": 64,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "attn_implementation": "eager",
+        },
+    ),
+    Family(
+        "deepseek_v3",
+        "DeepseekV3Config",
+        "DeepseekV3ForCausalLM",
+        "long-context/long-context.md",
+        "tests/test_mla.py::"
+        "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm",
+        title="DeepSeek-V3",
+        bench={
+            "num_key_value_heads": 4,
+            "first_k_dense_replace": 1,
+            "n_routed_experts": 8,
+            "num_experts_per_tok": 2,
+            "n_group": 2,
+            "topk_group": 1,
+            "moe_intermediate_size": 256,
+            "q_lora_rank": 128,
+            "kv_lora_rank": 64,
+            "qk_nope_head_dim": 64,
+            "qk_rope_head_dim": 32,
+            "v_head_dim": 64,
+            "rope_scaling": None,
+        },
+    ),
 )
 
 
@@ -101,6 +173,10 @@ def family_of_config(config_class: str) -> Family:
     for row in FAMILIES:
         if row.hf_config == config_class:
             return row
-    raise ValueError(f"no loader here for a {config_class}; the families load "
-                     f"{[f.hf_config for f in FAMILIES]}")
+    raise ValueError(
+        f"no loader here for a {config_class}; the families load "
+        f"{[f.hf_config for f in FAMILIES]}"
+    )
+
+
 # --8<-- [end:families]

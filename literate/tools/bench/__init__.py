@@ -25,7 +25,8 @@ that new results change that source (and the caches), and `load_results` refuses
 committed file whose digest is not the pinned one.
 
 The rows are in `layers.py` (chapters 1-7 and the MoE layer), `decoding.py` (chapters 6
-and 8) and `long_context.py` (chapter 10), the table of rows and the command here, the
+and 8), `long_context.py` (chapter 10) and `models.py` (one whole model per family of
+`literate.models.families`), the table of rows and the command here, the
 results file in `results.py`, the interleaved timing in `literate.tools.timing`.
 """
 
@@ -49,11 +50,9 @@ from literate.tools.bench.decoding import (
 from literate.tools.bench.layers import (
     gpt2_block_backward,
     gpt2_block_forward,
-    gpt2_model_forward,
     gqa_rope_forward,
     layer_norm_forward,
     llama_block_pass,
-    llama_model_forward,
     llama_rms_norm_forward,
     mha_forward,
     mixtral_moe_forward,
@@ -68,6 +67,7 @@ from literate.tools.bench.long_context import (
     sink_attention_step,
     window_block_forward,
 )
+from literate.tools.bench.models import model_rows
 from literate.tools.bench.results import (
     RESULTS_PATH,
     RESULTS_SCHEMA,
@@ -140,12 +140,6 @@ ROWS: list[Row] = [
         gqa_rope_forward(),
     ),
     Row(
-        "model",
-        "GPT-2 model fwd, 4 layers d=256 T=128 B=4",
-        "HF GPT2LMHeadModel (sdpa)",
-        gpt2_model_forward(),
-    ),
-    Row(
         "modern",
         "Llama block fwd, B=2 T=256 d=512 H=8/2",
         "HF LlamaDecoderLayer (sdpa)",
@@ -156,12 +150,6 @@ ROWS: list[Row] = [
         "Llama block fwd+bwd, B=2 T=256 d=512",
         "HF LlamaDecoderLayer (sdpa)",
         llama_block_pass(backward=True),
-    ),
-    Row(
-        "modern",
-        "Llama model fwd, 4 layers d=256 T=128 B=4",
-        "HF LlamaForCausalLM (sdpa)",
-        llama_model_forward(),
     ),
     Row(
         "modern",
@@ -283,6 +271,8 @@ ROWS: list[Row] = [
         "HF Gemma3DecoderLayer (sdpa)",
         window_block_forward("gemma3"),
     ),
+    # every family of literate.models.families, its whole model
+    *(Row("model", name, ref, build) for name, ref, build in model_rows()),
 ]
 
 

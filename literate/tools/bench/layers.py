@@ -1,4 +1,4 @@
-"""The rows of chapters 1-7: attention, GPT-2 and Llama blocks and models, GPT-NeoX's
+"""The rows of chapters 1-7: attention, the GPT-2 and Llama blocks, GPT-NeoX's
 parallel block, the norms, and the MoE layer of chapter 9. Each function returns a
 `build()` that makes the two contenders with the same weights and their largest
 difference."""
@@ -122,48 +122,6 @@ def gqa_rope_forward(
     return build
 
 
-def gpt2_model_forward(
-    batch: int = 4,
-    length: int = 128,
-    d: int = 256,
-    heads: int = 4,
-    layers: int = 4,
-    vocab: int = 5000,
-):
-    def build():
-        from transformers import GPT2Config, GPT2LMHeadModel
-
-        from literate.models.gpt2 import copy_hf_gpt2, gpt2_from_hf_config
-
-        torch.manual_seed(0)
-        config = GPT2Config(
-            vocab_size=vocab,
-            n_positions=length,
-            n_embd=d,
-            n_layer=layers,
-            n_head=heads,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=0,
-            eos_token_id=0,
-            attn_implementation="sdpa",
-        )
-        theirs = GPT2LMHeadModel(config).eval()
-        ours = gpt2_from_hf_config(config).eval()
-        copy_hf_gpt2(ours, theirs)
-        ids = torch.randint(0, vocab, (batch, length))
-        a = fwd(ours, ids)
-
-        def hf():
-            with torch.no_grad():
-                return theirs(ids).logits
-
-        return a, hf, max_diff(a(), hf())
-
-    return build
-
-
 def _llama_config(d: int, heads: int, kv_heads: int, d_ff: int, **extra):
     from transformers import LlamaConfig
 
@@ -245,48 +203,6 @@ def llama_block_pass(
             return out
 
         return a, b, max_diff(a().detach(), b().detach())
-
-    return build
-
-
-def llama_model_forward(
-    batch: int = 4,
-    length: int = 128,
-    d: int = 256,
-    heads: int = 4,
-    kv_heads: int = 2,
-    layers: int = 4,
-    d_ff: int = 688,
-    vocab: int = 5000,
-):
-    def build():
-        from transformers import LlamaForCausalLM
-
-        from literate.models.llama import llama_from_hf_config, load_hf_llama
-
-        torch.manual_seed(0)
-        config = _llama_config(
-            d,
-            heads,
-            kv_heads,
-            d_ff,
-            vocab_size=vocab,
-            num_hidden_layers=layers,
-            bos_token_id=None,
-            eos_token_id=None,
-        )
-        theirs = LlamaForCausalLM(config).eval()
-        ours = load_hf_llama(
-            llama_from_hf_config(config).eval(), theirs.state_dict(), config
-        )
-        ids = torch.randint(0, vocab, (batch, length))
-        a = fwd(ours, ids)
-
-        def hf():
-            with torch.no_grad():
-                return theirs(ids).logits
-
-        return a, hf, max_diff(a(), hf())
 
     return build
 
