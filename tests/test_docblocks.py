@@ -303,6 +303,19 @@ def test_a_claim_may_fold_its_proof():
     assert "followed directly" in claim_problems(other)[0]
 
 
+def test_a_claim_inside_a_fold_keeps_its_proof_fold_inside_it():
+    text = (
+        '??? note "A study"\n    Some prose.\n\n    !!! claim "a.b"\n        A sentence\n'
+        '        on two lines.\n\n    ??? proof "Proof"\n        ```python\n'
+        "        assert 1 + 1 == 2\n        ```\n\n    More of the study.\n"
+    )
+    (claim,) = iter_claims(text)
+    assert claim_problems(text) == []
+    assert claim.text == "A sentence\non two lines."  # the study's prose is not in it
+    assert claim.proof.source.strip() == "assert 1 + 1 == 2"
+    assert claim.line == 4
+
+
 def test_a_good_claim_passes():
     text = '!!! claim "a.b"\n    A sentence\n    on two lines.\n\n```python\nassert 1 + 1 == 2\n```\n'
     (claim,) = iter_claims(text)

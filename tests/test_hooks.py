@@ -29,6 +29,17 @@ def test_a_claim_becomes_its_sentence_marked_verified_and_linked_to_its_proof():
     assert "!!! claim" not in out
 
 
+def test_a_claim_inside_a_fold_renders_inside_it():
+    page = '??? note "A study"\n    Prose.\n\n' + "\n".join(
+        "    " + line if line else line for line in PAGE.split("\n")[2:]
+    )
+    out = claims.render_claims(page)
+    assert '\n    <div class="claim" id="claim-demo.sum" markdown>\n' in out
+    assert "\n    One and one make two. <a" in out
+    assert '\n    <div class="claim-proof" id="proof-demo.sum"></div>\n' in out
+    assert "!!! claim" not in out
+
+
 def test_ledger_links_every_claim_and_names_its_pytest_id():
     found = [claims.PageClaim("part/page.md", "A page", c) for c in iter_claims(PAGE)]
     table = claims.ledger_markdown(found, on_page="appendix/claims.md")

@@ -16,7 +16,13 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 
-from literate.site.docblocks import CLAIM, Claim, claim_problems, iter_claims
+from literate.site.docblocks import (
+    CLAIM,
+    Claim,
+    claim_problems,
+    claim_sentence,
+    iter_claims,
+)
 
 LEDGER_MARKER = "<!-- claim-ledger -->"
 
@@ -64,14 +70,19 @@ def render_claims(markdown: str) -> str:
 
     def box(match: re.Match[str]) -> str:
         cid = html.escape(match.group("id"))
-        body = "\n".join(line[4:] for line in match.group("body").split("\n")).strip()
+        body = claim_sentence(match)
         mark = (
             f'<a class="claim-mark" href="#proof-{cid}" title="Claim {cid}: the code '
             f'below proves it (open its proof)">verified</a>'
         )
-        return (
+        out = (
             f'<div class="claim" id="claim-{cid}" markdown>\n\n{body} {mark}\n\n</div>\n'
             f'<div class="claim-proof" id="proof-{cid}"></div>\n\n'
+        )
+        indent = match.group("indent")  # a claim inside a fold stays inside it
+        return "".join(
+            indent + line if line.strip() else line
+            for line in out.splitlines(keepends=True)
         )
 
     return CLAIM.sub(box, markdown)

@@ -35,7 +35,19 @@ MKDOCS_YML = ROOT / "mkdocs.yml"
 # An opening or closing fence, with the indentation (prefix) it sits at.
 FENCE = re.compile(r"^(?P<prefix>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 PYTHON_INFO = re.compile(r"^(?:python|py)(?:\s|$)")
-CLAIM = re.compile(r'^!!! claim "(?P<id>[^"]*)"[ \t]*\n(?P<body>(?:(?:[ \t]{4}.*)?\n)*)', re.M)
+# A claim at column 0, or inside a fold (indented by a multiple of four, its sentence four
+# further): `indent` is the fold's indentation.
+CLAIM = re.compile(
+    r'^(?P<indent>(?: {4})*)!!! claim "(?P<id>[^"]*)"[ \t]*\n'
+    r"(?P<body>(?:(?:(?P=indent)[ \t]{4}.*)?\n)*)",
+    re.M,
+)
+
+
+def claim_sentence(match: re.Match[str]) -> str:
+    """The sentence(s) of a CLAIM match, dedented."""
+    width = len(match.group("indent")) + 4
+    return "\n".join(line[width:] for line in match.group("body").split("\n")).strip()
 CLAIM_ID = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
 # A claim's proof may sit in a collapsed block right under it: `??? proof "Proof"`.
 PROOF_FOLD = re.compile(r'^\s*\?\?\?\+? proof(?: "[^"\n]*")?[ \t]*\n\s*$')
@@ -175,7 +187,7 @@ def iter_claims(text: str, *, where: str = "<page>") -> list[Claim]:
     blocks = iter_blocks(text)
     claims = []
     for match in CLAIM.finditer(text):
-        body = "\n".join(line[4:] for line in match.group("body").split("\n")).strip()
+        body = claim_sentence(match)
         line = text.count("\n", 0, match.start()) + 1
         proof = next((b for b in blocks if b.start >= match.end()), None)
         between = text[match.end() : proof.start] if proof else ""
