@@ -16,6 +16,7 @@ from literate.figures import FIGURES
 from literate.figures import era_blocks as figures
 from literate.figures import eras as params_figures
 from literate.numbers.cache_ledger import ledger_row
+from literate.numbers.eras import era_table
 from literate.numbers.params import cache_bytes
 from literate.numbers.published import PUBLISHED_CONFIGS, cache_shape, parameter_counts
 
@@ -235,6 +236,15 @@ def test_the_panels_read_the_cells():
     local_global = ROW | {
         "positions": "RoPE (rotate-half), base 10,000 / 1,000,000 (positions / 8)"
     }
+    moe = ROW | {"FFN": "MoE, top-4 of 128 clamped SwiGLU experts"}
+    assert figures.panel(moe).ffn == ("MoE: top-4 of 128", "clamped SwiGLU experts")
+    assert figures.panel(moe, "ru").ffn == (
+        "MoE: top-4 из 128",
+        "эксперты: clamped SwiGLU",
+    )
+    for row in era_table():  # every MoE cell of the table is read, none shown raw
+        if "MoE" in row["FFN"]:
+            assert figures.panel(row).ffn[0].startswith("MoE: top-"), row["FFN"]
     assert figures.panel(local_global).caption == (
         "RoPE θ=10K / 1M (positions\u00a0/\u00a08)",
     )  # not broken inside (...)

@@ -38,6 +38,7 @@ BLOCK_LABELS = {
         "latent": "{h} heads, rank {r}",
         "moe": "MoE: top-{k} of {n}",
         "shared": "+ a shared expert",
+        "experts": "{kind} experts",
         "layers": "layers {a}–{b}: {kind}",
         "qk_norm": {
             "per head": "QK-norm",
@@ -66,6 +67,7 @@ BLOCK_LABELS = {
         "latent": "голов: {h}, ранг {r}",
         "moe": "MoE: top-{k} из {n}",
         "shared": "+ общий эксперт",
+        "experts": "эксперты: {kind}",
         "layers": "слои {a}–{b}: {kind}",
         "qk_norm": {
             "per head": "QK-norm",
@@ -210,9 +212,14 @@ def _attention(cell: str, qk_norm: str | None, t) -> tuple[list[str], list[str] 
 
 
 def _ffn_kind(cell: str, t) -> list[str]:
-    m = re.fullmatch(r"MoE, top-(\d+) of (\d+) experts( \+ a shared expert)?", cell)
+    m = re.fullmatch(
+        r"MoE, top-(\d+) of (\d+) (?:(.+?) )?experts( \+ a shared expert)?", cell
+    )
     if m:
-        return [t["moe"].format(k=m[1], n=m[2])] + ([t["shared"]] if m[3] else [])
+        kind = [t["experts"].format(kind=m[3])] if m[3] else []
+        return [t["moe"].format(k=m[1], n=m[2]), *kind] + (
+            [t["shared"]] if m[4] else []
+        )
     return [ACTIVATIONS.get(cell, cell)]
 
 
