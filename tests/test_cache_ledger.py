@@ -53,6 +53,8 @@ from literate.numbers.params import (
 )
 from literate.parts.mla import latent_cache_bytes_per_token
 
+from harness import tiny_deepseek_v3_config
+
 K = 1024
 
 
@@ -217,30 +219,10 @@ def test_interleaved_caches_are_the_formula(every, context):
 
 
 def tiny_deepseek() -> DeepseekV3Config:
-    return DeepseekV3Config(
-        vocab_size=50,
-        hidden_size=32,
-        intermediate_size=48,
-        moe_intermediate_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        n_shared_experts=1,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
-        n_group=2,
-        topk_group=1,
-        first_k_dense_replace=1,
-        q_lora_rank=24,
-        kv_lora_rank=16,
-        qk_nope_head_dim=10,
-        qk_rope_head_dim=6,
-        v_head_dim=12,
-        max_position_embeddings=32,
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
+    """harness's tiny DeepSeek-V3 (2 layers, kv_lora_rank 16, qk_rope_head_dim 6) with
+    4 routed experts in 2 groups."""
+    return tiny_deepseek_v3_config(
+        vocab_size=50, n_routed_experts=4, n_group=2, topk_group=1
     )
 
 

@@ -57,7 +57,13 @@ from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.positions import apply_rope, rope_cache
 from literate.tools.syncs import HostReads
 
-from harness import F32_BOUND
+from harness import (
+    F32_BOUND,
+    NO_SPECIAL_TOKENS,
+    hf_norms_in_input_dtype,
+    hf_sizes,
+    random_gains_hf_model,
+)
 
 F64 = torch.float64
 REL = 1e-10  # ours vs HF, times the largest |logit|
@@ -67,27 +73,6 @@ B, T0, N = 3, 6, 10  # batch, prompt length, new tokens
 
 
 # --- the models -------------------------------------------------------------------------
-@contextlib.contextmanager
-def rmsnorm_in_input_dtype(model: torch.nn.Module):
-    """Test-harness patch: every LlamaRMSNorm of `model` computes its own formula in the
-    input dtype (HF: in float32, then casts back)."""
-    norms = [m for m in model.modules() if isinstance(m, modeling_llama.LlamaRMSNorm)]
-    assert norms
-    for m in norms:
-
-        def forward(x, m=m):
-            return m.weight * (
-                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
-            )
-
-        m.forward = forward
-    try:
-        yield
-    finally:
-        for m in norms:
-            del m.forward
-
-
 def gpt2_pair():
     """(ours, theirs): a GPT2LMHeadModel with weights of std 0.5 (so that greedy decoding
     wanders over many tokens instead of settling on one) and random biases and gains,
@@ -124,28 +109,16 @@ def llama_pair():
     untied head and random RMSNorm gains, loaded into ours. sdpa attention (float64; HF's
     eager one takes its softmax in float32)."""
     config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=48,
-        num_hidden_layers=2,
+        **hf_sizes(VOCAB, 32, 4, 2, 48, 2),
         max_position_embeddings=CONTEXT,
         rms_norm_eps=1e-5,
         tie_word_embeddings=False,
         initializer_range=0.3,
         rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
+        **NO_SPECIAL_TOKENS,
         attn_implementation="sdpa",
     )
-    torch.manual_seed(0)
-    theirs = LlamaForCausalLM(config).double().eval()
-    with torch.no_grad():
-        for p in theirs.parameters():
-            if p.ndim == 1:
-                p.normal_(1.0, 0.3)
+    theirs = random_gains_hf_model(LlamaForCausalLM, config)
     ours = load_hf_llama(
         llama_from_hf_config(config).double().eval(), theirs.state_dict(), config
     )
@@ -194,7 +167,7 @@ def hf_generate(theirs, ids, n, *, attention_mask=None, eos=None):
     mask = torch.ones_like(ids) if attention_mask is None else attention_mask
     try:
         with (
-            rmsnorm_in_input_dtype(theirs)
+            hf_norms_in_input_dtype(theirs, modeling_llama)
             if isinstance(theirs, LlamaForCausalLM)
             else contextlib.nullcontext()
         ):

@@ -47,9 +47,7 @@ vs ours (cached vs uncached): 1e-12.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 
 import pytest
 import torch
@@ -74,7 +72,15 @@ from literate.parts.positions import RotaryEmbedding
 from literate.parts.rope_scaling import LinearScaledRotaryEmbedding
 from literate.tools.syncs import host_reads
 
-from harness import assert_float32_limited
+from harness import (
+    assert_equal_to_hf,
+    hf_model_grads,
+    hf_norms_in_input_dtype,
+    hf_renamer,
+    hf_sizes,
+    random_gains_hf_model,
+    random_tokens,
+)
 
 F64 = torch.float64
 DEEP_F32_BOUND = (
@@ -95,14 +101,8 @@ LINEAR_8 = {
 
 
 def hf_config(**changes) -> Gemma3TextConfig:
-    settings = {
-        "vocab_size": VOCAB,
-        "hidden_size": D,
-        "num_attention_heads": H,
-        "num_key_value_heads": H_KV,
+    settings = hf_sizes(VOCAB, D, H, H_KV, D_FF, LAYERS) | {
         "head_dim": D_HEAD,
-        "intermediate_size": D_FF,
-        "num_hidden_layers": LAYERS,
         "max_position_embeddings": 64,
         "query_pre_attn_scalar": 24,
         "rms_norm_eps": 1e-6,
@@ -114,38 +114,24 @@ def hf_config(**changes) -> Gemma3TextConfig:
     return Gemma3TextConfig(**(settings | changes))
 
 
-@contextlib.contextmanager
 def hf_exact(model: torch.nn.Module):
     """Test-harness patch: every Gemma3RMSNorm computes its formula in the input dtype
     (HF: float32). The embedding scale needs none: ours is HF's float32 sqrt(d), cast
     with the model as HF's is."""
-    norms = [m for m in model.modules() if isinstance(m, gemma3.Gemma3RMSNorm)]
-    for m in norms:
-
-        def forward(x, m=m):
-            return (
-                x
-                * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.eps)
-                * (1.0 + m.weight)
-            )
-
-        m.forward = forward
-    try:
-        yield
-    finally:
-        for m in norms:
-            del m.forward
+    return hf_norms_in_input_dtype(
+        model,
+        gemma3,
+        lambda m, x: (
+            x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.eps) * (1.0 + m.weight)
+        ),
+    )
 
 
 def hf_model(seed: int = 0, **changes) -> Gemma3ForCausalLM:
     """A float64 Gemma3ForCausalLM, every norm's w random (HF initialises them to 0)."""
-    torch.manual_seed(seed)
-    model = Gemma3ForCausalLM(hf_config(**changes)).double().eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.ndim == 1:
-                p.normal_(0.0, 0.3)
-    return model
+    return random_gains_hf_model(
+        Gemma3ForCausalLM, hf_config(**changes), seed=seed, gain_mean=0.0
+    )
 
 
 def built_pair(**changes):
@@ -167,34 +153,9 @@ def scaled_pair():
 
 
 def ids(seed: int = 2, t: int = T) -> torch.Tensor:
-    tokens = torch.randint(
-        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
-    )
+    tokens = random_tokens(VOCAB, B, t, seed)
     tokens[0, 3] = 0  # the pad id appears: its embedding row gets no gradient
     return tokens
-
-
-def our_name(hf: str) -> str:
-    for pattern, replacement in HF_GEMMA3_NAMES:
-        hf = re.sub(pattern, replacement, hf)
-    return hf
-
-
-def model_grads(ours, theirs):
-    tokens = ids()
-    got, want = ours(tokens), theirs(input_ids=tokens).logits
-    probe = torch.randn(
-        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
-    )
-    names = [n for n, _ in theirs.named_parameters()]  # the tied tensor once
-    mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
-    )
-    g_ours = torch.autograd.grad(
-        (got * probe).sum(), [mine[our_name(n)] for n in names]
-    )
-    return ["logits", *names], [got, *g_ours], [want, *g_ref]
 
 
 # --- the model --------------------------------------------------------------------------
@@ -238,14 +199,16 @@ def test_the_model_is_what_we_think_it_is(pair):
 @pytest.mark.parametrize("which", ["pair", "scaled_pair"], ids=["plain", "linear-8"])
 def test_logits_and_every_gradient_equal_gemma3_for_causal_lm(which, request):
     ours, theirs = request.getfixturevalue(which)
-    labels, got, want = model_grads(ours, theirs)
-    assert_float32_limited(labels, got, want, bound=DEEP_F32_BOUND)
+    assert_equal_to_hf(
+        lambda: hf_model_grads(ours, theirs, ids(), hf_renamer(HF_GEMMA3_NAMES)),
+        hf_exact(theirs),
+        tol=F64_TOL,
+        bound=DEEP_F32_BOUND,
+    )
     lookup = torch.autograd.grad(ours.embed(ids()).sum(), ours.token_embedding.weight)[
         0
     ]
     assert not lookup[0].any() and lookup[ids()[0, 0]].any()  # the pad row: no gradient
-    with hf_exact(theirs):
-        assert_float64_equal(*model_grads(ours, theirs))
 
 
 def test_each_part_is_in_the_path(pair):
@@ -754,16 +717,3 @@ def test_no_host_sync_in_run(which, request):
     ours, _ = request.getfixturevalue(which)
     assert host_reads(ours.run, ids()) == 0
     assert host_reads(ours, ids()) == 1  # the id check
-
-
-# --- tolerance helpers ------------------------------------------------------------------
-
-
-def assert_float64_equal(labels, ours, theirs) -> float:
-    diffs = {
-        n: (a - b).abs().max().item()
-        for n, a, b in zip(labels, ours, theirs, strict=True)
-    }
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
-    return diffs[worst]

@@ -46,7 +46,7 @@ from literate.parts.norms import LayerNorm
 from literate.parts.positions import LearnedPositions
 from literate.tools.syncs import HostReads as HostSyncs
 
-from harness import hf_causal_mask
+from harness import gpt2_settings, hf_causal_mask
 
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
@@ -72,18 +72,7 @@ def hf():
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
 
     config = GPT2Config(
-        n_embd=D,
-        n_head=H,
-        n_layer=LAYERS,
-        n_positions=CONTEXT,
-        vocab_size=VOCAB,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        activation_function="gelu_new",
-        bos_token_id=None,
-        eos_token_id=None,
-        attn_implementation="eager",
+        **gpt2_settings(D, H, LAYERS, CONTEXT, VOCAB), attn_implementation="eager"
     )
     return {
         "config": config,

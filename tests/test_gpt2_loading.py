@@ -34,21 +34,11 @@ from literate.models.gpt2 import (
 )
 from literate.parts.blocks import gpt2_block
 
+from harness import gpt2_settings
+
 TOL = dict(atol=1e-12, rtol=0)
 D, H, LAYERS, CONTEXT, VOCAB = 16, 4, 3, 12, 11
-SETTINGS = dict(
-    n_embd=D,
-    n_head=H,
-    n_layer=LAYERS,
-    n_positions=CONTEXT,
-    vocab_size=VOCAB,
-    resid_pdrop=0.0,
-    embd_pdrop=0.0,
-    attn_pdrop=0.0,
-    activation_function="gelu_new",
-    bos_token_id=None,
-    eos_token_id=None,
-)
+SETTINGS = gpt2_settings(D, H, LAYERS, CONTEXT, VOCAB)
 
 
 @pytest.fixture(scope="module")

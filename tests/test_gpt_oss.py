@@ -22,7 +22,6 @@ factor of 2 and 4.
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import pytest
@@ -44,6 +43,13 @@ from literate.parts.sinks import SinkAttention, SlidingWindowSinkAttention
 from literate.parts.window import layer_window
 from literate.tools.syncs import host_reads
 
+from harness import (
+    NO_SPECIAL_TOKENS,
+    assert_float64_equal,
+    hf_norms_in_input_dtype,
+    hf_sizes,
+)
+
 F64 = torch.float64
 F32_OUTPUTS = 16 * 2.0**-23  # logits, router logits, losses
 F32_GRADIENTS = 256 * 2.0**-23  # parameter gradients
@@ -54,48 +60,19 @@ KINDS = ["sliding_attention", "full_attention", "sliding_attention"]
 
 
 def hf_config(**changes) -> GptOssConfig:
-    settings = {
-        "vocab_size": VOCAB,
-        "hidden_size": D,
-        "num_attention_heads": H,
-        "num_key_value_heads": H_KV,
+    settings = hf_sizes(VOCAB, D, H, H_KV, D_FF, 3) | {
         "head_dim": D_HEAD,
-        "intermediate_size": D_FF,
-        "num_hidden_layers": 3,
         "num_local_experts": E,
         "num_experts_per_tok": K,
         "sliding_window": W,
         "layer_types": KINDS,
         "max_position_embeddings": 131_072,
         "router_aux_loss_coef": 0.001,
-        "pad_token_id": None,
-        "bos_token_id": None,
-        "eos_token_id": None,
+        **NO_SPECIAL_TOKENS,
         "attn_implementation": "eager",
         "experts_implementation": "eager",
     }
     return GptOssConfig(**(settings | changes))  # rope_parameters: HF's YaRN
-
-
-@contextlib.contextmanager
-def hf_norms_in_input_dtype(module: torch.nn.Module):
-    """Test-harness patch: every GptOssRMSNorm computes in the input dtype (HF: f32)."""
-    norms = [
-        m for m in module.modules() if isinstance(m, modeling_gpt_oss.GptOssRMSNorm)
-    ]
-    for m in norms:
-
-        def forward(x, m=m):
-            return m.weight * (
-                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
-            )
-
-        m.forward = forward
-    try:
-        yield
-    finally:
-        for m in norms:
-            del m.forward
 
 
 @pytest.fixture(scope="module")
@@ -175,11 +152,9 @@ def test_tiny_gpt_oss_equals_hf(pair):
         )
         assert diffs[n] <= bound * b.abs().max().item(), (n, diffs[n])
     assert max(diffs.values()) > 1e-12  # HF's float32 norms are in the path
-    with hf_norms_in_input_dtype(theirs):
+    with hf_norms_in_input_dtype(theirs, modeling_gpt_oss):
         labels, mine, hf = forward_and_grads(ours, theirs)
-    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, mine, hf)}
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= F64_TOL, (worst, diffs[worst])
+    assert_float64_equal(labels, mine, hf, F64_TOL)
     sinks = [n for n in labels if n.endswith("sinks")]
     assert len(sinks) == 3 and all(
         mine[labels.index(n)].abs().max() > 1e-3 for n in sinks
@@ -243,7 +218,7 @@ def test_balancing_loss_and_training_loss_equal_hf(pair):
 def test_greedy_cached_decoding_past_the_window_equals_hf_generate(pair):
     ours, theirs = pair
     prompt = torch.randint(0, VOCAB, (B, 5), generator=torch.Generator().manual_seed(3))
-    with hf_norms_in_input_dtype(theirs):
+    with hf_norms_in_input_dtype(theirs, modeling_gpt_oss):
         want = theirs.generate(
             prompt, max_new_tokens=10, do_sample=False, min_new_tokens=10
         )

@@ -29,7 +29,6 @@ computing in the input dtype, a test-harness patch: max |diff| <= 1e-10.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import torch
@@ -50,22 +49,25 @@ from literate.parts.blocks import llama_block
 from literate.parts.norms import RMSNorm
 from literate.tools.syncs import host_reads
 
-from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
+from harness import (
+    F32_BOUND,
+    NO_SPECIAL_TOKENS,
+    assert_equal_to_hf,
+    compare_grads,
+    hf_causal_mask,
+    hf_in_input_dtype,
+    hf_layer_name,
+    hf_model_grads,
+    hf_renamer,
+    hf_sizes,
+    input_and_probe,
+    random_gains_hf_model,
+    random_tokens,
+)
 
 F64 = torch.float64
 F64_TOL = 1e-10
 D, H, H_KV, D_FF, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 7, 2, 61, 2
-
-
-# --- the harness ------------------------------------------------------------------------
-
-
-def assert_float64_equal(labels, ours, theirs) -> float:
-    assert len(labels) == len(ours) == len(theirs)
-    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
-    return diffs[worst]
 
 
 # --- RMSNorm ----------------------------------------------------------------------------
@@ -166,19 +168,6 @@ def test_eps_sits_inside_the_square_root_added_to_the_mean_square():
 
 
 # --- the block --------------------------------------------------------------------------
-BLOCK_NAMES = {
-    "attn": "self_attn",
-    "ffn": "mlp",
-    "attn_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
-}
-
-
-def hf_block_name(name: str) -> str:
-    first, rest = name.split(".", 1)
-    return f"{BLOCK_NAMES[first]}.{rest}"
-
-
 def block_pair(implementation: str, d_head: int | None, seed: int = 0):
     """(ours, theirs, rope): our float64 llama_block and HF's LlamaDecoderLayer holding the
     same weights (random gains), and HF's rotary embedding for the same config."""
@@ -201,34 +190,25 @@ def block_pair(implementation: str, d_head: int | None, seed: int = 0):
         for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
     theirs = modeling_llama.LlamaDecoderLayer(config, 0).double()
-    theirs.load_state_dict({hf_block_name(k): v for k, v in ours.state_dict().items()})
+    theirs.load_state_dict({hf_layer_name(k): v for k, v in ours.state_dict().items()})
     assert theirs.self_attn.config._attn_implementation == implementation
     return ours, theirs, modeling_llama.LlamaRotaryEmbedding(config)
 
 
-def block_input(seed: int = 1):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)
-    return x, torch.randn(B, T, D, generator=g, dtype=F64)
-
-
-def causal_additive_mask(t: int) -> torch.Tensor:
-    """[1, 1, T, T]: 0 where a query may read a key, -inf above the diagonal."""
-    return torch.full((t, t), float("-inf"), dtype=F64).triu(1)[None, None]
+def block_input():
+    return input_and_probe(B, T, D)
 
 
 def block_grads(ours, theirs, rope, mask):
-    x, probe = block_input()
-    cos_sin = rope(x, torch.arange(T).expand(B, T))
-    got = ours(x)
-    want = theirs(x, attention_mask=mask, position_embeddings=cos_sin)
-    names = [n for n, _ in ours.named_parameters()]
-    g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(),
-        [x, *(theirs.get_parameter(hf_block_name(n)) for n in names)],
+    cos_sin = rope(torch.zeros(B, T, D, dtype=F64), torch.arange(T).expand(B, T))
+    return compare_grads(
+        ours,
+        ours,
+        theirs,
+        lambda x: theirs(x, attention_mask=mask, position_embeddings=cos_sin),
+        hf_layer_name,
+        shape=(B, T, D),
     )
-    return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
 
 
 @pytest.mark.parametrize("d_head", [None, 16], ids=["head_dim=d/H", "head_dim=2d/H"])
@@ -237,10 +217,12 @@ def test_llama_block_equals_hf_llama_decoder_layer(implementation, d_head):
     """sdpa: attention_mask=None (causal by itself); eager: the additive causal mask."""
     ours, theirs, rope = block_pair(implementation, d_head)
     assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 9
-    mask = causal_additive_mask(T) if implementation == "eager" else None
-    assert_float32_limited(*block_grads(ours, theirs, rope, mask))
-    with hf_in_input_dtype(theirs, modeling_llama):
-        assert_float64_equal(*block_grads(ours, theirs, rope, mask))
+    mask = hf_causal_mask(T) if implementation == "eager" else None
+    assert_equal_to_hf(
+        lambda: block_grads(ours, theirs, rope, mask),
+        hf_in_input_dtype(theirs, modeling_llama),
+        tol=F64_TOL,
+    )
 
 
 def test_trap_eager_with_no_mask_is_not_causal():
@@ -282,9 +264,7 @@ def test_trap_eager_adds_a_bool_mask_as_zero_and_one():
         as_01 = eager(x, attention_mask=allowed.to(F64), position_embeddings=cos_sin)
         assert torch.equal(as_bool, as_01)
         assert (as_bool - ours(x)).abs().max() > 1e-3
-        causal = eager(
-            x, attention_mask=causal_additive_mask(T), position_embeddings=cos_sin
-        )
+        causal = eager(x, attention_mask=hf_causal_mask(T), position_embeddings=cos_sin)
         torch.testing.assert_close(
             causal, ours(x), atol=F32_BOUND * causal.abs().max(), rtol=0
         )
@@ -292,20 +272,12 @@ def test_trap_eager_adds_a_bool_mask_as_zero_and_one():
 
 # --- the model --------------------------------------------------------------------------
 def hf_config(**changes) -> LlamaConfig:
-    settings = {
-        "vocab_size": VOCAB,
-        "hidden_size": D,
-        "num_attention_heads": H,
-        "num_key_value_heads": H_KV,
-        "intermediate_size": D_FF,
-        "num_hidden_layers": LAYERS,
+    settings = hf_sizes(VOCAB, D, H, H_KV, D_FF, LAYERS) | {
         "max_position_embeddings": 32,
         "rms_norm_eps": 1e-5,
         "tie_word_embeddings": False,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "pad_token_id": None,
+        **NO_SPECIAL_TOKENS,
         "attn_implementation": "sdpa",
     }
     return LlamaConfig(**(settings | changes))
@@ -313,13 +285,9 @@ def hf_config(**changes) -> LlamaConfig:
 
 def hf_model(tied: bool, seed: int = 0) -> LlamaForCausalLM:
     """A float64 LlamaForCausalLM with every gain random (HF initialises them to 1)."""
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(hf_config(tie_word_embeddings=tied)).double().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim == 1:
-                p.normal_(1.0, 0.3)
-    return model
+    return random_gains_hf_model(
+        LlamaForCausalLM, hf_config(tie_word_embeddings=tied), seed=seed
+    )
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["untied", "tied"])
@@ -331,32 +299,7 @@ def pair(request):
 
 
 def ids(seed: int = 2, t: int = 9) -> torch.Tensor:
-    return torch.randint(
-        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
-    )
-
-
-def our_name(hf: str) -> str:
-    for pattern, replacement in HF_LLAMA_NAMES:
-        hf = re.sub(pattern, replacement, hf)
-    return hf
-
-
-def model_grads(ours, theirs):
-    tokens = ids()
-    got, want = ours(tokens), theirs(input_ids=tokens).logits
-    probe = torch.randn(
-        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
-    )
-    names = [n for n, _ in theirs.named_parameters()]  # a tied tensor once
-    mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
-    )
-    g_ours = torch.autograd.grad(
-        (got * probe).sum(), [mine[our_name(n)] for n in names]
-    )
-    return ["logits", *names], [got, *g_ours], [want, *g_ref]
+    return random_tokens(VOCAB, B, t, seed)
 
 
 def test_the_model_is_what_we_think_it_is(pair):
@@ -374,9 +317,11 @@ def test_the_model_is_what_we_think_it_is(pair):
 
 def test_logits_and_every_gradient_equal_llama_for_causal_lm(pair):
     ours, theirs = pair
-    assert_float32_limited(*model_grads(ours, theirs))
-    with hf_in_input_dtype(theirs, modeling_llama):
-        assert_float64_equal(*model_grads(ours, theirs))
+    assert_equal_to_hf(
+        lambda: hf_model_grads(ours, theirs, ids(), hf_renamer(HF_LLAMA_NAMES)),
+        hf_in_input_dtype(theirs, modeling_llama),
+        tol=F64_TOL,
+    )
 
 
 def test_greedy_tokens_equal_hf_generate(pair):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import DeepseekV3Config
 
 from literate.models.deepseek_v3 import deepseek_v3_from_hf_config
 from literate.models.gemma3 import gemma3_model
 from literate.models.gpt_oss import gpt_oss_model
 from literate.models.mistral import mistral_model
+
+from harness import tiny_deepseek_v3_config
 
 VOCAB, T = 61, 12
 
@@ -43,26 +44,7 @@ def tiny(name: str) -> torch.nn.Module:
     if name == "gpt_oss":
         return gpt_oss_model(VOCAB, 32, 32, 4, 2, 16, 4, 2, windows=[4, None], d_head=8)
     return deepseek_v3_from_hf_config(
-        DeepseekV3Config(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            intermediate_size=48,
-            moe_intermediate_size=16,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            n_shared_experts=1,
-            n_routed_experts=8,
-            num_experts_per_tok=2,
-            n_group=4,
-            topk_group=2,
-            first_k_dense_replace=1,
-            q_lora_rank=24,
-            kv_lora_rank=16,
-            qk_nope_head_dim=10,
-            qk_rope_head_dim=6,
-            v_head_dim=12,
-            max_position_embeddings=32,
+        tiny_deepseek_v3_config(
             rope_parameters={
                 "rope_type": "yarn",
                 "rope_theta": 10_000.0,
@@ -70,7 +52,7 @@ def tiny(name: str) -> torch.nn.Module:
                 "original_max_position_embeddings": 8,
                 "mscale": 1.0,
                 "mscale_all_dim": 1.0,
-            },
+            }
         )
     )
 

@@ -37,7 +37,7 @@ from functools import partial
 
 import pytest
 import torch
-from transformers import DeepseekV3Config, GptOssConfig, MistralConfig, MixtralConfig
+from transformers import DeepseekV3Config, MistralConfig, MixtralConfig
 from transformers.masking_utils import (
     create_causal_mask,
     create_sliding_window_causal_mask,
@@ -62,7 +62,20 @@ from literate.parts import window as parts_window
 from literate.parts.positions import rope_cache
 from literate.parts.routers import Router, mixtral_router
 
-from harness import assert_float32_limited, hf_in_input_dtype
+import harness
+from harness import (
+    GPT_OSS_YARN,
+    assert_equal_to_hf,
+    assert_float32_limited,
+    compare_grads,
+    gpt_oss_attention_config,
+    hf_in_input_dtype,
+    input_and_probe,
+    latent_dims,
+    output_and_grads,
+    randomise_,
+    tiny_deepseek_v3_config,
+)
 
 F64 = torch.float64
 TOL = 1e-12
@@ -70,56 +83,11 @@ B, T = 2, 11
 
 
 # --- the harness ----------------------------------------------------------------------
-def randomise_(
-    module: torch.nn.Module, seed: int, scale: float = 0.3
-) -> torch.nn.Module:
-    """Gains ~ N(1, 0.09), biases ~ N(0, 0.09), sinks ~ N(0, 4) (shares far from 0 and
-    1), matrices ~ N(0, scale^2): a swapped or misplaced part shows."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
-            if name == "sinks":
-                p.copy_(2.0 * noise)
-            elif name.endswith("bias"):
-                p.copy_(0.3 * noise)
-            elif p.ndim == 1:
-                p.copy_(1 + 0.3 * noise)
-            else:
-                p.copy_(scale * noise)
-    return module
+assert_float64_equal = partial(harness.assert_float64_equal, tol=TOL)
 
 
 def inputs(d: int, seed: int = 1, t: int = T):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, t, d, generator=g, dtype=F64, requires_grad=True)
-    return x, torch.randn(B, t, d, generator=g, dtype=F64)
-
-
-def output_and_grads(module, run, names, x, probe):
-    """[output, d x, d each parameter named] of sum(run(x) * probe)."""
-    out = run(x)
-    wrt = [x, *(module.get_parameter(n) for n in names)]
-    return [out, *torch.autograd.grad((out * probe).sum(), wrt)]
-
-
-def compare(ours, run_ours, theirs, run_theirs, rename=lambda n: n, *, d, seed=1):
-    """(labels, ours, theirs): output and every gradient, parameters matched by name."""
-    names = [n for n, _ in ours.named_parameters()]
-    x, probe = inputs(d, seed)
-    got = output_and_grads(ours, run_ours, names, x, probe)
-    want = output_and_grads(theirs, run_theirs, [rename(n) for n in names], x, probe)
-    return ["output", "x", *names], got, want
-
-
-def assert_float64_equal(labels, ours, theirs, tol=TOL) -> float:
-    diffs = {
-        n: (a - b).abs().max().item()
-        for n, a, b in zip(labels, ours, theirs, strict=True)
-    }
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= tol, f"{worst}: max |diff| {diffs[worst]:.3g}"
-    return diffs[worst]
+    return input_and_probe(B, t, d, seed=seed)
 
 
 def tables(d_head: int, base: float, t: int = T):
@@ -130,6 +98,7 @@ def tables(d_head: int, base: float, t: int = T):
 
 # --- chapter 9: the mixture of experts ------------------------------------------------
 D, D_FF, E, K = 32, 24, 4, 2
+compare = partial(compare_grads, shape=(B, T, D))  # output and every gradient
 
 
 def mixtral_config() -> MixtralConfig:
@@ -159,7 +128,7 @@ def moe():
 def test_moe_equals_hf_mixtral_sparse_moe_block(moe):
     theirs = hf_mixtral.MixtralSparseMoeBlock(mixtral_config()).double().eval()
     theirs.load_state_dict(moe.state_dict(), strict=True)  # HF's names, as they are
-    labels, got, want = compare(moe, lambda x: moe(x)[0], theirs, theirs, d=D)
+    labels, got, want = compare(moe, lambda x: moe(x)[0], theirs, theirs)
     assert labels == [
         "output",
         "x",
@@ -187,9 +156,7 @@ def test_moe_equals_the_hardened_moe_ffn(moe):
     hardened.load_state_dict(
         {rename(n): p for n, p in moe.state_dict().items()}, strict=True
     )
-    labels, got, want = compare(
-        moe, lambda x: moe(x)[0], hardened, hardened, rename, d=D
-    )
+    labels, got, want = compare(moe, lambda x: moe(x)[0], hardened, hardened, rename)
     assert_float64_equal(labels, got, want)
     assert (moe(inputs(D)[0])[1] - hardened.router_logits).abs().max() <= TOL
 
@@ -292,7 +259,6 @@ def test_sliding_window_attention_equals_hf_mistral_attention(
         lambda x: window_layer(x, cos[0], sin[0]),
         theirs,
         lambda x: theirs(x, (cos, sin), mask)[0],
-        d=D,
     )
     if implementation == "sdpa":
         assert_float64_equal(*result)
@@ -312,7 +278,6 @@ def test_sliding_window_attention_equals_the_hardened_layer(window_layer):
             lambda x: window_layer(x, cos, sin),
             hardened,
             lambda x: hardened(x, causal=True),
-            d=D,
         )
     )
 
@@ -336,37 +301,14 @@ def test_ring_decoding_equals_the_full_windowed_forward(window_layer):
 
 
 # --- chapter 10: attention sinks ------------------------------------------------------
-D_HEAD, GPT_OSS_BASE = 8, 150_000.0
-YARN = {
-    "rope_type": "yarn",
-    "rope_theta": GPT_OSS_BASE,
-    "factor": 32.0,
-    "beta_fast": 32.0,
-    "beta_slow": 1.0,
-    "truncate": False,
-    "original_max_position_embeddings": 4096,
-}
+D_HEAD, GPT_OSS_BASE = 8, 150_000.0  # D, H, H_KV, W, D_HEAD: gpt_oss_attention_config's
 
 
-def gpt_oss_config(rope: str) -> GptOssConfig:
-    rope_parameters = (
-        YARN if rope == "yarn" else {"rope_type": "default", "rope_theta": GPT_OSS_BASE}
-    )
-    return GptOssConfig(
-        vocab_size=16,
-        hidden_size=D,
-        num_attention_heads=H,
-        num_key_value_heads=H_KV,
-        head_dim=D_HEAD,
-        num_hidden_layers=2,
-        intermediate_size=8,
-        num_local_experts=2,
-        num_experts_per_tok=1,
-        sliding_window=W,
-        layer_types=["sliding_attention", "full_attention"],
-        rope_parameters=rope_parameters,
-        max_position_embeddings=131_072,
-        attn_implementation="eager",
+def gpt_oss_config(rope: str):
+    return gpt_oss_attention_config(
+        GPT_OSS_YARN
+        if rope == "yarn"
+        else {"rope_type": "default", "rope_theta": GPT_OSS_BASE}
     )
 
 
@@ -399,7 +341,6 @@ def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
         ),
         theirs,
         lambda x: theirs(x, (cos, sin), mask)[0],
-        d=D,
     )
     assert len(labels) == 2 + 9 and "sinks" in labels
     assert_float64_equal(labels, got, want)
@@ -433,7 +374,6 @@ def test_sink_attention_equals_the_hardened_layer(window):
             lambda x: ours(x, cos, sin),
             hardened,
             lambda x: hardened(x, causal=True),
-            d=D,
         )
     )
 
@@ -462,42 +402,20 @@ R_Q, R_KV, D_NOPE, D_ROPE, D_V = 24, 16, 10, 6, 12
 
 
 def mla_config(**changes) -> DeepseekV3Config:
+    """One layer of DeepSeek-V3 of these sizes (D, H and the latent dims are
+    tiny_deepseek_v3_config's), rotate-half RoPE."""
     settings = {
         "vocab_size": 16,
-        "hidden_size": D,
-        "intermediate_size": 48,
-        "moe_intermediate_size": 16,
         "num_hidden_layers": 1,
-        "num_attention_heads": H,
-        "num_key_value_heads": H,
-        "n_routed_experts": 8,
-        "num_experts_per_tok": 2,
-        "n_group": 4,
-        "topk_group": 2,
-        "q_lora_rank": R_Q,
-        "kv_lora_rank": R_KV,
-        "qk_nope_head_dim": D_NOPE,
-        "qk_rope_head_dim": D_ROPE,
-        "v_head_dim": D_V,
-        "max_position_embeddings": 32,
         "rope_parameters": {"rope_type": "default", "rope_theta": BASE},
         "rope_interleave": False,
-        "attn_implementation": "sdpa",
     }
-    return DeepseekV3Config(**(settings | changes))
+    return tiny_deepseek_v3_config(**(settings | changes))
 
 
 def mla_layer(form: str = "naive") -> MultiHeadLatentAttention:
     make = MultiHeadLatentAttention if form == "naive" else AbsorbedLatentAttention
-    attn = make(
-        d_model=D,
-        n_heads=H,
-        q_lora_rank=R_Q,
-        kv_lora_rank=R_KV,
-        qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE,
-        v_head_dim=D_V,
-    )
+    attn = make(d_model=D, n_heads=H, **latent_dims(R_Q, R_KV, D_NOPE, D_ROPE, D_V))
     return randomise_(attn, 4).double()
 
 
@@ -514,7 +432,6 @@ def test_absorbed_equals_naive():
         lambda x: absorbed(x, cos, sin),
         naive,
         lambda x: naive(x, cos, sin),
-        d=D,
     )
     assert_float64_equal(labels, got, want)
     assert got[labels.index("kv_a_proj_with_mqa.weight")].abs().max() > 1e-3
@@ -563,9 +480,7 @@ def test_mla_equals_hf_deepseek_v3_attention(form, interleave):
             want[2:] = deinterleave_rope_rows(dict(zip(names, want[2:]))).values()
         return ["output", "x", *names], got, want
 
-    assert_float32_limited(*run())
-    with hf_in_input_dtype(theirs, hf_deepseek):
-        assert_float64_equal(*run())
+    assert_equal_to_hf(run, hf_in_input_dtype(theirs, hf_deepseek), tol=TOL)
 
 
 @pytest.mark.parametrize("form", ["naive", "absorbed"])
@@ -574,11 +489,7 @@ def test_mla_equals_the_hardened_layer(form):
     hardened = parts_mla.MultiHeadLatentAttention(
         D,
         H,
-        q_lora_rank=R_Q,
-        kv_lora_rank=R_KV,
-        qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE,
-        v_head_dim=D_V,
+        **latent_dims(R_Q, R_KV, D_NOPE, D_ROPE, D_V),
         rope_base=BASE,
         rope_layout="half",
         absorb="never" if form == "naive" else "always",
@@ -591,6 +502,5 @@ def test_mla_equals_the_hardened_layer(form):
             lambda x: ours(x, cos, sin),
             hardened,
             lambda x: hardened(x, causal=True),
-            d=D,
         )
     )

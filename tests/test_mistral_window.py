@@ -52,33 +52,33 @@ from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.window import SlidingWindowAttention, layer_window
 from literate.tools.syncs import host_reads
 
-from harness import assert_float32_limited, hf_in_input_dtype
+from harness import (
+    LLAMA_LAYER_NAMES,
+    NO_SPECIAL_TOKENS,
+    assert_equal_to_hf,
+    compare_grads,
+    hf_in_input_dtype,
+    hf_layer_name,
+    hf_model_grads,
+    hf_sizes,
+    random_gains_hf_model,
+    random_tokens,
+)
 
 F64 = torch.float64
 F64_TOL = 1e-10
 SAME = 1e-12
 D, H, H_KV, D_FF, W, T, B, VOCAB, LAYERS = 32, 4, 2, 48, 4, 12, 2, 61, 2
-NAMES = {
-    "attn": "self_attn",
-    "ffn": "mlp",
-    "attn_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
-}
 
 
-# --- the harness ------------------------------------------------------------------------
-
-
-def max_diffs(labels, ours, theirs):
-    assert len(labels) == len(ours) == len(theirs)
-    return {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
-
-
-def assert_float64_equal(labels, ours, theirs) -> float:
-    diffs = max_diffs(labels, ours, theirs)
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
-    return diffs[worst]
+def our_name(hf: str) -> str:
+    """HF's model's parameter name -> ours."""
+    hf = hf.replace("model.embed_tokens.", "token_embedding.").replace(
+        "model.norm.", "final_norm."
+    )
+    for theirs_name, ours_name in LLAMA_LAYER_NAMES.items():
+        hf = hf.replace(f".{ours_name}.", f".{theirs_name}.")
+    return hf.replace("model.layers.", "blocks.")
 
 
 def windows(model) -> list[int | None]:
@@ -86,21 +86,13 @@ def windows(model) -> list[int | None]:
 
 
 def hf_config(**changes) -> MistralConfig:
-    settings = {
-        "vocab_size": VOCAB,
-        "hidden_size": D,
-        "num_attention_heads": H,
-        "num_key_value_heads": H_KV,
-        "intermediate_size": D_FF,
-        "num_hidden_layers": LAYERS,
+    settings = hf_sizes(VOCAB, D, H, H_KV, D_FF, LAYERS) | {
         "max_position_embeddings": 64,
         "rms_norm_eps": 1e-5,
         "sliding_window": W,
         "tie_word_embeddings": False,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "pad_token_id": None,
+        **NO_SPECIAL_TOKENS,
         "attn_implementation": "sdpa",
     }
     return MistralConfig(**(settings | changes))
@@ -131,30 +123,20 @@ def block_pair(implementation: str, window: int = W, seed: int = 0):
         for norm in (ours.attn_norm, ours.ffn_norm):
             norm.weight.normal_(1.0, 0.3)
     theirs = mistral.MistralDecoderLayer(config, 0).double()
-    theirs.load_state_dict(
-        {
-            f"{NAMES[k.split('.', 1)[0]]}.{k.split('.', 1)[1]}": v
-            for k, v in ours.state_dict().items()
-        }
-    )
+    theirs.load_state_dict({hf_layer_name(k): v for k, v in ours.state_dict().items()})
     return ours, theirs, mistral.MistralRotaryEmbedding(config)
 
 
 def block_grads(ours, theirs, rope, mask):
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)
-    probe = torch.randn(B, T, D, generator=g, dtype=F64)
-    cos_sin = rope(x, torch.arange(T).expand(B, T))
-    got = ours(x)
-    want = theirs(x, attention_mask=mask, position_embeddings=cos_sin)
-    names = [n for n, _ in ours.named_parameters()]
-    theirs_params = [
-        theirs.get_parameter(f"{NAMES[n.split('.', 1)[0]]}.{n.split('.', 1)[1]}")
-        for n in names
-    ]
-    g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad((want * probe).sum(), [x, *theirs_params])
-    return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
+    cos_sin = rope(torch.zeros(B, T, D, dtype=F64), torch.arange(T).expand(B, T))
+    return compare_grads(
+        ours,
+        ours,
+        theirs,
+        lambda x: theirs(x, attention_mask=mask, position_embeddings=cos_sin),
+        hf_layer_name,
+        shape=(B, T, D),
+    )
 
 
 @pytest.mark.parametrize("implementation", ["sdpa", "eager"])
@@ -162,9 +144,11 @@ def test_mistral_block_equals_mistral_decoder_layer(implementation):
     ours, theirs, rope = block_pair(implementation)
     assert theirs.self_attn.config.sliding_window == W == ours.attn.window
     mask = hf_window_mask(W, implementation)
-    assert_float32_limited(*block_grads(ours, theirs, rope, mask))
-    with hf_in_input_dtype(theirs, mistral):
-        assert_float64_equal(*block_grads(ours, theirs, rope, mask))
+    assert_equal_to_hf(
+        lambda: block_grads(ours, theirs, rope, mask),
+        hf_in_input_dtype(theirs, mistral),
+        tol=F64_TOL,
+    )
 
 
 @pytest.mark.parametrize("window", [W - 1, W + 1], ids=["W-1", "W+1"])
@@ -180,13 +164,7 @@ def test_sliding_window_is_w_keys_the_query_included_not_one_more_or_less(window
 # --- the model --------------------------------------------------------------------------
 def hf_model(seed: int = 0, **changes) -> MistralForCausalLM:
     """A float64 MistralForCausalLM with every gain random (HF initialises them to 1)."""
-    torch.manual_seed(seed)
-    model = MistralForCausalLM(hf_config(**changes)).double().eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.ndim == 1:
-                p.normal_(1.0, 0.3)
-    return model
+    return random_gains_hf_model(MistralForCausalLM, hf_config(**changes), seed=seed)
 
 
 @pytest.fixture(scope="module")
@@ -198,35 +176,7 @@ def pair():
 
 
 def ids(seed: int = 2, t: int = T) -> torch.Tensor:
-    return torch.randint(
-        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
-    )
-
-
-def model_grads(ours, theirs):
-    tokens = ids()
-    got, want = ours(tokens), theirs(input_ids=tokens).logits
-    probe = torch.randn(
-        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
-    )
-    names = [n for n, _ in theirs.named_parameters()]
-    mine = dict(ours.named_parameters())
-
-    def our_name(hf: str) -> str:
-        hf = hf.replace("model.embed_tokens.", "token_embedding.").replace(
-            "model.norm.", "final_norm."
-        )
-        for theirs_name, ours_name in NAMES.items():
-            hf = hf.replace(f".{ours_name}.", f".{theirs_name}.")
-        return hf.replace("model.layers.", "blocks.")
-
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
-    )
-    g_ours = torch.autograd.grad(
-        (got * probe).sum(), [mine[our_name(n)] for n in names]
-    )
-    return ["logits", *names], [got, *g_ours], [want, *g_ref]
+    return random_tokens(VOCAB, B, t, seed)
 
 
 def test_the_model_is_what_we_think_it_is(pair):
@@ -243,9 +193,11 @@ def test_the_model_is_what_we_think_it_is(pair):
 
 def test_logits_and_every_gradient_equal_mistral_for_causal_lm(pair):
     ours, theirs = pair
-    assert_float32_limited(*model_grads(ours, theirs))
-    with hf_in_input_dtype(theirs, mistral):
-        assert_float64_equal(*model_grads(ours, theirs))
+    assert_equal_to_hf(
+        lambda: hf_model_grads(ours, theirs, ids(), our_name),
+        hf_in_input_dtype(theirs, mistral),
+        tol=F64_TOL,
+    )
 
 
 def test_the_window_is_in_the_path(pair):

@@ -15,7 +15,6 @@ softmax in float32, op for op alike, so the same float32 gates enter both sides.
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
@@ -44,32 +43,26 @@ from literate.models.mixtral import (
 from literate.parts.moe import MoEFFN
 from literate.tools.syncs import host_reads
 
-from harness import F32_BOUND, assert_float32_limited, hf_in_input_dtype
+from harness import (
+    F32_BOUND,
+    NO_SPECIAL_TOKENS,
+    assert_equal_to_hf,
+    compare_grads,
+    hf_causal_mask,
+    hf_in_input_dtype,
+    hf_model_grads,
+    hf_renamer,
+    hf_sizes,
+    random_tokens,
+)
 
 F64 = torch.float64
 F64_TOL = 1e-12
 D, H, H_KV, D_FF, E, K, T, B, VOCAB, LAYERS = 32, 4, 2, 24, 4, 2, 7, 2, 61, 2
 
 
-# --- the harness ------------------------------------------------------------------------
-
-
-def assert_float64_equal(labels, ours, theirs) -> float:
-    assert len(labels) == len(ours) == len(theirs)
-    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= F64_TOL, f"{worst}: max |diff| {diffs[worst]:.3g}"
-    return diffs[worst]
-
-
 def hf_config(**changes) -> MixtralConfig:
-    settings = {
-        "vocab_size": VOCAB,
-        "hidden_size": D,
-        "num_attention_heads": H,
-        "num_key_value_heads": H_KV,
-        "intermediate_size": D_FF,
-        "num_hidden_layers": LAYERS,
+    settings = hf_sizes(VOCAB, D, H, H_KV, D_FF, LAYERS) | {
         "num_local_experts": E,
         "num_experts_per_tok": K,
         "max_position_embeddings": 32,
@@ -78,18 +71,11 @@ def hf_config(**changes) -> MixtralConfig:
         "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
         "router_aux_loss_coef": 0.02,
         "router_jitter_noise": 0.0,
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "pad_token_id": None,
+        **NO_SPECIAL_TOKENS,
         "attn_implementation": "eager",
         "experts_implementation": "eager",
     }  # grouped_mm has no float64
     return MixtralConfig(**(settings | changes))
-
-
-def causal_additive_mask(t: int) -> torch.Tensor:
-    """[1, 1, T, T]: 0 where a query may read a key, -inf above the diagonal."""
-    return torch.full((t, t), float("-inf"), dtype=F64).triu(1)[None, None]
 
 
 # --- the block --------------------------------------------------------------------------
@@ -127,30 +113,28 @@ def block_pair():
 
 
 def block_grads(ours, theirs, rope):
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)
-    probe = torch.randn(B, T, D, generator=g, dtype=F64)
-    cos_sin = rope(x, torch.arange(T).expand(B, T))
-    got = ours(x)
-    want = theirs(
-        x, attention_mask=causal_additive_mask(T), position_embeddings=cos_sin
+    cos_sin = rope(torch.zeros(B, T, D, dtype=F64), torch.arange(T).expand(B, T))
+    return compare_grads(
+        ours,
+        ours,
+        theirs,
+        lambda x: theirs(
+            x, attention_mask=hf_causal_mask(T), position_embeddings=cos_sin
+        ),
+        hf_block_name,
+        shape=(B, T, D),
     )
-    names = [n for n, _ in ours.named_parameters()]
-    g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(),
-        [x, *(theirs.get_parameter(hf_block_name(n)) for n in names)],
-    )
-    return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
 
 
 def test_mixtral_block_equals_hf_mixtral_decoder_layer(block_pair):
     ours, theirs, rope = block_pair
     assert isinstance(ours.ffn, MoEFFN)
     assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 9
-    assert_float32_limited(*block_grads(ours, theirs, rope))
-    with hf_in_input_dtype(theirs, modeling_mixtral):
-        assert_float64_equal(*block_grads(ours, theirs, rope))
+    assert_equal_to_hf(
+        lambda: block_grads(ours, theirs, rope),
+        hf_in_input_dtype(theirs, modeling_mixtral),
+        tol=F64_TOL,
+    )
     assert ours.ffn.router_logits.shape == (B * T, E)
 
 
@@ -175,36 +159,8 @@ def pair():
     return ours, theirs
 
 
-def our_name(hf: str) -> str:
-    for pattern, replacement in HF_MIXTRAL_NAMES:
-        hf = re.sub(pattern, replacement, hf)
-    return hf
-
-
 def tokens(seed: int = 2, t: int = 9) -> torch.Tensor:
-    return torch.randint(
-        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
-    )
-
-
-def model_grads(ours, theirs):
-    ids = tokens()
-    got = ours(ids)
-    out = theirs(input_ids=ids, output_router_logits=True)
-    want = out.logits
-    aux_ours, aux_hf = router_aux_loss(ours), out.aux_loss
-    probe = torch.randn(
-        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
-    )
-    names = [n for n, _ in theirs.named_parameters()]
-    mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
-    )
-    g_ours = torch.autograd.grad(
-        (got * probe).sum(), [mine[our_name(n)] for n in names]
-    )
-    return ["logits", *names], [got, *g_ours], [want, *g_ref], (aux_ours, aux_hf)
+    return random_tokens(VOCAB, B, t, seed)
 
 
 def test_the_model_is_what_we_think_it_is(pair):
@@ -219,11 +175,11 @@ def test_the_model_is_what_we_think_it_is(pair):
 
 def test_logits_and_every_gradient_equal_mixtral_for_causal_lm(pair):
     ours, theirs = pair
-    labels, got, want, _ = model_grads(ours, theirs)
-    assert_float32_limited(labels, got, want)
-    with hf_in_input_dtype(theirs, modeling_mixtral):
-        labels, got, want, _ = model_grads(ours, theirs)
-        assert_float64_equal(labels, got, want)
+    assert_equal_to_hf(
+        lambda: hf_model_grads(ours, theirs, tokens(), hf_renamer(HF_MIXTRAL_NAMES)),
+        hf_in_input_dtype(theirs, modeling_mixtral),
+        tol=F64_TOL,
+    )
 
 
 def test_balancing_loss_and_training_loss_equal_hf(pair):

@@ -29,9 +29,8 @@ another order: <= 1e-12 (measured ~3e-15).
 
 from __future__ import annotations
 
-import contextlib
-import re
 import warnings
+from functools import partial
 
 import pytest
 import torch
@@ -63,7 +62,20 @@ from literate.parts.rope_scaling import YarnRotaryEmbedding, yarn_inverse_freque
 from literate.tools.syncs import host_reads
 from literate.tools.timing import time_decode_steps
 
-from harness import assert_float32_limited
+import harness
+from harness import (
+    assert_equal_to_hf,
+    compare_grads,
+    hf_model_grads,
+    hf_norms_in_input_dtype,
+    hf_renamer,
+    input_and_probe,
+    latent_dims,
+    random_gains_hf_model,
+    random_tokens,
+    randomise_,
+    tiny_deepseek_v3_config,
+)
 
 F64 = torch.float64
 F64_TOL = 1e-12
@@ -71,92 +83,13 @@ D, H, R_Q, R_KV, D_NOPE, D_ROPE, D_V = 32, 4, 24, 16, 10, 6, 12
 B, T, VOCAB, LAYERS = 2, 7, 61, 2
 
 
-def hf_config(**changes) -> DeepseekV3Config:
-    settings = {
-        "vocab_size": VOCAB,
-        "hidden_size": D,
-        "intermediate_size": 48,
-        "moe_intermediate_size": 16,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": H,
-        "num_key_value_heads": H,
-        "n_shared_experts": 1,
-        "n_routed_experts": 8,
-        "num_experts_per_tok": 2,
-        "n_group": 4,
-        "topk_group": 2,
-        "first_k_dense_replace": 1,
-        "routed_scaling_factor": 2.5,
-        "q_lora_rank": R_Q,
-        "kv_lora_rank": R_KV,
-        "qk_nope_head_dim": D_NOPE,
-        "qk_rope_head_dim": D_ROPE,
-        "v_head_dim": D_V,
-        "max_position_embeddings": 32,
-        "rms_norm_eps": 1e-5,
-        "initializer_range": 0.2,
-        "tie_word_embeddings": False,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10_000.0},
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "pad_token_id": None,
-        "attn_implementation": "sdpa",
-        "experts_implementation": "eager",
-    }  # grouped_mm has no float64
-    return DeepseekV3Config(**(settings | changes))
-
-
-# --- the harness ------------------------------------------------------------------------
-@contextlib.contextmanager
-def hf_norms_in_input_dtype(module: torch.nn.Module):
-    """Test-harness patch: every DeepseekV3RMSNorm in `module` computes its own formula
-    in the input dtype (HF: float32)."""
-    norms = [m for m in module.modules() if isinstance(m, hf_ds.DeepseekV3RMSNorm)]
-    for m in norms:
-
-        def forward(x, m=m):
-            return m.weight * (
-                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + m.variance_epsilon)
-            )
-
-        m.forward = forward
-    try:
-        yield
-    finally:
-        for m in norms:
-            del m.forward
-
-
-def assert_float64_equal(labels, ours, theirs, tol=F64_TOL) -> float:
-    assert len(labels) == len(ours) == len(theirs)
-    diffs = {n: (a - b).abs().max().item() for n, a, b in zip(labels, ours, theirs)}
-    worst = max(diffs, key=diffs.get)
-    assert diffs[worst] <= tol, f"{worst}: max |diff| {diffs[worst]:.3g}"
-    return diffs[worst]
-
-
-def randomise_(
-    module: torch.nn.Module, seed: int, scale: float = 0.3
-) -> torch.nn.Module:
-    """Gains ~ N(1, 0.09), biases ~ N(0, 0.09), matrices ~ N(0, scale^2): a swapped or
-    misplaced part shows."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
-            if name.endswith("bias"):
-                p.copy_(0.3 * noise)
-            elif p.ndim == 1:
-                p.copy_(1 + 0.3 * noise)
-            else:
-                p.copy_(scale * noise)
-    return module
+DIMS = latent_dims(R_Q, R_KV, D_NOPE, D_ROPE, D_V)
+hf_config = tiny_deepseek_v3_config  # these sizes: D, H, DIMS, VOCAB, LAYERS
+assert_float64_equal = partial(harness.assert_float64_equal, tol=F64_TOL)
 
 
 def inputs(seed: int = 1, t: int = T):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, t, D, generator=g, dtype=F64, requires_grad=True)
-    return x, torch.randn(B, t, D, generator=g, dtype=F64)
+    return input_and_probe(B, t, D, seed=seed)
 
 
 # --- the layer against DeepseekV3Attention ----------------------------------------------
@@ -176,19 +109,15 @@ def layer_pair(case: str):
     return ours, theirs, hf_ds.DeepseekV3RotaryEmbedding(config)
 
 
-def layer_grads(ours, theirs, rope):
-    x, probe = inputs()
-    cos_sin = rope(x, torch.arange(T).expand(B, T))
-    got = ours(x, causal=True)
-    want = theirs(x, position_embeddings=cos_sin, attention_mask=None)[
-        0
-    ]  # sdpa: causal
-    names = [n for n, _ in ours.named_parameters()]
-    g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(), [x, *(theirs.get_parameter(n) for n in names)]
-    )
-    return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
+def layer_grads(ours, theirs, rope, t: int = T):
+    cos_sin = rope(torch.zeros(B, t, D, dtype=F64), torch.arange(t).expand(B, t))
+    return compare_grads(
+        ours,
+        lambda x: ours(x, causal=True),
+        theirs,
+        lambda x: theirs(x, position_embeddings=cos_sin, attention_mask=None)[0],
+        shape=(B, t, D),
+    )  # sdpa, no mask: causal
 
 
 @pytest.mark.parametrize("absorb", ["never", "always"])
@@ -197,9 +126,11 @@ def test_layer_equals_deepseek_v3_attention(case, absorb):
     ours, theirs, rope = layer_pair(case)
     ours.absorb = absorb
     assert len(list(ours.parameters())) == len(list(theirs.parameters()))
-    assert_float32_limited(*layer_grads(ours, theirs, rope))
-    with hf_norms_in_input_dtype(theirs):
-        assert_float64_equal(*layer_grads(ours, theirs, rope))
+    assert_equal_to_hf(
+        lambda: layer_grads(ours, theirs, rope),
+        hf_norms_in_input_dtype(theirs, hf_ds),
+        tol=F64_TOL,
+    )
 
 
 def test_hf_layout_rope_and_scale_are_what_the_module_says():
@@ -253,22 +184,11 @@ def test_yarn_layer_equals_deepseek_v3_attention_past_the_original_context(case)
     assert ours.scale == theirs.scaling != (D_NOPE + D_ROPE) ** -0.5
     kept = inv_freq == 1 / 10_000.0 ** (torch.arange(0, D_ROPE, 2).float() / D_ROPE)
     assert 0 < kept.sum() < len(kept)  # some pairs keep their frequency, some do not
-    x, probe = inputs(t=20)
-
-    def grads():
-        cos_sin = hf_rope(x, torch.arange(20).expand(B, 20))
-        got = ours(x, causal=True)
-        want = theirs(x, position_embeddings=cos_sin, attention_mask=None)[0]
-        names = [n for n, _ in ours.named_parameters()]
-        g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-        g_ref = torch.autograd.grad(
-            (want * probe).sum(), [x, *(theirs.get_parameter(n) for n in names)]
-        )
-        return ["output", "x", *names], [got, *g_ours], [want, *g_ref]
-
-    assert_float32_limited(*grads())
-    with hf_norms_in_input_dtype(theirs):
-        assert_float64_equal(*grads())
+    assert_equal_to_hf(
+        lambda: layer_grads(ours, theirs, hf_rope, t=20),
+        hf_norms_in_input_dtype(theirs, hf_ds),
+        tol=F64_TOL,
+    )
 
 
 def test_deepseek_v3_published_rope_equals_hf():
@@ -303,29 +223,11 @@ def test_deepseek_v3_published_rope_equals_hf():
 # --- absorbed == naive ------------------------------------------------------------------
 def twin_layers(seed: int = 0, **options):
     naive = randomise_(
-        MultiHeadLatentAttention(
-            D,
-            H,
-            q_lora_rank=R_Q,
-            kv_lora_rank=R_KV,
-            qk_nope_head_dim=D_NOPE,
-            qk_rope_head_dim=D_ROPE,
-            v_head_dim=D_V,
-            absorb="never",
-            **options,
-        ).double(),
+        MultiHeadLatentAttention(D, H, **DIMS, absorb="never", **options).double(),
         seed,
     )
     absorbed = MultiHeadLatentAttention(
-        D,
-        H,
-        q_lora_rank=R_Q,
-        kv_lora_rank=R_KV,
-        qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE,
-        v_head_dim=D_V,
-        absorb="always",
-        **options,
+        D, H, **DIMS, absorb="always", **options
     ).double()
     absorbed.load_state_dict(naive.state_dict())
     return naive, absorbed
@@ -464,22 +366,15 @@ def test_the_latent_cache_refuses_what_does_not_fit():
 
 # --- refusals ---------------------------------------------------------------------------
 def test_bad_arguments_are_refused_naming_them():
-    dims = {
-        "q_lora_rank": R_Q,
-        "kv_lora_rank": R_KV,
-        "qk_nope_head_dim": D_NOPE,
-        "qk_rope_head_dim": D_ROPE,
-        "v_head_dim": D_V,
-    }
-    with pytest.raises(ValueError, match=r"rotary_dim must be even"):
-        MultiHeadLatentAttention(D, H, **(dims | {"qk_rope_head_dim": 5}))
+    with pytest.raises(ValueError, match=r"qk_rope_head_dim must be even"):
+        MultiHeadLatentAttention(D, H, **(DIMS | {"qk_rope_head_dim": 5}))
     with pytest.raises(TypeError, match=r"q_lora_rank must be an int"):
-        MultiHeadLatentAttention(D, H, **(dims | {"q_lora_rank": True}))
+        MultiHeadLatentAttention(D, H, **(DIMS | {"q_lora_rank": True}))
     with pytest.raises(ValueError, match=r"absorb must be one of"):
-        MultiHeadLatentAttention(D, H, absorb="sometimes", **dims)
+        MultiHeadLatentAttention(D, H, absorb="sometimes", **DIMS)
     with pytest.raises(ValueError, match=r"rope_layout must be one of"):
-        MultiHeadLatentAttention(D, H, rope_layout="neox", **dims)
-    layer = MultiHeadLatentAttention(D, H, **dims)
+        MultiHeadLatentAttention(D, H, rope_layout="neox", **DIMS)
+    layer = MultiHeadLatentAttention(D, H, **DIMS)
     x = torch.randn(B, T, D)
     with pytest.raises(TypeError, match=r"causal must be a bool"):
         layer(x, causal=1)
@@ -508,12 +403,8 @@ def test_a_config_ours_cannot_follow_is_refused():
 # --- the model against DeepseekV3ForCausalLM --------------------------------------------
 @pytest.fixture(scope="module")
 def pair():
-    torch.manual_seed(0)
-    theirs = DeepseekV3ForCausalLM(hf_config()).double().eval()
+    theirs = random_gains_hf_model(DeepseekV3ForCausalLM, hf_config())
     with torch.no_grad():
-        for name, p in theirs.named_parameters():
-            if p.ndim == 1:
-                p.normal_(1.0, 0.3)  # HF initialises gains to 1
         g = torch.Generator().manual_seed(7)
         bias = theirs.model.layers[1].mlp.gate.e_score_correction_bias
         bias.copy_(0.3 * torch.randn(bias.shape, generator=g, dtype=F64))
@@ -522,33 +413,8 @@ def pair():
     return ours, theirs
 
 
-def our_name(hf: str) -> str:
-    for pattern, replacement in HF_DEEPSEEK_V3_NAMES:
-        hf = re.sub(pattern, replacement, hf)
-    return hf
-
-
 def tokens(seed: int = 2, t: int = 9) -> torch.Tensor:
-    return torch.randint(
-        0, VOCAB, (B, t), generator=torch.Generator().manual_seed(seed)
-    )
-
-
-def model_grads(ours, theirs):
-    ids = tokens()
-    got, want = ours(ids), theirs(input_ids=ids).logits
-    probe = torch.randn(
-        got.shape, generator=torch.Generator().manual_seed(3), dtype=F64
-    )
-    names = [n for n, _ in theirs.named_parameters()]
-    mine = dict(ours.named_parameters())
-    g_ref = torch.autograd.grad(
-        (want * probe).sum(), [theirs.get_parameter(n) for n in names]
-    )
-    g_ours = torch.autograd.grad(
-        (got * probe).sum(), [mine[our_name(n)] for n in names]
-    )
-    return ["logits", *names], [got, *g_ours], [want, *g_ref]
+    return random_tokens(VOCAB, B, t, seed)
 
 
 def test_the_model_is_what_we_think_it_is(pair):
@@ -576,9 +442,13 @@ def test_the_model_is_what_we_think_it_is(pair):
 
 def test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm(pair):
     ours, theirs = pair
-    assert_float32_limited(*model_grads(ours, theirs))
-    with hf_norms_in_input_dtype(theirs):
-        assert_float64_equal(*model_grads(ours, theirs))
+    assert_equal_to_hf(
+        lambda: hf_model_grads(
+            ours, theirs, tokens(), hf_renamer(HF_DEEPSEEK_V3_NAMES)
+        ),
+        hf_norms_in_input_dtype(theirs, hf_ds),
+        tol=F64_TOL,
+    )
 
 
 PROMPT = torch.tensor([[5, 9, 17, 33, 3, 4], [0, 0, 20, 2, 11, 7], [0, 0, 0, 0, 8, 30]])
@@ -630,7 +500,7 @@ def test_hf_caches_the_latent_too_and_ours_holds_the_same_numbers(pair):
     [B, 1, T, d_rope] = the rotated shared key, de-interleaved. Same bytes per token."""
     ours, theirs = pair
     ids = tokens(4, t=5)
-    with torch.no_grad(), hf_norms_in_input_dtype(theirs):
+    with torch.no_grad(), hf_norms_in_input_dtype(theirs, hf_ds):
         hf_cache = DynamicCache(config=theirs.config)
         theirs(input_ids=ids, cache=hf_cache, use_cache=True)
         cache = new_decode_cache(ours, B, 5)
@@ -670,15 +540,7 @@ def test_no_host_sync_in_run_or_in_a_decoding_step(pair):
 def test_parameters_equal_mla_params_and_hf(q_lora_rank):
     ours = mla_from_hf_config(hf_config(q_lora_rank=q_lora_rank))
     theirs = hf_ds.DeepseekV3Attention(hf_config(q_lora_rank=q_lora_rank), 0)
-    formula = mla_params(
-        D,
-        H,
-        q_lora_rank=q_lora_rank,
-        kv_lora_rank=R_KV,
-        qk_nope_head_dim=D_NOPE,
-        qk_rope_head_dim=D_ROPE,
-        v_head_dim=D_V,
-    )
+    formula = mla_params(D, H, **(DIMS | {"q_lora_rank": q_lora_rank}))
     assert (
         sum(p.numel() for p in ours.parameters())
         == formula

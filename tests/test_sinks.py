@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GptOssConfig
 from transformers.models.gpt_oss import modeling_gpt_oss
 
 from literate.models.gpt_oss import gpt_oss_rope
@@ -27,37 +26,17 @@ from literate.parts.sinks import (
 from literate.parts.window import RingKVCache, window_allowed
 from literate.tools.syncs import host_reads
 
+from harness import (
+    GPT_OSS_YARN,
+    assert_float64_equal,
+    compare_grads,
+    gpt_oss_attention_config,
+)
+
 F64 = torch.float64
 TOL = 1e-12
-D, H, H_KV, D_HEAD, W, T, B = 32, 4, 2, 8, 4, 9, 2
-YARN = {
-    "rope_type": "yarn",
-    "rope_theta": 150000.0,
-    "factor": 32.0,
-    "beta_fast": 32.0,
-    "beta_slow": 1.0,
-    "truncate": False,
-    "original_max_position_embeddings": 4096,
-}
-
-
-def hf_config(rope: dict) -> GptOssConfig:
-    return GptOssConfig(
-        vocab_size=16,
-        hidden_size=D,
-        num_attention_heads=H,
-        num_key_value_heads=H_KV,
-        head_dim=D_HEAD,
-        num_hidden_layers=2,
-        intermediate_size=8,
-        num_local_experts=2,
-        num_experts_per_tok=1,
-        sliding_window=W,
-        layer_types=["sliding_attention", "full_attention"],
-        rope_parameters=rope,
-        max_position_embeddings=131_072,
-        attn_implementation="eager",
-    )
+D, H, H_KV, D_HEAD, W, T, B = 32, 4, 2, 8, 4, 9, 2  # gpt_oss_attention_config's
+hf_config = gpt_oss_attention_config
 
 
 def additive(allowed: torch.Tensor) -> torch.Tensor:
@@ -68,7 +47,9 @@ def additive(allowed: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("layer", [0, 1], ids=["sliding", "full"])
 def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
     config = hf_config(
-        YARN if rope == "yarn" else {"rope_type": "default", "rope_theta": 150000.0}
+        GPT_OSS_YARN
+        if rope == "yarn"
+        else {"rope_type": "default", "rope_theta": 150000.0}
     )
     torch.manual_seed(0)
     theirs = modeling_gpt_oss.GptOssAttention(config, layer).double().eval()
@@ -84,31 +65,25 @@ def test_sink_attention_equals_hf_gpt_oss_attention(layer, rope):
         ours.sinks.normal_(0.0, 2.0)  # sinks that matter: shares far from 0 and 1
     theirs.load_state_dict(ours.state_dict(), strict=True)
     assert theirs.sliding_window == window
-
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(B, T, D, generator=g, dtype=F64, requires_grad=True)
-    probe = torch.randn(B, T, D, generator=g, dtype=F64)
     positions = torch.arange(T)
     allowed = (
         window_allowed(positions, positions, W)
         if window
         else positions[None] <= positions[:, None]
     )
-    cos_sin = modeling_gpt_oss.GptOssRotaryEmbedding(config)(x, positions[None])
-    got = ours(x, causal=True)
-    want, _ = theirs(x, cos_sin, additive(allowed)[None, None])
-    names = [n for n, _ in ours.named_parameters()]
-    assert "sinks" in names and "q_proj.bias" in names and len(names) == 9
-    g_ours = torch.autograd.grad((got * probe).sum(), [x, *ours.parameters()])
-    g_hf = torch.autograd.grad(
-        (want * probe).sum(), [x, *(theirs.get_parameter(n) for n in names)]
+    cos_sin = modeling_gpt_oss.GptOssRotaryEmbedding(config)(
+        torch.zeros(B, T, D, dtype=F64), positions[None]
     )
-    diffs = {
-        n: (a - b).abs().max().item()
-        for n, a, b in zip(["output", "x", *names], [got, *g_ours], [want, *g_hf])
-    }
-    assert max(diffs.values()) <= TOL, diffs
-    assert g_ours[names.index("sinks") + 1].abs().min() > 1e-3  # the sinks are used
+    labels, got, want = compare_grads(
+        ours,
+        lambda x: ours(x, causal=True),
+        theirs,
+        lambda x: theirs(x, cos_sin, additive(allowed)[None, None])[0],
+        shape=(B, T, D),
+    )
+    assert "sinks" in labels and "q_proj.bias" in labels and len(labels) == 2 + 9
+    assert_float64_equal(labels, got, want, TOL)
+    assert got[labels.index("sinks")].abs().min() > 1e-3  # the sinks are used
 
 
 def random_qkv(t_q=5, t_k=5, seed=0, dtype=F64):

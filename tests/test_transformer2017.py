@@ -44,6 +44,8 @@ from literate.numbers.params import encoder_decoder_params, transformer_paramete
 from literate.parts.positions import sinusoidal_table
 from literate.tools.syncs import HostReads as HostSyncs
 
+from harness import BAD_SOURCE_IDS
+
 ROOT = Path(__file__).resolve().parents[1]
 TOL = {"atol": 1e-12, "rtol": 0.0}
 PAD, BOS, EOS = 0, 1, 2
@@ -649,48 +651,7 @@ def test_greedy_decode_runs_in_eval_mode_and_restores_training():
 # Errors
 
 
-@pytest.mark.parametrize(
-    "tokens, error, match",
-    [
-        ([[3, 4]], TypeError, r"^source must hold token ids as torch\.long, got list$"),
-        (
-            torch.tensor([[3.0, 4.0]]),
-            TypeError,
-            r"^source must hold token ids as torch\.long, got torch\.float32$",
-        ),
-        (
-            torch.tensor([[3, 4]], dtype=torch.int32),
-            TypeError,
-            r"^source must hold token ids as torch\.long, got torch\.int32$",
-        ),
-        (
-            torch.tensor([3, 4]),
-            ValueError,
-            r"^source must have shape \[B, T\], B, T >= 1, got \(2,\)$",
-        ),
-        (
-            torch.zeros(2, 0, dtype=torch.long),
-            ValueError,
-            r"^source must have shape \[B, T\], B, T >= 1, got \(2, 0\)$",
-        ),
-        (torch.full((1, 13), 3), ValueError, r"^source has 13 tokens > max_length=12$"),
-        (
-            torch.tensor([[3, 11]]),
-            ValueError,
-            r"^source\[0, 1\] = 11 is outside the vocabulary \[0, 11\)$",
-        ),
-        (
-            torch.tensor([[3, 4], [5, -1]]),
-            ValueError,
-            r"^source\[1, 1\] = -1 is outside the vocabulary \[0, 11\)$",
-        ),
-        (
-            torch.tensor([[3, 4], [0, 0]]),
-            ValueError,
-            r"^source row 1 is nothing but PAD=0$",
-        ),
-    ],
-)
+@pytest.mark.parametrize("tokens, error, match", BAD_SOURCE_IDS)
 def test_bad_token_ids_are_refused_with_the_argument_named(tokens, error, match):
     model = tiny()
     with pytest.raises(error, match=match):

@@ -40,6 +40,8 @@ from literate.models.transformer2017_decoding import (
 )
 from literate.tools.syncs import HostReads
 
+from harness import BAD_SOURCE_IDS
+
 TOL = 1e-12  # float64; see the module docstring
 PAD, BOS, EOS = 0, 1, 2
 MAX_NEW = 10  # the decodes below ask for this many tokens
@@ -411,32 +413,7 @@ def test_bad_max_new_tokens_are_refused_by_name():
     assert cached_greedy_decode(model, source, 12).shape[1] <= 12  # the limit itself
 
 
-@pytest.mark.parametrize(
-    "tokens, error, match",
-    [
-        (
-            torch.tensor([[3, 11]]),
-            ValueError,
-            r"^source\[0, 1\] = 11 is outside the vocabulary \[0, 11\)$",
-        ),
-        (
-            torch.tensor([[3, 4], [5, -1]]),
-            ValueError,
-            r"^source\[1, 1\] = -1 is outside the vocabulary \[0, 11\)$",
-        ),
-        (
-            torch.tensor([[3, 4], [0, 0]]),
-            ValueError,
-            r"^source row 1 is nothing but PAD=0$",
-        ),
-        (torch.full((1, 13), 3), ValueError, r"^source has 13 tokens > max_length=12$"),
-        (
-            torch.tensor([[3.0, 4.0]]),
-            TypeError,
-            r"^source must hold token ids as torch\.long, got torch\.float32$",
-        ),
-    ],
-)
+@pytest.mark.parametrize("tokens, error, match", BAD_SOURCE_IDS)
 def test_bad_source_ids_are_refused_by_name(tokens, error, match):
     model = tiny()
     with pytest.raises(error, match=match):
