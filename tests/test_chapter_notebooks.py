@@ -3,6 +3,8 @@
 * The conversion, on a small page, cell by cell; on the real chapters: the code cells are
   exactly what pytest runs, the prose is all there with its boxes readable, every link
   points at the site, the bytes are the same at every run.
+* A download works anywhere: without a site_url its relative links are plain text, with
+  one absolute; its figures are embedded (cell attachments), never paths.
 * The notebook pages' downloads: only their links change, and those resolve.
 * The built site (when `site/` is fresh, as `make test` leaves it): every chapter page
   links its notebook with a download button, and the file is there.
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import posixpath
@@ -156,14 +159,13 @@ raise SystemExit
 SMALL_CELLS = [
     (
         "markdown",
-        "*This notebook is [chapter 3](../../part/page/) of S, made from its page: ",
+        "*This notebook is chapter 3 of S, made from its page: ",
     ),
     (
         "markdown",
-        "# 3. A page\n\nText with [a link](../../part/other/#sec), [home](../../), an "
-        "[anchor](../../part/page/#here), a\n[wrapped\nlink](../x.py) and "
+        "# 3. A page\n\nText with a link, home, an anchor, a\nwrapped\nlink and "
         "`[not](a-link.md)` in code.\n\n"
-        f"![{FIGURES['attention-masks'].alt}](../../figures/attention-masks-light.svg)\n\n"
+        f"![{FIGURES['attention-masks'].alt}](attachment:attention-masks-light.svg)\n\n"
         "*From `literate/x.py`:*",
     ),
     ("code", "x = 1"),
@@ -198,14 +200,29 @@ def small_page(tmp_path: Path) -> tuple[Path, SnippetExpander, dict[str, str]]:
     )
 
 
+SVG = b'<svg xmlns="http://www.w3.org/2000/svg"/>'
+
+
 def test_a_small_page_becomes_these_cells(tmp_path):
     docs, expander, urls = small_page(tmp_path)
     nb = chapter_notebook(
-        "part/page.md", page_urls=urls, docs_dir=docs, expander=expander, site_name="S"
+        "part/page.md",
+        page_urls=urls,
+        docs_dir=docs,
+        expander=expander,
+        site_name="S",
+        figure_svg={"attention-masks-light.svg": SVG}.__getitem__,
     )
     got = [(c["cell_type"], c["source"]) for c in nb["cells"]]
     assert got[0][0] == "markdown" and got[0][1].startswith(SMALL_CELLS[0][1])
     assert got[1:] == SMALL_CELLS[1:]
+    # the figure is in the notebook, as Jupyter keeps a pasted image
+    assert nb["cells"][1]["attachments"] == {
+        "attention-masks-light.svg": {
+            "image/svg+xml": base64.b64encode(SVG).decode("ascii")
+        }
+    }
+    assert [c for c in nb["cells"] if "attachments" in c] == [nb["cells"][1]]
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
     assert nb["metadata"]["literate"] == {"chapter": 3, "page": "part/page.md"}
     assert len({c["id"] for c in nb["cells"]}) == len(nb["cells"])
@@ -219,6 +236,7 @@ def test_with_a_site_url_the_links_are_absolute(tmp_path):
         site_url="https://h.example/sub",
         docs_dir=docs,
         expander=expander,
+        figure_svg=lambda name: SVG,
     )
     links = [t for source in cells(nb, "markdown") for t in markdown_links(source)]
     assert links == [
@@ -227,7 +245,7 @@ def test_with_a_site_url_the_links_are_absolute(tmp_path):
         "https://h.example/sub/",
         "https://h.example/sub/part/page/#here",
         "https://h.example/sub/downloads/x.py",
-        "https://h.example/sub/figures/attention-masks-light.svg",
+        "attachment:attention-masks-light.svg",  # embedded all the same
         "https://example.org/two",
     ]
 
@@ -239,7 +257,11 @@ def test_a_link_to_a_page_outside_the_nav_is_an_error(tmp_path):
         ValueError, match=r"part/page.md: link 'other.md#sec': no page 'part/other.md'"
     ):
         chapter_notebook(
-            "part/page.md", page_urls=urls, docs_dir=docs, expander=expander
+            "part/page.md",
+            page_urls=urls,
+            docs_dir=docs,
+            expander=expander,
+            figure_svg=lambda name: SVG,
         )
 
 
@@ -341,26 +363,49 @@ SITE_FILES = (
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
-def test_every_link_points_at_the_site(relative, absolute, page):
+def test_every_link_points_at_the_site_and_every_figure_is_embedded(
+    relative, absolute, page
+):
+    """Without a site_url a download has no relative link (plain text instead: it would
+    resolve only on the site); with one, every link of the page is absolute and
+    resolves. Figures are attachments in both, each a whole SVG."""
     name = name_of(page)
-    near = [
-        t for s in cells(load(relative[name]), "markdown") for t in markdown_links(s)
+    near_nb, far_nb = load(relative[name]), load(absolute[name])
+    near = [t for s in cells(near_nb, "markdown") for t in markdown_links(s)]
+    far = [t for s in cells(far_nb, "markdown") for t in markdown_links(s)]
+    assert far, page
+    for a in near:
+        assert a.startswith(("http://", "https://", "attachment:")), f"{page}: {a}"
+        assert not a.startswith(SITE), a
+    assert [a for a in near if not a.startswith("attachment:")] == [
+        b
+        for b in far
+        if b.startswith(("http://", "https://")) and not b.startswith(SITE)
     ]
-    far = [
-        t for s in cells(load(absolute[name]), "markdown") for t in markdown_links(s)
-    ]
-    assert len(near) == len(far) > 0
-    for a, b in zip(near, far):
-        if a.startswith(("http://", "https://")) and not b.startswith(SITE):
-            assert a == b  # a link to another site, left alone
+    for b in far:
+        if b.startswith("attachment:") or not b.startswith(SITE):
             continue
-        assert not a.startswith(("/", "http")) and ".md" not in a, a
-        path = _site_path(a)
-        assert path.split("#")[0] in SITE_FILES, f"{page}: {a} -> {path}"
-        assert b == SITE + path, (a, b)
-    assert any("figures/" in a for a in near) == (
-        "![" in (ROOT / "docs" / page).read_text()
-    )
+        path = b.removeprefix(SITE)
+        assert path.split("#")[0] in SITE_FILES, f"{page}: {b}"
+    shown = {a.removeprefix("attachment:") for a in near if a.startswith("attachment:")}
+    assert shown == {
+        b.removeprefix("attachment:") for b in far if b.startswith("attachment:")
+    }
+    assert bool(shown) == ("![" in (ROOT / "docs" / page).read_text())
+    for nb in (near_nb, far_nb):
+        for cell in nb["cells"]:
+            for file, bundle in cell.get("attachments", {}).items():
+                assert f"](attachment:{file}" in cell["source"]
+                assert f"figures/{file}" in SITE_FILES, file
+                data = bundle["image/svg+xml"]  # nbformat's files split it in lines
+                svg = base64.b64decode(
+                    "".join(data) if isinstance(data, list) else data
+                )
+                assert svg.lstrip().startswith(b"<?xml") and svg.rstrip().endswith(
+                    b"</svg>"
+                ), file
+    prose = "\n".join(cells(near_nb, "markdown"))
+    assert "../figures/" not in prose and "](../" not in prose
 
 
 def test_the_same_inputs_give_the_same_bytes(relative, tmp_path):
@@ -391,6 +436,8 @@ def test_the_same_inputs_give_the_same_bytes(relative, tmp_path):
 def test_a_notebook_page_download_changes_only_its_links_and_they_resolve(
     relative, absolute, page
 ):
+    """Without a site_url its links are their text; with one, absolute URLs that
+    resolve. Nothing else of the source changes."""
     import jupytext
 
     stem = Path(page).stem
@@ -398,17 +445,19 @@ def test_a_notebook_page_download_changes_only_its_links_and_they_resolve(
     near = relative[f"{stem}.py"].read_text(encoding="utf-8")
     far = absolute[f"{stem}.py"].read_text(encoding="utf-8")
     strip = re.compile(r"\]\([^)\s]*\)")
-    assert strip.sub("]()", near) == strip.sub("]()", original) == strip.sub("]()", far)
+    assert strip.sub("]()", original) == strip.sub("]()", far)
     old, new, abs_ = markdown_links(original), markdown_links(near), markdown_links(far)
-    assert len(old) == len(new) == len(abs_) > 0
-    for a, b, c in zip(old, new, abs_):
+    assert len(old) == len(abs_) > 0
+    assert new == [a for a in old if a.startswith(("http://", "https://"))]
+    as_text = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\((?!https?:)[^)\s]*\)")
+    assert near == as_text.sub(r"\1", original)
+    for a, c in zip(old, abs_):
         if a.startswith(("http://", "https://")):
-            assert a == b == c
+            assert a == c
             continue
-        # the page's links are relative to its URL; the download's to where it is served
-        assert _site_path(b) == _site_path(a, served_at=URLS[page]), (a, b)
+        # the page's links are relative to its URL
         assert c == SITE + _site_path(a, served_at=URLS[page]), (a, c)
-        assert _site_path(b).split("#")[0] in SITE_FILES, b
+        assert _site_path(a, served_at=URLS[page]).split("#")[0] in SITE_FILES, a
     nb = load(absolute[f"{stem}.ipynb"])
     read = jupytext.reads(original, fmt="py:percent")
     assert cells(nb, "code") == [c.source for c in read.cells if c.cell_type == "code"]

@@ -465,7 +465,9 @@ PROBE_PAGE = CHAPTER_1
 _PROBE = """document.addEventListener('DOMContentLoaded', () => {
     const pick = (selector, n) => document.querySelectorAll(selector)[n];
     pick('.md-content article > p', 6).classList.add('probe-text');
-    pick('.md-content .highlight pre > code span.n', 60).classList.add('probe-code');
+    // a keyword: names are plain text, and folded code has no spans until its fold
+    // opens (literate/site/lighter.py); axe-core does not check punctuation alone
+    pick('.md-content .highlight pre > code span.k', 10).classList.add('probe-code');
     Array.from(document.querySelectorAll('.md-content article > p a[href]'))
         .filter(a => !a.closest('sup, .footnote-ref'))[2].classList.add('probe-link');
     const style = document.createElement('style');

@@ -15,8 +15,13 @@
 #
 # A notebook to change and re-run: it is executed when the site is built (a failing cell
 # fails the build), and you can download it with the button at the top of the page. It
-# uses the functions of [chapter 1](../../attention/scaled-dot-product/) from the
-# `literate` package.
+# uses the functions of [chapter 1](../../attention/scaled-dot-product/).
+#
+# **What it needs to run on its own**: torch, matplotlib, and the code of chapters 1-3.
+# The site is built with this site's `literate` package installed, and the notebook
+# imports the code from it. Without the package, download chapters 1-3's code as one
+# file, [attention.py](../../downloads/attention.py), into the directory of the
+# notebook: the first cell then imports the same functions from that file.
 #
 # We make eight tokens whose keys and queries are built so that token $i$ "looks for"
 # token $i - 2$, then watch what the causal mask, padding and the $1/\sqrt{d_k}$ scale
@@ -29,11 +34,38 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from literate.parts.attention import (
-    causal_allowed,
-    padding_allowed,
-    scaled_dot_product_attention,
-)
+try:  # the site's package, installed
+    from literate.parts.attention import (
+        causal_allowed,
+        padding_allowed,
+        scaled_dot_product_attention,
+    )
+except ImportError:  # or chapters 1-3's one file, next to this notebook
+    try:
+        from attention import (
+            causal_allowed,
+            padding_allowed,
+            scaled_dot_product_attention,
+        )
+    except ImportError as error:
+        raise ImportError(
+            "this notebook needs the code of chapters 1-3: install the site's literate "
+            "package, or download attention.py (chapter 1 links it) into the "
+            "notebook's directory") from error
+
+# The site's figure style (its light palette, literate/figures/style.py): Nord ink on a
+# transparent background, figures sized for the page's column.
+INK, MUTED, BORDER = "#2E3440", "#4C566A", "#D8DEE9"
+SERIES = ["#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A"]  # blue, orange, ...
+plt.rcParams.update({
+    "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
+    "text.color": INK, "axes.labelcolor": INK, "axes.titlecolor": INK,
+    "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
+    "xtick.color": MUTED, "ytick.color": MUTED, "axes.edgecolor": BORDER,
+    "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
+    "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
+    "legend.labelcolor": INK, "axes.prop_cycle": plt.cycler(color=SERIES),
+})
 
 torch.manual_seed(0)
 T, d_k = 8, 16
@@ -50,7 +82,7 @@ values = torch.arange(T, dtype=torch.float64)[:, None]  # value j is just the nu
 # %% alt="Three heatmaps of attention weights, query rows against key columns, for eight tokens. With no mask, each query puts its weight on the key two positions before it, and queries 0 and 1 wrap around to keys 6 and 7. With the causal mask, the same diagonal from query 2 on, while query 0 weighs only key 0 and query 1 splits its weight between keys 0 and 1. With the padding mask added, the weights look the same as the causal ones: no query's partner is one of the two padding tokens."
 def show(weights, title, ax):
     ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
-    ax.set_title(title, fontsize=11)
+    ax.set_title(title)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     ax.set_xticks(range(weights.shape[-1]))
@@ -65,7 +97,7 @@ padded = scaled_dot_product_attention(
     causal_allowed(T, T) & padding_allowed(valid),
 )
 
-fig, axes = plt.subplots(1, 3, figsize=(12, 4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.9), layout="constrained")
 show(free.weights, "no mask", axes[0])
 show(causal.weights, "causal", axes[1])
 show(padded.weights[0, 0], "causal & padding (last 2)", axes[2])
@@ -92,7 +124,7 @@ assert all(abs(causal.output[i, 0].item() - (i - 2)) < 0.1 for i in range(2, T))
 
 # %% alt="Three heatmaps of causal attention weights, query rows against key columns, with the scores multiplied by 0.01, by 0.05 and by the chapter's 1/sqrt(d_k). At 0.01 each row spreads its weight almost evenly over the keys it may see; from query 2 on, the key two positions back is each row's darkest cell at 0.05, and at the chapter's scale the only dark one."
 factors = [0.01, 0.05, 1 / math.sqrt(d_k)]
-fig, axes = plt.subplots(1, 3, figsize=(12, 4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.9), layout="constrained")
 for ax, factor in zip(axes, factors):
     scaled_queries = queries * factor * math.sqrt(d_k)  # it divides by sqrt(d_k)
     result = scaled_dot_product_attention(scaled_queries, keys, values,

@@ -77,6 +77,20 @@ except ImportError:  # or chapter 9's one file, next to this notebook
             "package, or download mixtral.py (chapter 9 links it) into the "
             "notebook's directory") from error
 
+# The site's figure style (its light palette, literate/figures/style.py): Nord ink on a
+# transparent background, figures sized for the page's column.
+INK, MUTED, BORDER = "#2E3440", "#4C566A", "#D8DEE9"
+SERIES = ["#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A"]  # blue, orange, ...
+plt.rcParams.update({
+    "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
+    "text.color": INK, "axes.labelcolor": INK, "axes.titlecolor": INK,
+    "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
+    "xtick.color": MUTED, "ytick.color": MUTED, "axes.edgecolor": BORDER,
+    "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
+    "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
+    "legend.labelcolor": INK, "axes.prop_cycle": plt.cycler(color=SERIES),
+})
+
 SEED = 0  # the figure of the chapter is this seed's run; try others
 
 # %% [markdown]
@@ -99,11 +113,11 @@ SEED = 0  # the figure of the chapter is this seed's run; try others
 # %% alt="Heatmap of each topic's token probabilities: four topic rows against the 32 token columns. The common words, left of a grey line, have the same probabilities in every topic, highest for the first and falling to the right. Each topic then has its own block of the remaining tokens, at a low, even probability, and zero for the other topics' tokens."
 task = TINY_MOE
 probs = topic_distributions(task)  # [topics, V]
-fig, ax = plt.subplots(figsize=(9, 3), layout="constrained")
+fig, ax = plt.subplots(figsize=(7.2, 2.6), layout="constrained")
 image = ax.imshow(probs, aspect="auto", cmap="Blues")
 ax.set(xlabel="token", ylabel="topic", yticks=range(task.n_topics),
        title="Each topic's token probabilities")
-ax.axvline(task.common_words - 0.5, color="grey", lw=1)
+ax.axvline(task.common_words - 0.5, color=MUTED, lw=1)
 fig.colorbar(image, ax=ax, label="probability")
 plt.show()
 
@@ -163,13 +177,13 @@ print("(the first run also pays a one-time cost: the experts' first call of thei
 # one that matters: it sets how long the step takes and, with a capacity, drops tokens.
 
 # %% alt="Two stacked-area charts of the share of (token, choice) pairs each of the eight experts receives at each training step, with dashed lines at even eighths. Without the balancing loss, two experts take almost all of the pairs within the first few steps, and other experts win back only part of the load later. With the loss, the eight bands jitter from step to step around the even shares."
-colours = plt.get_cmap("tab10").colors[:task.n_experts]
-fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained", sharey=True)
+colours = plt.get_cmap("tab10").colors[:task.n_experts]  # eight: more than SERIES
+fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.2), layout="constrained", sharey=True)
 for ax, (name, run) in zip(axes, runs.items()):
     ax.stackplot(range(STEPS), list(zip(*run.shares)), colors=colours,
                  labels=[f"expert {e}" for e in range(task.n_experts)])
     for j in range(1, task.n_experts):
-        ax.axhline(j / task.n_experts, color="black", ls="--", lw=0.7, alpha=0.6)
+        ax.axhline(j / task.n_experts, color=INK, ls="--", lw=0.7, alpha=0.6)
     ax.set(xlim=(0, STEPS - 1), ylim=(0, 1), xlabel="training step",
            title=f"{name} the balancing loss:\nimbalance "
                  f"{imbalance(run.final_shares(LAST)):.2f} (last {LAST} steps)")
@@ -208,8 +222,8 @@ assert imbalance(runs["with"].final_shares(LAST)) < 1.3  # seeds 0-9: 1.04-1.19
 # The balancing loss, at this coefficient, costs the language model nothing visible.
 
 # %% alt="Next-token loss at each training step for the runs with and without the balancing loss, thin lines for single steps and thick lines for the mean of 10 steps, with grey reference levels for a uniform guess (ln 32), for word frequencies only, and for a model that knows the topic. Both runs fall from above ln 32, pass the word-frequencies level, and end close to the knowing-the-topic level; the two curves almost coincide."
-fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
-for (name, run), colour in zip(runs.items(), ("tab:red", "tab:blue")):
+fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
+for (name, run), colour in zip(runs.items(), (SERIES[4], SERIES[0])):
     losses = torch.tensor(run.lm_loss)
     ax.plot(losses, color=colour, lw=0.7, alpha=0.4)
     ax.plot(range(9, STEPS), losses.unfold(0, 10, 1).mean(1), color=colour, lw=2,
@@ -217,7 +231,7 @@ for (name, run), colour in zip(runs.items(), ("tab:red", "tab:blue")):
 for level, style, label in ((math.log(task.vocab_size), ":", "ln 32: a uniform guess"),
                             (unigram_loss(task), "--", "word frequencies only"),
                             (topic_loss(task), "-.", "knowing the topic")):
-    ax.axhline(level, color="grey", ls=style, lw=1, label=label)
+    ax.axhline(level, color=MUTED, ls=style, lw=1, label=label)
 ax.set(xlabel="training step", ylabel="next-token loss (nats)", title="Training loss")
 ax.legend()
 plt.show()

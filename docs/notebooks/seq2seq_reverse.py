@@ -62,6 +62,20 @@ except ImportError:  # or chapter 4's one file, next to this notebook
             "package, or download transformer2017.py (chapter 4 links it) into the "
             "notebook's directory") from error
 
+# The site's figure style (its light palette, literate/figures/style.py): Nord ink on a
+# transparent background, figures sized for the page's column.
+INK, MUTED, BORDER = "#2E3440", "#4C566A", "#D8DEE9"
+SERIES = ["#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A"]  # blue, orange, ...
+plt.rcParams.update({
+    "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
+    "text.color": INK, "axes.labelcolor": INK, "axes.titlecolor": INK,
+    "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
+    "xtick.color": MUTED, "ytick.color": MUTED, "axes.edgecolor": BORDER,
+    "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
+    "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
+    "legend.labelcolor": INK, "axes.prop_cycle": plt.cycler(color=SERIES),
+})
+
 # One thread: at this size the work per operation is tiny, and a second thread costs
 # more in synchronisation than it saves (and loses badly when the machine is busy).
 torch.set_num_threads(1)
@@ -178,12 +192,12 @@ q_right, q_other = 0.9 + 0.1 / VOCAB, 0.1 / VOCAB
 floor = -(q_right * math.log(q_right) + (VOCAB - 1) * q_other * math.log(q_other))
 print(f"label-smoothing floor for V = {VOCAB}: {floor:.3f}")
 
-fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
 ax.plot(losses, lw=0.8, alpha=0.5, label="loss per step")
 window = 25
 smooth = torch.tensor(losses).unfold(0, window, 1).mean(1)
 ax.plot(range(window - 1, STEPS), smooth, lw=2, label=f"mean of {window} steps")
-ax.axhline(floor, color="grey", ls="--", lw=1,
+ax.axhline(floor, color=MUTED, ls="--", lw=1,
            label=f"label-smoothing floor {floor:.2f}")
 ax.set(xlabel="step", ylabel="label-smoothed cross-entropy", yscale="log",
        title="Training loss")
@@ -236,7 +250,7 @@ def names(tokens: torch.Tensor) -> list[str]:
     return [str(t) if t > 2 else "EOS" for t in tokens.tolist()]
 
 
-fig, ax = plt.subplots(figsize=(5.5, 5), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.6, 4.2), layout="constrained")
 ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
 ax.set_xticks(range(src.shape[1]), names(src[0]))
 ax.set_yticks(range(tgt.shape[1]), names(tgt[0]))

@@ -11,19 +11,22 @@ becomes `downloads/notebooks/<NN>-<page>.ipynb` (nbformat 4.5):
 * a box (`!!! claim "id"`, `??? proof`, `??? exercise "..."`, `??? success "Solution"`,
   a tab `=== "..."`) becomes a bold title line followed by its body, dedented; a claim is
   a quote, `> **Claim `id`**`, its sentence under it;
-* every relative link and image points at the site: with `site_url` set in the MkDocs
-  config, an absolute URL (`<site_url>attention/positions/#rope`); without one, a URL
-  relative to where the notebook is served (`../../attention/positions/#rope`), which
-  resolves on the site itself (a viewer opened at the notebook's URL) but not in a file
-  opened from disk. Links within the page (`#anchor`) go to the page on the site: the
-  notebook's own heading anchors are spelled differently by each Jupyter frontend. Of a
-  figure's light and dark variants (`#only-light`, `#only-dark`) the light one is kept,
-  with its alt text (`literate.figures.with_alt_text`, as on the page).
+* a downloaded notebook works anywhere (Jupyter, Colab, a file opened from disk): every
+  relative link points at the site when `site_url` is set in the MkDocs config, as an
+  absolute URL (`<site_url>attention/positions/#rope`); without one it becomes plain text
+  (its link text), since a relative URL resolves only on the site itself. Links within
+  the page (`#anchor`) go to the page on the site: the notebook's own heading anchors
+  are spelled differently by each Jupyter frontend. Of a figure's light and dark variants
+  (`#only-light`, `#only-dark`) the light one is kept, with its alt text
+  (`literate.figures.with_alt_text`, as on the page), embedded in the notebook as a cell
+  attachment (`attachment:<name>-light.svg`), never a path or URL;
 
 The notebook pages (jupytext percent `.py` files under `docs/notebooks/`) are offered the
 same way, as `downloads/notebooks/<name>.ipynb` and `<name>.py`, their links rewritten
 like a chapter's: they are written relative to the page's URL, which a downloaded file
-does not have.
+does not have. Their first code cell imports from `literate` or, without it, from the
+era's standalone file (`python -m literate.tools.export NAME`, served as
+`downloads/NAME.py`) put next to the notebook; their first Markdown cell names the file.
 
 The same inputs give the same bytes: no timestamps, cell ids derived from the cells,
 keys sorted (nbformat's writer). The build hook calls `add_notebook_downloads` from
@@ -37,10 +40,11 @@ the download buttons next to the page title.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +106,37 @@ LINK = re.compile(
 )
 DARK_ONLY = re.compile(r"^[ \t]*!\[[^\]]*\]\([^)\s]*#only-dark\)(\{[^}\n]*\})?[ \t]*$")
 SCHEME = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)
+FIGURE_PATH = re.compile(r"^figures/[\w.-]+\.svg$")  # a figure's site path
+ATTACHMENT = re.compile(r"\]\(attachment:(?P<name>[^)\s]+)")
+
+
+def default_figure_svg(name: str) -> bytes:
+    """The bytes of a drawn figure, by file name (`attention-masks-light.svg`): from the
+    build's figure cache (`literate/site/figure_files.py`), drawn there if missing."""
+    from literate.site.figure_files import draw_figures, plan_figures
+
+    report = plan_figures()
+    path = report.paths[f"figures/{name}"]
+    if not path.exists():
+        draw_figures([job for job in report.jobs if job[2] == path])
+    return path.read_bytes()
+
+
+def with_attachments(
+    cells: list[dict[str, Any]], figure_svg: Callable[[str], bytes]
+) -> list[dict[str, Any]]:
+    """Every Markdown cell that shows `attachment:<name>` carries the file, base64
+    encoded, as Jupyter stores a pasted image (nbformat's `attachments`)."""
+    for cell in cells:
+        names = [m.group("name") for m in ATTACHMENT.finditer(cell["source"])]
+        if cell["cell_type"] == "markdown" and names:
+            cell["attachments"] = {
+                name: {
+                    "image/svg+xml": base64.b64encode(figure_svg(name)).decode("ascii")
+                }
+                for name in dict.fromkeys(names)
+            }
+    return cells
 
 
 def _indent(line: str) -> int:
@@ -177,6 +212,8 @@ class Linker:
     site_url: str | None  # absolute base URL, or None: relative to `served_at`
     served_at: str = NOTEBOOK_DIR + "/"  # the directory the notebook is served from
     url_relative: bool = False  # links written relative to the page's URL (notebooks)
+    # figures (`figures/*.svg`) as cell attachments; else an image is a link
+    embed_figures: bool = True
 
     def site_path(self, target: str) -> str:
         """The site path (no leading slash) a relative link of the page points at."""
@@ -220,20 +257,30 @@ class Linker:
         return relative + (f"#{fragment}" if fragment else "")
 
     def rewrite(self, line: str) -> str:
-        """One line of Markdown with its relative links and images rewritten; a figure's
-        `#only-light` variant loses its marker, attribute lists after links are dropped."""
+        """One line of Markdown with its relative links and images rewritten: a figure
+        (`figures/<name>.svg`, its `#only-light` marker dropped) to `attachment:<name>.svg`,
+        another link to its absolute URL with a `site_url`, else to its text alone;
+        attribute lists after links are dropped."""
 
         def one(match: re.Match[str]) -> str:
             if match.group("code"):
                 return match.group(0)
             target = match.group("target")
+            text = match.group("text")
             if not target or SCHEME.match(target):
                 url = target
             else:
                 if match.group("bang"):
                     target = target.removesuffix("#only-light")
+                    path = self.site_path(target)
+                    if self.embed_figures and FIGURE_PATH.match(path):
+                        url = "attachment:" + posixpath.basename(path)
+                        return f"![{text}]({url}{match.group('title') or ''})"
+                if not self.site_url:
+                    self.site_path(target)  # a link that leaves the nav still fails
+                    return text  # a relative URL resolves only on the site
                 url = self.url(target)
-            return f"{match.group('bang')}[{match.group('text')}]({url}{match.group('title') or ''})"
+            return f"{match.group('bang')}[{text}]({url}{match.group('title') or ''})"
 
         return LINK.sub(one, line)
 
@@ -429,18 +476,22 @@ def chapter_notebook(
     site_name: str = "this site",
     docs_dir: Path = ROOT / "docs",
     expander: SnippetExpander | None = None,
+    figure_svg: Callable[[str], bytes] | None = None,
 ) -> dict[str, Any]:
-    """The notebook of one chapter page (docs-relative path), as a JSON-ready dict."""
+    """The notebook of one chapter page (docs-relative path), as a JSON-ready dict; its
+    figures' bytes come from `figure_svg` (file name -> SVG; the figure cache)."""
     from literate.figures import with_alt_text
 
     text = with_alt_text((docs_dir / page).read_text(encoding="utf-8"), page)
     meta, _ = front_matter(text)
     linker = Linker(page, page_urls, site_url)
-    here = linker.url("")
     seen: dict[str, int] = {}
     chapter = meta.get("chapter")
+    this = (
+        f"[chapter {chapter}]({linker.url('')})" if site_url else f"chapter {chapter}"
+    )
     intro = (
-        f"*This notebook is [chapter {chapter}]({here}) of {site_name}, made from its page: the "
+        f"*This notebook is {this} of {site_name}, made from its page: the "
         "prose in Markdown cells and, in the page's order, each Python block the page runs "
         "under pytest as a code cell, with the code it includes from `literate/` written "
         "out. The cells import the rest (reference values, data, the earlier chapters' "
@@ -450,7 +501,10 @@ def chapter_notebook(
     cells = [_new_cell("markdown", intro, seen)]
     for cell in chapter_cells(text, linker, expander):
         cells.append(cell | {"id": _cell_id(cell["cell_type"], cell["source"], seen)})
-    return _notebook(cells, {"literate": {"chapter": chapter, "page": page}})
+    return _notebook(
+        with_attachments(cells, figure_svg or default_figure_svg),
+        {"literate": {"chapter": chapter, "page": page}},
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -526,6 +580,65 @@ class Download:
     path: Path  # the written file
 
 
+def _planned(
+    pages: list[str],
+    *,
+    page_urls: Mapping[str, str] | None,
+    site_url: str | None,
+    site_name: str,
+    docs_dir: Path,
+    figure_svg: Callable[[str], bytes] | None,
+) -> list[tuple[str, str, str, Callable[[], str]]]:
+    """(page, file name, label, the file's text, made when called) of every download."""
+    page_urls = dict(page_urls) if page_urls is not None else default_page_urls(pages)
+    wanted: list[tuple[str, str, str, Callable[[], str]]] = []
+    for page in chapter_pages(pages, docs_dir):
+        meta, _ = front_matter((docs_dir / page).read_text(encoding="utf-8"))
+        name = notebook_name(page, meta["chapter"])
+
+        def chapter(page: str = page) -> str:
+            return dumps(
+                chapter_notebook(
+                    page,
+                    page_urls=page_urls,
+                    site_url=site_url,
+                    site_name=site_name,
+                    docs_dir=docs_dir,
+                    figure_svg=figure_svg,
+                )
+            )
+
+        label = "Download this chapter as a Jupyter notebook (.ipynb)"
+        wanted.append((page, f"{name}.ipynb", label, chapter))
+    for page in notebook_pages(pages):
+        name = notebook_name(page)
+        options = {"page_urls": page_urls, "site_url": site_url, "docs_dir": docs_dir}
+
+        def notebook(page: str = page) -> str:
+            return dumps(jupytext_notebook(page, **options))
+
+        def source(page: str = page) -> str:
+            return jupytext_source(page, **options)
+
+        wanted.append(
+            (page, f"{name}.ipynb", "Download this notebook (.ipynb)", notebook)
+        )
+        label = "Download this notebook's source (jupytext .py)"
+        wanted.append((page, f"{name}.py", label, source))
+    names = [w[1] for w in wanted]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two pages give a notebook the same name: {sorted(names)}")
+    return wanted
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `path` only when its text changed, whole or not at all."""
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+
+
 def write_notebooks(
     pages: list[str],
     *,
@@ -534,86 +647,67 @@ def write_notebooks(
     site_name: str = "this site",
     out_dir: Path = NOTEBOOK_CACHE,
     docs_dir: Path = ROOT / "docs",
+    figure_svg: Callable[[str], bytes] | None = None,
 ) -> list[Download]:
     """Write the notebook of every chapter and notebook page among `pages` (reading order)
     into `out_dir`; a file is rewritten only when its text changed."""
-    page_urls = dict(page_urls) if page_urls is not None else default_page_urls(pages)
     out_dir.mkdir(parents=True, exist_ok=True)
-    wanted: list[tuple[str, str, str, str]] = []  # (page, file name, label, text)
-    for page in chapter_pages(pages, docs_dir):
-        meta, _ = front_matter((docs_dir / page).read_text(encoding="utf-8"))
-        name = notebook_name(page, meta["chapter"])
-        nb = chapter_notebook(
-            page,
-            page_urls=page_urls,
-            site_url=site_url,
-            site_name=site_name,
-            docs_dir=docs_dir,
-        )
-        wanted.append(
-            (
-                page,
-                f"{name}.ipynb",
-                "Download this chapter as a Jupyter notebook (.ipynb)",
-                dumps(nb),
-            )
-        )
-    for page in notebook_pages(pages):
-        name = notebook_name(page)
-        nb = jupytext_notebook(
-            page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir
-        )
-        wanted.append(
-            (page, f"{name}.ipynb", "Download this notebook (.ipynb)", dumps(nb))
-        )
-        wanted.append(
-            (
-                page,
-                f"{name}.py",
-                "Download this notebook's source (jupytext .py)",
-                jupytext_source(
-                    page, page_urls=page_urls, site_url=site_url, docs_dir=docs_dir
-                ),
-            )
-        )
-    names = [w[1] for w in wanted]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two pages give a notebook the same name: {sorted(names)}")
     downloads = []
-    for page, name, label, text in wanted:
-        path = out_dir / name
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
-        downloads.append(Download(page, f"{NOTEBOOK_DIR}/{name}", label, path))
+    for page, name, label, make in _planned(
+        pages,
+        page_urls=page_urls,
+        site_url=site_url,
+        site_name=site_name,
+        docs_dir=docs_dir,
+        figure_svg=figure_svg,
+    ):
+        _write(out_dir / name, make())
+        downloads.append(
+            Download(page, f"{NOTEBOOK_DIR}/{name}", label, out_dir / name)
+        )
     return downloads
 
 
 def add_notebook_downloads(files: Any, config: Any, pages: list[str]) -> list[Download]:
-    """The build's part (`on_files`): write the notebooks of the nav's pages (`pages`, in
-    reading order), register each as a generated file, and tell the theme which page
-    offers which (`config.extra["notebook_downloads"]`: page -> [{url, label}])."""
+    """The build's part (`on_files`): register the notebook of each of the nav's pages
+    (`pages`, in reading order) as a generated file, and tell the theme which page offers
+    which (`config.extra["notebook_downloads"]`: page -> [{url, label}]). A file is
+    written when MkDocs copies it, after `on_env`: the figures it embeds are drawn in the
+    background meanwhile (literate/site/hooks.py, `on_files` and `on_env`)."""
     from mkdocs.structure.files import File
+
+    class LateFile(File):
+        make: Callable[[], str]
+
+        def copy_file(self, dirty: bool = False) -> None:
+            if self.abs_src_path is None:  # set by the constructor below; a type guard
+                raise ValueError(f"the notebook {self.src_uri} has no path to write")
+            _write(Path(self.abs_src_path), self.make())
+            super().copy_file(dirty)
 
     page_urls = {f.src_uri: f.url for f in files.documentation_pages()}
     page_urls = {
         src: ("" if url in ("", "./") else url) for src, url in page_urls.items()
     }
-    downloads = write_notebooks(
+    NOTEBOOK_CACHE.mkdir(parents=True, exist_ok=True)
+    downloads = []
+    offered: dict[str, list[dict[str, str]]] = {}
+    for page, name, label, make in _planned(
         pages,
         page_urls=page_urls,
         site_url=config.get("site_url") or None,
         site_name=config.get("site_name") or "this site",
-    )
-    offered: dict[str, list[dict[str, str]]] = {}
-    for download in downloads:
-        files.append(
-            File.generated(config, download.uri, abs_src_path=str(download.path))
+        docs_dir=ROOT / "docs",
+        figure_svg=None,
+    ):
+        download = Download(
+            page, f"{NOTEBOOK_DIR}/{name}", label, NOTEBOOK_CACHE / name
         )
-        offered.setdefault(download.page, []).append(
-            {"url": download.uri, "label": download.label}
-        )
+        file = LateFile.generated(config, download.uri, abs_src_path=str(download.path))
+        file.make = make
+        files.append(file)
+        offered.setdefault(page, []).append({"url": download.uri, "label": label})
+        downloads.append(download)
     config["extra"]["notebook_downloads"] = offered
     return downloads
 

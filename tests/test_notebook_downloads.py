@@ -1,0 +1,126 @@
+"""A downloaded notebook runs anywhere: with torch and matplotlib and the era's standalone
+file next to it, without this project's `literate` package (issue 26).
+
+The notebook is the attention playground's download (`docs/notebooks/attention_playground.py`
+as the site serves it, `downloads/notebooks/attention_playground.ipynb`, written here by
+`write_notebooks` without a site_url), the smallest notebook page. It runs in a fresh
+ipykernel of this venv's Python, started by nbclient, from a temporary directory that holds
+only the notebook and `attention.py`, the standalone file of chapters 1-3
+(`python -m literate.tools.export attention`, the site's `downloads/attention.py`).
+
+How the package is kept out. The venv has `literate` installed in editable mode: a `.pth`
+file installs a `sys.meta_path` finder that maps `literate` to this repository wherever
+the kernel runs, so neither a clean cwd nor an empty PYTHONPATH hides it, and `python -I`
+or `-S` would hide torch too. The test's copy of the notebook therefore starts with one
+extra cell that
+* puts, first on `sys.meta_path`, a finder that refuses `literate` and every
+  `literate.*` module (ModuleNotFoundError, the error a machine without the package
+  gives), so no finder after it (the editable one, the path finder) is asked;
+* drops the repository's root from `sys.path` (PYTHONPATH is unset for the kernel too);
+* checks that `import literate` now fails and that nothing of `literate` was imported.
+The notebook's own cells follow unchanged, and a last extra cell checks that the functions
+came from `attention.py` in the temporary directory and that still no `literate` module
+is loaded. Every cell must run without error.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from literate.site.chapter_notebooks import default_page_urls, write_notebooks
+from literate.site.docblocks import ROOT, mkdocs_config, nav_order
+from literate.tools.export import assemble
+
+PAGE = "notebooks/attention_playground.py"
+ERA = "attention"  # the standalone file its first Markdown cell names
+
+BLOCK_LITERATE = f"""# added by the test, not part of the download: no `literate` in this kernel
+import importlib.abc
+import sys
+
+
+class NoLiterate(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "literate" or name.startswith("literate."):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoLiterate())
+sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != Path({str(ROOT)!r})]
+assert not [m for m in sys.modules if m == "literate" or m.startswith("literate.")]
+try:
+    import literate  # noqa: F401
+except ModuleNotFoundError:
+    pass
+else:
+    raise AssertionError("literate is importable in the test's kernel")
+"""
+
+CHECK_FALLBACK = """# added by the test: the code came from the standalone file next to the notebook
+import os
+import sys
+from pathlib import Path
+
+assert Path(sys.modules[scaled_dot_product_attention.__module__].__file__).parent == (
+    Path(os.getcwd())
+), scaled_dot_product_attention.__module__
+assert not [m for m in sys.modules if m == "literate" or m.startswith("literate.")]
+print("ran without literate")
+"""
+
+
+def test_the_attention_playground_download_runs_without_the_package(
+    tmp_path_factory,
+):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nav = nav_order(mkdocs_config()["nav"])
+    written = tmp_path_factory.mktemp("written")
+    (download,) = [
+        d
+        for d in write_notebooks(
+            [PAGE], page_urls=default_page_urls(nav), out_dir=written
+        )
+        if d.path.suffix == ".ipynb"
+    ]
+    nb = nbformat.read(download.path, as_version=4)
+    nbformat.validate(nb)
+    first_markdown = next(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert f"{ERA}.py" in first_markdown  # it says which file to put next to it
+    assert "](../" not in "".join(c.source for c in nb.cells)  # no relative links
+
+    here = tmp_path_factory.mktemp("reader")  # only the notebook and the era's file
+    (here / f"{ERA}.py").write_text(assemble(ERA), encoding="utf-8")
+    nbformat.write(nb, here / download.path.name)
+    assert sorted(p.name for p in here.iterdir()) == sorted(
+        [f"{ERA}.py", download.path.name]
+    )
+    nb.cells.insert(
+        0, nbformat.v4.new_code_cell("from pathlib import Path\n" + BLOCK_LITERATE)
+    )
+    nb.cells.append(nbformat.v4.new_code_cell(CHECK_FALLBACK))
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=120,
+        allow_errors=False,
+        extra_arguments=["--HistoryManager.hist_file=:memory:"],
+        resources={"metadata": {"path": str(here)}},
+    )
+    start = time.perf_counter()
+    client.execute(env=env, cwd=str(here))
+    seconds = time.perf_counter() - start
+    print(f"\n{download.path.name} without literate: {seconds:.1f} s")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert "ran without literate" in "".join(
+        o.get("text", "") for o in code[-1].outputs
+    )
+    figures = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(figures) == 2  # both of its figures were drawn
