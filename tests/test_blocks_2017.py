@@ -372,9 +372,9 @@ def test_the_decoder_layer_is_causal_by_construction():
 
 
 def test_layers_refuse_bad_inputs_with_the_argument_named():
-    """The blocks check nothing themselves: the first sublayer to read an argument does,
-    under its own name (the padding flags are the attention's `key_valid`; its message
-    tells the target's T from the memory's S)."""
+    """The first sublayer to read an argument checks it, under its own name; the decoder
+    layer names its two padding masks itself (both attentions call theirs `key_valid`),
+    telling the target's T from the memory's S."""
     enc, dec = encoder(), decoder()
     x = rand(2, 3, D, seed=24)
     with pytest.raises(
@@ -405,16 +405,16 @@ def test_layers_refuse_bad_inputs_with_the_argument_named():
         enc(x, key_valid=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(
         TypeError,
-        match=r"^key_valid must be a bool tensor \(True = may attend\), got torch\.float32; "
-        r"convert a 0/1 mask with `mask == 1`$",
+        match=r"^memory_valid must be a bool tensor \(True = may attend\), got "
+        r"torch\.float32; convert a 0/1 mask with `mask == 1`$",
     ):
         dec(x, x, memory_valid=torch.ones(2, 3))
     with pytest.raises(
-        ValueError, match=r"^key_valid must be \[B=2, T_k=3\] "
+        ValueError, match=r"^target_valid must be \[B=2, T_k=3\] "
     ):  # target_valid: the target's T
         dec(x, x, target_valid=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(
-        ValueError, match=r"^key_valid must be \[B=2, T_k=5\] "
+        ValueError, match=r"^memory_valid must be \[B=2, S=5\] "
     ):  # memory_valid: the memory's S
         dec(x, rand(2, 5, D, seed=25), memory_valid=torch.ones(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"^dropout must be in \[0, 1\), got 1\.0$"):

@@ -87,6 +87,22 @@ def stopping_rule(early_stopping: object) -> EarlyStopping:
     return early_stopping
 
 
+def beam_logits(name: str, logits: object, like: Tensor | None = None) -> Tensor:
+    """`logits` if they are floating-point logits [N, V] (of `like`'s shape and device,
+    if given): the prefill's, or what `step` returned. Metadata only."""
+    if not isinstance(logits, Tensor) or not logits.is_floating_point():
+        kind = logits.dtype if isinstance(logits, Tensor) else type(logits).__name__
+        raise TypeError(f"{name} must be logits [N, V] of a floating dtype, got {kind}")
+    if like is None and logits.ndim != 2:
+        raise ValueError(f"{name} must be [N, V] (one row per beam), got "
+                         f"{tuple(logits.shape)}")
+    if like is not None and (logits.shape, logits.device) != (like.shape, like.device):
+        raise ValueError(f"{name} must be [N, V] = {list(like.shape)} on {like.device} "
+                         f"like the prefill's, got {tuple(logits.shape)} on "
+                         f"{logits.device}")
+    return logits
+
+
 class BeamResult(NamedTuple):
     """The best finished hypothesis of each input: tokens [B, L] (the generated part,
     EOS included, then `fill`), its score [B] (sum of log-probabilities / penalty) and
@@ -116,10 +132,13 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
     its pad_token_id, which `generate` sets to the EOS when it is not given).
     """
     k, n = positive_int("beams", beams), positive_int("max_new_tokens", max_new_tokens)
-    rows, vocab = logits.shape
+    rows, vocab = beam_logits("logits", logits).shape
     if rows % k or 2 * k > vocab:
         raise ValueError(f"logits must be [B * beams, V] with 2 * beams <= V, "
                          f"got {tuple(logits.shape)} for beams={k}")
+    for name, f in (("step", step), ("reorder", reorder), ("penalty", penalty)):
+        if not callable(f):
+            raise TypeError(f"{name} must be a function, got {type(f).__name__}")
     if eos_id is not None and non_negative_int("eos_id", eos_id) >= vocab:
         raise ValueError(f"eos_id must be < V={vocab}, got {eos_id}")
     early_stopping = stopping_rule(early_stopping)
@@ -169,7 +188,7 @@ def beam_search(logits: Tensor, step: Callable[[Tensor], Tensor],
             break
         beam_rows = parent.gather(1, pick) + k * torch.arange(b, device=device)[:, None]
         reorder(beam_rows.flatten())  # each surviving beam takes its parent's cache
-        logits = step(history[:, :, -1].flatten())  # [N, V]
+        logits = beam_logits("step(tokens)", step(history[:, :, -1].flatten()), logits)
     longest = int(fin_lengths[:, 0].max())
     return BeamResult(fin_tokens[:, 0, :longest], fin_scores[:, 0], fin_lengths[:, 0])
 # --8<-- [end:beam_search]
@@ -188,6 +207,9 @@ def beam_generate(model: nn.Module, ids: Tensor, beams: int, max_new_tokens: int
     hypothesis shorter than the longest is followed by `pad_id` (default: the EOS)."""
     n = check_request(model, ids, max_new_tokens, eos_id, pad_id)
     k = positive_int("beams", beams)
+    if 2 * k > model.vocab_size:
+        raise ValueError(f"beams={k} needs 2 * beams <= the vocabulary size "
+                         f"{model.vocab_size} (2k candidates a step)")
     penalty = hf_length_penalty(length_penalty)
     early_stopping = stopping_rule(early_stopping)
     ids, valid = check_prompt(model, ids, valid)  # the one host sync of the prompt

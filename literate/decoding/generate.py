@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from literate.decoding.sampling import greedy
-from literate.parts.cache import DecodeCache
+from literate.parts.cache import DecodeCache, KVCache
 from literate.parts.checks import (
     bool_tensor,
     checked_entry,
@@ -35,21 +35,68 @@ from literate.parts.checks import (
     token_ids,
 )
 
-__all__ = ["new_decode_cache", "cached_run", "check_prompt", "check_request", "generate"]
+__all__ = ["check_decoder", "new_decode_cache", "check_run", "cached_run",
+           "check_prompt", "check_request", "check_chosen", "generate"]
 
 
 # --8<-- [start:cached_run]
+def check_decoder(model: object) -> nn.Module:
+    """`model` if it is a decoder-only language model of this site (GPT-2's layout,
+    Llama's and theirs): a module with `embed`, `blocks`, `final_norm`, `lm_head`."""
+    parts = ("embed", "blocks", "final_norm", "lm_head")
+    if not isinstance(model, nn.Module) or not all(hasattr(model, p) for p in parts):
+        raise TypeError(f"model must be a decoder-only language model (gpt2_model, "
+                        f"llama_model...: embed, blocks, final_norm, lm_head), got "
+                        f"{type(model).__name__}")
+    return model
+
+
 def new_decode_cache(model: nn.Module, batch: int, capacity: int) -> DecodeCache:
     """An empty cache for every block of `model` (GPT-2's or Llama's layout)."""
-    return DecodeCache([b.attn.new_cache(batch, capacity) for b in model.blocks])
+    blocks = check_decoder(model).blocks
+    return DecodeCache([b.attn.new_cache(batch, capacity) for b in blocks])
+
+
+def check_run(model: nn.Module, ids: object, cache: object, last: object) -> None:
+    """What `cached_run` refuses, from metadata: ids [B, T] as torch.long, a
+    DecodeCache of one layer cache per block and B rows, on the ids' device, each
+    layer's of the layout its layer writes (checked while it is empty), a bool `last`.
+    """
+    ids = token_ids("ids", ids)
+    if not isinstance(cache, DecodeCache):
+        one = "; a KVCache is one layer's" if isinstance(cache, KVCache) else ""
+        raise TypeError(f"cache must be a DecodeCache (new_decode_cache(model, batch, "
+                        f"capacity)), got {type(cache).__name__}{one}")
+    blocks, layers = check_decoder(model).blocks, cache.layers
+    if len(layers) != len(blocks):
+        raise ValueError(f"cache holds {len(layers)} layer caches, the model has "
+                         f"{len(blocks)} blocks: make it with new_decode_cache(model, "
+                         "batch, capacity)")
+    if ids.shape[0] != cache.valid.shape[0] or ids.device != cache.valid.device:
+        raise ValueError(f"ids is [B={ids.shape[0]}, T] on {ids.device}, the cache "
+                         f"holds {cache.valid.shape[0]} rows on {cache.valid.device}")
+    fresh = cache.next_pos == 0  # a filled cache was checked empty, bound since
+    for i, (block, c) in enumerate(zip(blocks, layers) if fresh else ()):
+        want = block.attn.new_cache(1, 1)  # what the layer writes (a tiny one)
+        held, needed = ([x.n_kv_heads, x.d_head, x.dtype, str(x.device)]
+                        for x in (c, want))
+        latent = [getattr(x, "kv_lora_rank", None) for x in (c, want)]  # MLA's
+        if held != needed or latent[0] != latent[1]:
+            raise ValueError(f"cache.layers[{i}] holds [n_kv_heads, d_head, dtype, "
+                             f"device] = {held}, model.blocks[{i}] writes {needed}: "
+                             "make the cache with new_decode_cache(model, ...)")
+    if not isinstance(last, bool):
+        raise TypeError(f"last must be a bool, got {type(last).__name__}")
 
 
 def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
                valid: Tensor | None = None, last: bool = False) -> Tensor:
     """ids [B, T] (the tokens after those cached) -> logits [B, T, V], or [B, V] for
     the last position only (`last`: the output projection is a small model's largest
-    matmul). `valid` [B, T]: False marks padding. Unchecked: ids as `run` takes them."""
-    start = cache.next_pos
+    matmul). `valid` [B, T]: False marks padding. Metadata checked (`check_run`), not
+    the ids' values: ids as `run` takes them."""
+    check_run(model, ids, cache, last)
+    start, padded = cache.next_pos, cache.padded
     key_valid, positions = cache.advance(ids.shape[1], valid)
     try:
         with checked_entry():  # the layers do not check again
@@ -65,6 +112,7 @@ def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
         for layer_cache in cache.layers:
             if layer_cache.next_pos > start:
                 layer_cache.truncate(start)
+        cache.padded = padded
         raise
 # --8<-- [end:cached_run]
 
@@ -75,6 +123,7 @@ def check_prompt(model: nn.Module, ids: object,
     """A prompt from outside: ids [B, T0] and valid [B, T0] (None: no padding), with
     every row's padding on the left (a real last token) and its ids in the vocabulary.
     Metadata first, then one host sync for both value checks."""
+    check_decoder(model)
     ids = token_ids("ids", ids)
     if ids.device != model.lm_head.weight.device:
         raise ValueError(f"ids is on {ids.device}, the model on "
@@ -107,6 +156,7 @@ def check_request(model: nn.Module, ids: object, max_new_tokens: object,
     """What a generation request asks, from metadata, before the prompt's values are
     read: ids [B, T0] and max_new_tokens >= 1 within the model's context, eos_id and
     pad_id ids of the vocabulary (pad_id only with an eos_id). Returns n."""
+    check_decoder(model)
     t0 = token_ids("ids", ids).shape[1]
     n = positive_int("max_new_tokens", max_new_tokens)
     if t0 + n > model.context:
@@ -120,6 +170,19 @@ def check_request(model: nn.Module, ids: object, max_new_tokens: object,
         raise ValueError("pad_id fills the rows that have produced eos_id: give an "
                          "eos_id too")
     return n
+
+
+def check_chosen(next_id: object, logits: Tensor) -> Tensor:
+    """What `choose` returned from logits [B, V], if it is ids [B] (torch.long, on the
+    logits' device): metadata only, read at every step without a host sync."""
+    if not isinstance(next_id, Tensor) or next_id.dtype != torch.long:
+        kind = next_id.dtype if isinstance(next_id, Tensor) else type(next_id).__name__
+        raise TypeError(f"choose must return token ids as torch.long, got {kind}")
+    if next_id.shape != logits.shape[:1] or next_id.device != logits.device:
+        raise ValueError(f"choose must return ids [B={logits.shape[0]}] on "
+                         f"{logits.device}, one per row of logits [B, V], got "
+                         f"{tuple(next_id.shape)} on {next_id.device}")
+    return next_id
 # --8<-- [end:check_prompt]
 
 
@@ -141,6 +204,12 @@ def generate(model: nn.Module, ids: Tensor, max_new_tokens: int, *,
     model's context.
     """
     n = check_request(model, ids, max_new_tokens, eos_id, pad_id)
+    if not callable(choose):
+        raise TypeError(f"choose must be a function logits [B, V] -> ids [B] (greedy, "
+                        f"a sampler), got {type(choose).__name__}")
+    if not isinstance(return_logits, bool):
+        raise TypeError(f"return_logits must be a bool, got "
+                        f"{type(return_logits).__name__}")
     ids, valid = check_prompt(model, ids, valid)  # the one host sync of the prompt
     b, t0 = ids.shape
     fill = eos_id if pad_id is None else pad_id  # what a finished row appends
@@ -159,7 +228,7 @@ def generate(model: nn.Module, ids: Tensor, max_new_tokens: int, *,
         finished = torch.zeros(b, dtype=torch.bool, device=ids.device)  # [B]
         new, steps = [], []
         for step in range(n):
-            next_id = choose(logits)  # [B]
+            next_id = check_chosen(choose(logits), logits)  # [B]
             if eos_id is not None:
                 next_id = next_id.masked_fill(finished, fill)  # done: pad
                 finished |= next_id == eos_id

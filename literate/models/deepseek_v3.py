@@ -104,6 +104,9 @@ def deepseek_rope(config: object) -> tuple[RotaryEmbedding, float]:
     p = deepseek_rope_parameters(config)
     field = partial(deepseek_field, config)  # field(name): the config's value
     d_rope, base = field("qk_rope_head_dim"), float(p["rope_theta"])
+    if d_rope % 2:
+        raise ValueError(f"config qk_rope_head_dim must be even (pairs rotate), got "
+                         f"{d_rope}")
     layout = "interleaved" if field("rope_interleave") else "half"
     scale = (field("qk_nope_head_dim") + d_rope) ** -0.5
     if p["rope_type"] == "default":

@@ -216,7 +216,8 @@ def gemma3_rope_settings(config: object) -> dict[str, dict[str, float | None]]:
     transformers 5 reads (older versions read `type`)."""
     parameters = gemma3_field(config, "rope_parameters") or {}
     # a config object's rope_scaling is its rope_parameters; a config.json's is its own
-    scaling = config.get("rope_scaling") if isinstance(config, Mapping) else None
+    scaling = (gemma3_field(config, "rope_scaling") if isinstance(config, Mapping)
+               else None)
     thetas = {"sliding_attention": gemma3_field(config, "rope_local_base_freq"),
               "full_attention": gemma3_field(config, "rope_theta")}
     settings = {}

@@ -137,6 +137,9 @@ def gpt2_init_(model: GPTLanguageModel, *, std: float = 0.02) -> GPTLanguageMode
     same stream (Radford et al. 2019, sec. 2.3; std = 0.02 is Hugging Face's
     initializer_range).
     """
+    if not isinstance(model, GPTLanguageModel):
+        raise TypeError(f"model must be a GPTLanguageModel (gpt2_model), "
+                        f"got {type(model).__name__}")
     std = positive_float("std", std)
     residual_std = std / math.sqrt(2 * max(len(model.blocks), 1))
     with torch.no_grad():
@@ -189,6 +192,9 @@ def hf_activation(name: str) -> Callable[[Tensor], Tensor]:
         "gelu_pytorch_tanh": gelu_tanh,  # the same function, as torch computes it
         "gelu": F.gelu,  # the exact (erf) form
     }
+    if not isinstance(name, str):
+        raise TypeError(f"activation_function must be a str, one of {sorted(known)}, "
+                        f"got {type(name).__name__}")
     if name not in known:
         raise ValueError(f"activation_function must be one of {sorted(known)}, "
                          f"got {name!r}")
@@ -209,15 +215,27 @@ GPT2_DEFAULTS = {
 
 def hf_field(config: object, name: str) -> object:
     """`config.name` of a transformers config, or `config[name]` of its config.json
-    (a dict, with GPT-2's defaults for what it leaves out)."""
+    (a dict, with GPT-2's defaults for what it leaves out). Anything else (a model
+    id, None) is refused, and so is a flag that is not a bool ("false" is true)."""
     if isinstance(config, Mapping):
         if name not in config and name not in GPT2_DEFAULTS:
             raise ValueError(f"config has no {name!r}")
-        return config.get(name, GPT2_DEFAULTS.get(name))
-    if not hasattr(config, name):
-        raise TypeError(f"config must be a GPT2Config or its config.json dict: "
-                        f"{type(config).__name__} has no {name!r}")
-    return getattr(config, name)
+        value = config.get(name, GPT2_DEFAULTS.get(name))
+    elif any(c.__name__.lower() == "pretrainedconfig" for c in type(config).__mro__):
+        if not hasattr(config, name):
+            raise ValueError(f"config {type(config).__name__} has no {name!r}")
+        value = getattr(config, name)
+    else:
+        given = (f"the string {config!r}; load it with AutoConfig.from_pretrained "
+                 "first" if isinstance(config, str) else type(config).__name__)
+        raise TypeError(f"config must be a transformers configuration or the dict of "
+                        f"a config.json, got {given}")
+    if isinstance(GPT2_DEFAULTS.get(name), bool) and not isinstance(value, bool):
+        raise TypeError(f"config {name} must be a bool, got {value!r}")
+    if name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner") \
+            and value is not None:
+        positive_int(name, value)
+    return value
 
 
 def gpt2_from_hf_config(config: object, *, inference: bool = False) -> GPTLanguageModel:
@@ -329,6 +347,13 @@ def load_by_name(targets: Mapping[str, tuple[list[Tensor], bool]],
     """Fill every target from `state_dict`, all or nothing: a missing, misshapen or
     unused weight is refused before anything is copied (old checkpoints' causal-mask
     buffers, `attn.bias`, are not weights)."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"state_dict must be a Mapping of names to tensors (a model's "
+                        f"state_dict()), got {type(state_dict).__name__}")
+    for key, value in state_dict.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(f"state_dict[{key!r}] must be a tensor, "
+                            f"got {type(value).__name__}")
     missing = [key for key in targets if key not in state_dict]
     unused = [k for k in state_dict if k not in targets
               and not k.endswith((".attn.bias", ".attn.masked_bias"))]
@@ -337,6 +362,10 @@ def load_by_name(targets: Mapping[str, tuple[list[Tensor], bool]],
     if unused:
         raise ValueError(f"state_dict has weights ours has no place for: {unused[:6]}")
     for key, (parts, conv1d) in targets.items():
+        weight = state_dict[key]
+        if not weight.is_floating_point() or weight.is_meta and not parts[0].is_meta:
+            raise TypeError(f"state_dict[{key!r}] must be a floating-point tensor with "
+                            f"values, got {weight.dtype} on {weight.device}")
         sizes = [p.shape[0] for p in parts]
         needed = (sum(sizes), *parts[0].shape[1:])  # [out, in], like nn.Linear
         if (state_dict[key].T if conv1d else state_dict[key]).shape != needed:
@@ -365,15 +394,22 @@ def load_hf_gpt2(ours: GPTLanguageModel, state_dict: Mapping[str, Tensor],
     if not isinstance(ours, GPTLanguageModel):
         raise TypeError(f"ours must be a GPTLanguageModel, got {type(ours).__name__}")
     check_gpt2_config(ours, config)
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"state_dict must be a Mapping of names to tensors (a model's "
+                        f"state_dict()), got {type(state_dict).__name__}")
     theirs = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
     head = theirs.pop("lm_head.weight", None)
+    if head is not None and not isinstance(head, Tensor):
+        raise TypeError(f"state_dict['lm_head.weight'] must be a tensor, "
+                        f"got {type(head).__name__}")
     targets = {"wte.weight": ([ours.token_embedding.weight], False),
                "wpe.weight": ([ours.positions.embedding.weight], False),
                "ln_f.weight": ([ours.final_norm.weight], False),
                "ln_f.bias": ([ours.final_norm.bias], False)}
     for i, block in enumerate(ours.blocks):
         targets |= gpt2_block_targets(block, f"h.{i}.")
-    if head is not None and not torch.equal(head, theirs.get("wte.weight", head)):
+    wte = theirs.get("wte.weight", head)
+    if head is not None and isinstance(wte, Tensor) and not torch.equal(head, wte):
         raise ValueError("lm_head.weight differs from wte.weight: ours is always tied")
     load_by_name(targets, theirs)
     return ours
@@ -425,7 +461,9 @@ def period_windows(period: Sequence[int], repeats: int, context: int) -> Tensor:
     """Training data for the tiny LM: the period repeated `repeats` times, cut into
     every window of context + 1 tokens (context inputs, each with its next token)."""
     repeats = positive_int("repeats", repeats)
-    stream = torch.tensor(list(period) * repeats, dtype=torch.long)  # [N]
+    stream = torch.tensor(list(period) * repeats)  # [N]
+    if len(stream) and stream.dtype != torch.long:  # ids are never cast: 2.7 is a bug
+        raise TypeError(f"period must hold int token ids, got {stream.dtype}")
     context = positive_int("context", context)
     if len(stream) <= context:
         raise ValueError(f"the repeated period has {len(stream)} tokens, "
@@ -442,6 +480,13 @@ def train_period_lm(settings: Mapping[str, object], *, d_model: int = 24,
     with AdamW (no weight decay). Returns the model and the loss of every step,
     measured before that step's update. `settings` holds seed, vocab_size, period,
     training_repeats, context, steps and learning_rate."""
+    keys = ("seed", "vocab_size", "period", "training_repeats", "context", "steps",
+            "learning_rate")
+    if not isinstance(settings, Mapping):
+        raise TypeError(f"settings must be a dict of {list(keys)}, "
+                        f"got {type(settings).__name__}")
+    if any(key not in settings for key in keys):
+        raise ValueError(f"settings has no {[k for k in keys if k not in settings]}")
     torch.manual_seed(settings["seed"])
     model = gpt2_model(settings["vocab_size"], settings["context"], d_model, n_heads,
                        n_layers, d_ff=d_ff, dropout=0.0)

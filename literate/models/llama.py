@@ -33,6 +33,7 @@ __all__ = [
     "llama_model",
     "llama_init_",
     "LLAMA_DEFAULTS",
+    "config_object",
     "config_field",
     "llama_field",
     "llama_rope_base",
@@ -42,6 +43,7 @@ __all__ = [
     "check_llama_config",
     "refuse_mismatches",
     "HF_LLAMA_NAMES",
+    "tensor_mapping",
     "load_renamed",
     "tied_head_state",
     "load_hf_llama",
@@ -119,6 +121,9 @@ def llama_model(vocab_size: int, context: int, d_model: int, n_heads: int,
     context, n_layers = positive_int("context", context), positive_int("n_layers",
                                                                        n_layers)
     tied, std = boolean("tied", tied), positive_float("std", std)
+    if not callable(attention):
+        raise TypeError(f"attention must be an attention class, such as "
+                        f"MultiHeadAttention, got {type(attention).__name__}")
     block = partial(llama_block, d_model, n_heads, n_kv_heads, d_ff, d_head=d_head,
                     rope_base=rope_base, eps=eps, attention=attention)
     blocks = [block()]  # llama_block checks a block's arguments
@@ -147,17 +152,52 @@ LLAMA_DEFAULTS = {
 }
 
 
+def config_object(name: str, value: object) -> object:
+    """`value` if it is a transformers configuration (a PreTrainedConfig) or the dict
+    of a config.json. Anything else (a model id, None) is refused before anything is
+    built: read as a configuration, it would give every field its default."""
+    if isinstance(value, Mapping) or any(
+            c.__name__.lower() == "pretrainedconfig" for c in type(value).__mro__):
+        return value
+    given = type(value).__name__
+    if isinstance(value, str):
+        given = (f"the string {value!r}; load it with AutoConfig.from_pretrained "
+                 "first")
+    raise TypeError(f"{name} must be a transformers configuration or the dict of a "
+                    f"config.json, got {given}")
+
+
+CONFIG_COUNTS = {  # fields that count something: an int >= 1 where given
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
+    "sliding_window", "num_local_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "n_routed_experts", "n_shared_experts", "n_group",
+    "topk_group", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim",
+}
+
+
 def config_field(config: object, name: str, defaults: Mapping[str, object]) -> object:
     """`config.name` of a transformers configuration, or `config[name]` of its
     config.json (a dict), with `defaults[name]` where it has none; a field that is
-    neither there nor in `defaults` is a ValueError naming it."""
-    if isinstance(config, Mapping) and name in config:
-        return config[name]
-    if not isinstance(config, Mapping) and hasattr(config, name):
-        return getattr(config, name)
-    if name not in defaults:
+    neither there nor in `defaults` is a ValueError naming it, and one whose default
+    is a bool must be a bool (the string "false" is true)."""
+    if isinstance(config_object("config", config), Mapping) and name in config:
+        value = config[name]
+    elif not isinstance(config, Mapping) and hasattr(config, name):
+        value = getattr(config, name)
+    elif name not in defaults:
         raise ValueError(f"config has no {name!r} (and no default for it)")
-    return defaults[name]
+    else:
+        value = defaults[name]
+    if isinstance(defaults.get(name), bool) and not isinstance(value, bool):
+        raise TypeError(f"config {name} must be a bool, got {value!r}")
+    if name in CONFIG_COUNTS and value is not None:
+        positive_int(f"config {name}", value)
+    if name in ("rope_parameters", "rope_scaling") and not isinstance(
+            value, (Mapping, type(None))):
+        raise TypeError(f"config {name} must be a dict or None, got {value!r}")
+    return value
 
 
 def llama_field(config: object, name: str) -> object:
@@ -274,14 +314,29 @@ HF_LLAMA_NAMES = [  # (Hugging Face's name pattern, ours)
 
 
 # --8<-- [start:load_renamed]
+def tensor_mapping(name: str, value: object) -> Mapping[str, Tensor]:
+    """`value` if it maps names to tensors: a state dict, or safetensors' load_file."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a Mapping of names to tensors (a model's "
+                        f"state_dict()), got {type(value).__name__}")
+    for key, tensor in value.items():
+        if not isinstance(key, str) or not isinstance(tensor, Tensor):
+            raise TypeError(f"{name}[{key!r}] must be a tensor under a str name, got "
+                            f"{type(tensor).__name__}")
+    return value
+
+
 @torch.no_grad()
 def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
                  names: Sequence[tuple[str, str]]) -> nn.Module:
     """Load `state_dict` into `ours` after renaming its keys (each (pattern,
     replacement) applied in turn, `re.sub`), all or nothing: a weight missing, left
-    over or of another shape is refused before anything is copied."""
+    over, of another shape, not floating-point or without values (meta) is refused
+    before anything is copied."""
+    if not isinstance(ours, nn.Module):
+        raise TypeError(f"ours must be an nn.Module, got {type(ours).__name__}")
     renamed = {}
-    for key, value in state_dict.items():
+    for key, value in tensor_mapping("state_dict", state_dict).items():
         for pattern, replacement in names:
             key = re.sub(pattern, replacement, key)
         renamed[key] = value
@@ -294,6 +349,11 @@ def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
         if mine[key].shape != value.shape:
             raise ValueError(f"{key} is {tuple(value.shape)}, "
                              f"ours {tuple(mine[key].shape)}")
+        if mine[key].is_floating_point() and not value.is_floating_point() \
+                or value.is_meta and not mine[key].is_meta:
+            raise TypeError(f"{key} is a {value.dtype} tensor on {value.device}, "
+                            f"ours {mine[key].dtype}: weights must be floating point "
+                            "and hold values")
     ours.load_state_dict(renamed)
     return ours
 # --8<-- [end:load_renamed]
@@ -307,7 +367,7 @@ def tied_head_state(ours: LlamaLanguageModel,
     """A Hugging Face state dict for `ours`: if our output projection is the embedding
     (tied), HF's `lm_head.weight` must equal `embed_tokens` (or be absent) and is then
     the embedding under both names."""
-    state = dict(state_dict)
+    state = dict(tensor_mapping("state_dict", state_dict))
     if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
         head = state.pop("lm_head.weight", None)
         embedding = state.get("model.embed_tokens.weight")

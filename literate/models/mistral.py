@@ -79,6 +79,7 @@ def mistral_window(config: object) -> int | None:
 def without_window(config: object) -> dict:
     """The configuration as chapter 7 reads it (which refuses a window): a dict of its
     fields, `sliding_window` None. Everything else of a Mistral is a Llama's."""
+    llama_field(config, "sliding_window")  # refuses a model id, None...
     fields = dict(config) if isinstance(config, Mapping) else config.to_dict()
     return fields | {"sliding_window": None}
 

@@ -6,7 +6,7 @@ Each family's block is one of our builders (`literate.parts.blocks.gptj_block`, 
 GPT-NeoX the layout of its packed projection:
 
 * `*_block_from_hf_config`: our block in the shape of a transformers configuration
-  (`GPTJConfig`, `GPTNeoXConfig`, `CohereConfig`, or any object with their fields).
+  (`GPTJConfig`, `GPTNeoXConfig`, `CohereConfig`; a model id is refused).
   Refused rather than silently changed: what the builders do not implement (dropout,
   RoPE scaling, other activations, QK-norm in Cohere, GPT-NeoX without biases).
   GPT-NeoX with `use_parallel_residual=False` is a `PreNormBlock` of the same parts.
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.models.llama import load_renamed
+from literate.models.llama import load_renamed, tensor_mapping
 from literate.parts.blocks import (
     ParallelBlock,
     PreNormBlock,
@@ -39,7 +39,7 @@ from literate.parts.blocks import (
     gptj_block,
     neox_block,
 )
-from literate.parts.checks import float_tensor, positive_int
+from literate.parts.checks import float_tensor, positive_float, positive_int
 from literate.parts.ffn import gelu_tanh
 
 __all__ = [
@@ -62,11 +62,19 @@ __all__ = [
 
 # --8<-- [start:from_hf_config]
 def hf_config_field(config: object, name: str) -> object:
-    """`config.name` of a transformers configuration; refused if it has none."""
-    if isinstance(config, Mapping) or not hasattr(config, name):
-        raise TypeError(f"config must be a transformers configuration with a {name!r} "
-                        f"field, got {type(config).__name__}")
-    return getattr(config, name)
+    """`config.name` of a transformers configuration (a PretrainedConfig: a model id,
+    a dict or None is refused); refused if it has none, or if a flag is not a bool."""
+    if not any(c.__name__.lower() == "pretrainedconfig" for c in type(config).__mro__):
+        given = (f"the string {config!r}; load it with AutoConfig.from_pretrained "
+                 "first" if isinstance(config, str) else type(config).__name__)
+        raise TypeError(f"config must be a transformers configuration (GPTJConfig, "
+                        f"GPTNeoXConfig, CohereConfig), got {given}")
+    if not hasattr(config, name):
+        raise ValueError(f"config {type(config).__name__} has no {name!r} field")
+    value = getattr(config, name)
+    if name.startswith("use_") and not isinstance(value, bool):
+        raise TypeError(f"config {name} must be a bool, got {value!r}")
+    return value
 
 
 def refuse_unsupported(config: object, needed: Mapping[str, object]) -> None:
@@ -96,9 +104,13 @@ def gptj_block_from_hf_config(config: object) -> ParallelBlock:
     if rotary_dim is None:
         raise ValueError("config rotary_dim=None is not supported: give the rotated "
                          "width of a head")
-    d = hf_config_field(config, "n_embd")
+    d, heads = hf_config_field(config, "n_embd"), hf_config_field(config, "n_head")
+    if positive_int("config rotary_dim", rotary_dim) % 2 or rotary_dim > positive_int(
+            "config n_embd", d) // positive_int("config n_head", heads):
+        raise ValueError(f"config rotary_dim={rotary_dim} must be even and <= the head "
+                         f"width n_embd / n_head = {d // heads}")
     d_ff = hf_config_field(config, "n_inner") or 4 * d  # HF: None means 4 d
-    return gptj_block(d, hf_config_field(config, "n_head"), d_ff,
+    return gptj_block(d, heads, d_ff,
                       rotary_dim=rotary_dim,
                       eps=hf_config_field(config, "layer_norm_epsilon"))
 
@@ -120,10 +132,15 @@ def neox_block_from_hf_config(config: object) -> ParallelBlock | PreNormBlock:
                          f"{sorted(NEOX_ACTIVATIONS)}; gelu_fast rounds sqrt(2/pi) to "
                          "10 digits, so it is not the tanh form to float64)")
     rope = plain_rope(config)
+    pct = positive_float("config partial_rotary_factor",
+                         rope.get("partial_rotary_factor", 1.0))
+    if pct > 1:
+        raise ValueError(f"config partial_rotary_factor={pct} must be <= 1: the share "
+                         "of each head's coordinates that turn")
     block = neox_block(hf_config_field(config, "hidden_size"),
                        hf_config_field(config, "num_attention_heads"),
                        hf_config_field(config, "intermediate_size"),
-                       rotary_pct=rope.get("partial_rotary_factor", 1.0),
+                       rotary_pct=pct,
                        rope_base=rope["rope_theta"],
                        eps=hf_config_field(config, "layer_norm_eps"),
                        activation=NEOX_ACTIVATIONS[act])
@@ -181,6 +198,9 @@ def block_settings(block: nn.Module) -> dict[str, object]:
 def check_block_config(ours: nn.Module, theirs: nn.Module) -> None:
     """Refuse to copy weights into `ours` unless it computes what `theirs` (the block
     built from the configuration) does, naming the first setting that differs."""
+    if not isinstance(ours, (ParallelBlock, PreNormBlock)):
+        raise TypeError(f"ours must be a ParallelBlock or PreNormBlock, "
+                        f"got {type(ours).__name__}")
     mine, expected = block_settings(ours), block_settings(theirs)
     for name, value in expected.items():
         same = mine[name] == value
@@ -268,7 +288,8 @@ def load_hf_neox_block(ours: ParallelBlock | PreNormBlock,
     """Load one `GPTNeoXLayer`'s state dict into `ours`, its packed query_key_value
     unpacked head by head (`neox_unpack_qkv`), after `check_block_config`."""
     check_block_config(ours, neox_block_from_hf_config(config))
-    state = {k: v for k, v in state_dict.items() if not NEOX_IGNORED.match(k)}
+    state = {k: v for k, v in tensor_mapping("state_dict", state_dict).items()
+             if not NEOX_IGNORED.match(k)}
     for kind in ("weight", "bias"):
         packed = state.pop(f"attention.query_key_value.{kind}", None)
         if packed is not None:

@@ -41,11 +41,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from literate.parts.blocks import decoder_layer_2017, encoder_layer_2017
+from literate.parts.blocks import (
+    check_decoder_masks,
+    decoder_layer_2017,
+    encoder_layer_2017,
+)
 from literate.parts.checks import (
     checked_entry,
     float_tensor,
     ids_in_vocabulary,
+    input_checked,
     non_negative_int,
     positive_int,
     probability,
@@ -262,6 +267,9 @@ class EncoderDecoder(nn.Module):
         """Embedded decoder input [B, T, d] -> decoder output [B, T, d]. Each layer is
         causal by construction; cross-attention reads memory [B, S, d] minus its PAD
         keys."""
+        if not input_checked():  # called on its own: the masks by their names here
+            check_decoder_masks(y, memory, None, {"target_valid": target_valid,
+                                                  "source_valid": source_valid})
         for layer in self.decoder:  # key 0 (BOS) is always real, so no row is empty
             y = layer(y, memory, target_valid=target_valid, memory_valid=source_valid,
                       empty_row="zero")

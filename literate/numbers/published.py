@@ -38,6 +38,7 @@ __all__ = [
     "rounds_to",
     "parameter_counts",
     "cache_shape",
+    "published_name",
     "published_config",
     "published_model",
     "gpt_oss_counts",
@@ -211,7 +212,7 @@ def cache_shape(name: str) -> CacheShape:
     """The KV cache of a published model: chapter 10's ledger entry, or for the five it
     does not hold (MHA for GPT-2 and Llama 2 7B, GQA for Mixtral and Qwen3-30B-A3B; no
     window) the layers, heads and key/value heads of its configuration."""
-    if name in IN_THE_LEDGER:
+    if published_name(name) in IN_THE_LEDGER:
         return next(s for s in PUBLISHED_CACHES if s.name == IN_THE_LEDGER[name])
     c = published_config(name)  # refuses an unknown name
     heads = c.num_attention_heads
@@ -223,15 +224,23 @@ def cache_shape(name: str) -> CacheShape:
 
 
 # --8<-- [start:published_model]
+def published_name(name: object) -> str:
+    """`name` if it is a model of `PUBLISHED_CONFIGS` (by its name, a str)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, one of {sorted(PUBLISHED_CONFIGS)}, "
+                        f"got {type(name).__name__}")
+    if name not in PUBLISHED_CONFIGS:
+        raise ValueError(f"no published configuration named {name!r}; "
+                         f"known: {sorted(PUBLISHED_CONFIGS)}")
+    return name
+
+
 def published_config(name: str) -> object:
     """The Hugging Face configuration of a published model: its config class of
     `PUBLISHED_CONFIGS` filled with the fields given there."""
     import transformers
 
-    if name not in PUBLISHED_CONFIGS:
-        raise ValueError(f"no published configuration named {name!r}; "
-                         f"known: {sorted(PUBLISHED_CONFIGS)}")
-    config_class, fields = PUBLISHED_CONFIGS[name]
+    config_class, fields = PUBLISHED_CONFIGS[published_name(name)]
     return getattr(transformers, config_class)(**fields)
 
 
@@ -250,10 +259,14 @@ def published_model(name: str) -> nn.Module:
 # --8<-- [end:published_model]
 
 
-@cache
 def built_published_model(name: str) -> nn.Module:
     """`published_model(name)`, built once and kept (meta tensors: no memory); for
     reading, not for changing."""
+    return _built(published_name(name))
+
+
+@cache
+def _built(name: str) -> nn.Module:
     return published_model(name)
 
 

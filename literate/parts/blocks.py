@@ -31,6 +31,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -38,6 +39,7 @@ from literate.parts.attention import EmptyRowPolicy
 from literate.parts.cache import KVCache, MemoryKV
 from literate.parts.checks import (
     checked_entry,
+    input_checked,
     positive_float,
     positive_int,
     probability,
@@ -49,6 +51,7 @@ from literate.parts.positions import RotaryEmbedding
 
 __all__ = [
     "same_width",
+    "check_decoder_masks",
     "PostNormEncoderLayer",
     "PostNormDecoderLayer",
     "PreNormBlock",
@@ -118,6 +121,28 @@ class PostNormEncoderLayer(nn.Module):
 
 
 # --8<-- [start:post_norm_decoder_layer]
+def check_decoder_masks(x: object, memory: object, cache: object, masks: dict) -> None:
+    """Refuse the decoder's masks, name -> mask ({"target_valid": [B, T_k],
+    "memory_valid": [B, S]}), by the names the caller gave them: its two attentions
+    would report both as key_valid. Metadata only; x and memory are the layers' to
+    check."""
+    if not isinstance(x, Tensor) or x.ndim != 3:
+        return
+    t_k = x.shape[1] + (cache.next_pos if isinstance(cache, KVCache) else 0)
+    s = (memory.k.shape[-2] if isinstance(memory, MemoryKV) else memory.shape[1]
+         if isinstance(memory, Tensor) and memory.ndim == 3 else None)
+    for (name, mask), n, what in zip(masks.items(), (t_k, s), ("T_k", "S")):
+        if mask is None or n is None:
+            continue
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+            kind = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+            raise TypeError(f"{name} must be a bool tensor (True = may attend), got "
+                            f"{kind}; convert a 0/1 mask with `mask == 1`")
+        if mask.shape != (x.shape[0], n):
+            raise ValueError(f"{name} must be [B={x.shape[0]}, {what}={n}] (one flag "
+                             f"per key), got {tuple(mask.shape)}")
+
+
 class PostNormDecoderLayer(nn.Module):
     """The 2017 decoder layer: masked self-attention, cross-attention, FFN, each
     followed by add & norm. The self-attention is always causal (there is no way to
@@ -143,6 +168,9 @@ class PostNormDecoderLayer(nn.Module):
                 target_valid: Tensor | None = None, memory_valid: Tensor | None = None,
                 cache: KVCache | None = None,
                 empty_row: EmptyRowPolicy = "error") -> Tensor:
+        if not input_checked():  # each attention calls its mask key_valid
+            check_decoder_masks(x, memory, cache, {"target_valid": target_valid,
+                                                   "memory_valid": memory_valid})
         a = self.self_attn(x, causal=True, key_valid=target_valid, cache=cache,
                            empty_row=empty_row)
         x = self.self_attn_norm(x + self.dropout(a))
@@ -475,6 +503,10 @@ def neox_block(d_model: int, n_heads: int, d_ff: int, *, rotary_pct: float = 0.2
     d_model, n_heads, _, d_head = head_counts(d_model, n_heads, None)
     d_ff, eps = positive_int("d_ff", d_ff), positive_float("eps", eps)
     rotary_dim = int(d_head * positive_float("rotary_pct", rotary_pct))  # HF's rule
+    if rotary_pct > 1 or rotary_dim < 2 or rotary_dim % 2:
+        raise ValueError(f"rotary_pct={rotary_pct} must be <= 1 and turn an even "
+                         f"number >= 2 of d_head={d_head} coordinates, not "
+                         f"{rotary_dim}")
     rope = RotaryEmbedding(d_head, base=rope_base, rotary_dim=rotary_dim)
     with checked_entry():  # the parts trust the arguments checked above
         return ParallelBlock(

@@ -173,9 +173,11 @@ class DecodeCache:
     """
 
     def __init__(self, layers: list[KVCache]) -> None:
+        if not isinstance(layers, (list, tuple)) or not layers \
+                or not all(isinstance(c, KVCache) for c in layers):
+            raise TypeError(f"layers must be a non-empty list of KVCache, one per "
+                            f"layer, got {type(layers).__name__}")
         layers = list(layers)
-        if not layers or not all(isinstance(c, KVCache) for c in layers):
-            raise TypeError("layers must be a non-empty list of KVCache, one per layer")
         first = layers[0]
         if any((c.batch, c.capacity, c.device) != (first.batch, first.capacity,
                                                     first.device) for c in layers):

@@ -244,6 +244,9 @@ def latent_rotary_part(rope: object, base: object, layout: object,
     if rope is None:
         layout = "interleaved" if layout is None else choice("rope_layout", layout,
                                                             ROPE_LAYOUTS)
+        if d_rope % 2:  # the layer's name for it, not RotaryEmbedding's d_head
+            raise ValueError(f"qk_rope_head_dim must be even: coordinates rotate in "
+                             f"pairs; got {d_rope}")
         return RotaryEmbedding(d_rope, base=10_000.0 if base is None else base,
                                layout=layout)
     if not isinstance(rope, RotaryEmbedding):

@@ -112,6 +112,31 @@ def _grouped_linear(rows: Tensor, weight: Tensor, offs: Tensor) -> Tensor:
 
 
 # --8<-- [start:experts]
+def expert_groups(groups: object, bank: nn.Module) -> Tensor:
+    """The input of an expert bank's forward (`Experts`, `GptOssExperts`): float groups
+    `[E, C, d]` of the bank's E, width, dtype and device. Metadata only."""
+    groups = features("groups", groups, width=bank.d_model, like=bank.down_proj)
+    if groups.ndim != 3 or groups.shape[0] != bank.n_experts:
+        raise ValueError(f"groups must be [E={bank.n_experts}, C, d], got "
+                         f"{tuple(groups.shape)}")
+    return groups
+
+
+def expert_rows(rows: object, offs: object, bank: nn.Module) -> Tensor:
+    """The input of an expert bank's `grouped`: float rows `[M, d]` sorted by expert,
+    of the bank's width, dtype and device, and their running counts `offs [E]` int32."""
+    rows = features("rows", rows, width=bank.d_model, like=bank.down_proj)
+    if rows.ndim != 2:
+        raise ValueError(f"rows must be [M, d], got {tuple(rows.shape)}")
+    if not isinstance(offs, Tensor) or offs.dtype != torch.int32:
+        kind = offs.dtype if isinstance(offs, Tensor) else type(offs).__name__
+        raise TypeError(f"offs must be an int32 tensor [E={bank.n_experts}], "
+                        f"got {kind}")
+    if offs.shape != (bank.n_experts,):
+        raise ValueError(f"offs must be [E={bank.n_experts}], got {tuple(offs.shape)}")
+    return rows
+
+
 class Experts(nn.Module):
     """E gated FFNs, down(act(gate(x)) * up(x)), in HF's fused layout (Mixtral,
     Qwen3-MoE, DeepSeek-V3): `gate_up_proj (E, 2I, d)`, the gate's rows then the up's,
@@ -138,6 +163,7 @@ class Experts(nn.Module):
             -bound_out, bound_out))
 
     def forward(self, groups: Tensor) -> Tensor:
+        groups = expert_groups(groups, self)
         gate, up = (groups @ self.gate_up_proj.mT).chunk(2, dim=-1)  # [E, C, I] each
         return (self.activation(gate) * up) @ self.down_proj.mT  # [E, C, d]
 
@@ -148,6 +174,7 @@ class Experts(nn.Module):
                 and self.d_model * size % 16 == 0 and self.d_ff * size % 16 == 0)
 
     def grouped(self, rows: Tensor, offs: Tensor) -> Tensor:
+        rows = expert_rows(rows, offs, self)
         gate, up = _grouped_linear(rows, self.gate_up_proj, offs).chunk(2, dim=-1)
         return _grouped_linear(self.activation(gate) * up, self.down_proj, offs)
 # --8<-- [end:experts]
@@ -160,6 +187,8 @@ def clamped_swiglu(gate: Tensor, up: Tensor, *, alpha: float = 1.702,
     above and the up from both sides at `limit`, then (up + 1) * gate * sigmoid(alpha *
     gate), a SwiGLU whose sigmoid is sharpened (alpha = 1.702: x sigmoid(1.702 x) is
     GELU's sigmoid approximation) and whose up carries a +1."""
+    gate, up = float_tensor("gate", gate), float_tensor("up", up)
+    alpha, limit = positive_float("alpha", alpha), positive_float("limit", limit)
     gate = gate.clamp(max=limit)
     up = up.clamp(min=-limit, max=limit)
     return (up + 1) * (gate * torch.sigmoid(gate * alpha))
@@ -200,6 +229,7 @@ class GptOssExperts(nn.Module):
         self.down_proj_bias = uniform(e, d, fan_in=i)
 
     def forward(self, groups: Tensor) -> Tensor:
+        groups = expert_groups(groups, self)
         gate_up = groups @ self.gate_up_proj + self.gate_up_proj_bias[:, None]
         h = clamped_swiglu(gate_up[..., ::2], gate_up[..., 1::2], alpha=self.alpha,
                            limit=self.limit)  # [E, C, I]
@@ -212,6 +242,7 @@ class GptOssExperts(nn.Module):
                 and self.d_model * size % 16 == 0 and self.d_ff * size % 16 == 0)
 
     def grouped(self, rows: Tensor, offs: Tensor) -> Tensor:
+        rows = expert_rows(rows, offs, self)
         row = torch.arange(rows.shape[0], dtype=offs.dtype, device=rows.device)
         expert = torch.searchsorted(offs, row, right=True)  # [M]: the e of each row
         gate_up = (_grouped_linear(rows, self.gate_up_proj.mT, offs)  # x W, W^T a view
@@ -244,6 +275,37 @@ def _sorted_dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     return y.index_add_(0, token, gated).to(x.dtype)  # [N, d]: each token's k summed
 
 
+def _check_dispatch(x: object, weights: object, experts: object, expert_fn: object,
+                    n_experts: object) -> int:
+    """`dispatch`'s refusals, from metadata alone (no value is read); returns E. An
+    expert bank (a module with `d_model`) must have E experts and x its width, dtype
+    and device; the gates may be of another float dtype (a router's are float32)."""
+    e = positive_int("n_experts", n_experts)
+    if not callable(expert_fn):
+        raise TypeError(f"expert_fn must be callable, got {type(expert_fn).__name__}")
+    if getattr(expert_fn, "n_experts", e) != e:
+        raise ValueError(f"n_experts={e}, but expert_fn holds {expert_fn.n_experts}")
+    x = float_tensor("x", x, ndim=2)
+    if isinstance(expert_fn, nn.Module) and hasattr(expert_fn, "d_model"):
+        features("x", x, width=expert_fn.d_model,
+                 like=getattr(expert_fn, "down_proj", x))  # Experts, GptOssExperts
+    weights = float_tensor("weights", weights, ndim=2)
+    if not isinstance(experts, Tensor) or experts.dtype != torch.long:
+        kind = experts.dtype if isinstance(experts, Tensor) else type(experts).__name__
+        raise TypeError(f"experts must be a torch.long tensor [N, k], got {kind}")
+    if experts.shape != weights.shape or weights.shape[0] != x.shape[0]:
+        raise ValueError(f"weights {tuple(weights.shape)} and experts "
+                         f"{tuple(experts.shape)} must both be [N, k], N = "
+                         f"{x.shape[0]} tokens of x")
+    if experts.shape[1] > e:
+        raise ValueError(f"experts has k={experts.shape[1]} choices per token > "
+                         f"n_experts={e}")
+    if weights.device != x.device or experts.device != x.device:
+        raise ValueError(f"weights ({weights.device}) and experts ({experts.device}) "
+                         f"must be on x's device, {x.device}")
+    return e
+
+
 def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
              expert_fn: Callable[[Tensor], Tensor], *, n_experts: int,
              capacity: int | None = None) -> Tensor:
@@ -269,18 +331,7 @@ def dispatch(x: Tensor, weights: Tensor, experts: Tensor,
     padded path up to float rounding (its products and each token's k outputs are
     summed in another order), gradients included; float64, a capacity, or an
     `expert_fn` without `grouped` (a bare function) take the padded path."""
-    x = float_tensor("x", x, ndim=2)
-    weights = float_tensor("weights", weights, ndim=2)
-    if not isinstance(experts, Tensor) or experts.dtype != torch.long:
-        kind = experts.dtype if isinstance(experts, Tensor) else type(experts).__name__
-        raise TypeError(f"experts must be a torch.long tensor, got {kind}")
-    if experts.shape != weights.shape or weights.shape[0] != x.shape[0]:
-        raise ValueError(f"weights {tuple(weights.shape)} and experts "
-                         f"{tuple(experts.shape)} must both be [N, k], N = "
-                         f"{x.shape[0]} tokens of x")
-    if not callable(expert_fn):
-        raise TypeError(f"expert_fn must be callable, got {type(expert_fn).__name__}")
-    e = positive_int("n_experts", n_experts)
+    e = _check_dispatch(x, weights, experts, expert_fn, n_experts)
     (n, d), k = x.shape, experts.shape[1]
     c = n if capacity is None else positive_int("capacity", capacity)
     fast = capacity is None and hasattr(expert_fn, "grouped")  # no bool(method):
@@ -311,7 +362,8 @@ def dropped_pairs(experts: Tensor, n_experts: int, capacity: int) -> Tensor:
     slots per expert drops (Switch, Fedus et al. 2021, sec. 2.2): a 0-d tensor, the
     sum over experts of what each receives beyond its capacity."""
     if not isinstance(experts, Tensor) or experts.dtype != torch.long:
-        raise TypeError("experts must be a torch.long tensor [N, k]")
+        kind = experts.dtype if isinstance(experts, Tensor) else type(experts).__name__
+        raise TypeError(f"experts must be a torch.long tensor [N, k], got {kind}")
     e, c = positive_int("n_experts", n_experts), positive_int("capacity", capacity)
     flat = experts.reshape(-1)
     load = torch.zeros(e, dtype=torch.long, device=flat.device).scatter_add_(
@@ -321,6 +373,21 @@ def dropped_pairs(experts: Tensor, n_experts: int, capacity: int) -> Tensor:
 
 
 # --8<-- [start:moe_ffn]
+def _check_moe_parts(router: object, experts: object, shared: object) -> None:
+    """`MoEFFN`'s parts are modules of the right kind: a router with `weight`,
+    `d_model` and `n_experts` (`Router`, `DeepSeekV3Router`), an expert bank with
+    `d_model` and `n_experts` (`Experts`, `GptOssExperts`), and a shared FFN or None."""
+    for name, part, needs, example in (
+            ("router", router, ("weight", "d_model", "n_experts"), "Router"),
+            ("experts", experts, ("d_model", "n_experts"), "Experts")):
+        if not isinstance(part, nn.Module) or not all(hasattr(part, a) for a in needs):
+            raise TypeError(f"{name} must be a module with {', '.join(needs)} (such as "
+                            f"{example}), got {type(part).__name__}")
+    if shared is not None and not isinstance(shared, nn.Module):
+        raise TypeError(f"shared must be an FFN module [N, d] -> [N, d] or None, got "
+                        f"{type(shared).__name__}")
+
+
 class MoEFFN(nn.Module):
     """A mixture-of-experts FFN, `[B, T, d] -> [B, T, d]`, to put where a block's FFN
     goes: `router` ([N, d] -> (logits, weights, experts)) picks, `dispatch` runs the
@@ -334,6 +401,7 @@ class MoEFFN(nn.Module):
                  shared: nn.Module | None = None, *,
                  capacity: int | None = None) -> None:
         super().__init__()
+        _check_moe_parts(router, experts, shared)
         self.d_model = positive_int("experts.d_model", experts.d_model)
         self.n_experts = positive_int("experts.n_experts", experts.n_experts)
         if (router.d_model, router.n_experts) != (self.d_model, self.n_experts):
@@ -352,11 +420,11 @@ class MoEFFN(nn.Module):
         x = features("x", x, width=self.d_model, like=self.router.weight)
         flat = x.reshape(-1, self.d_model)  # [N, d], N = B T
         logits, weights, experts = self.router(flat)
-        self.router_logits, self.chosen = logits, experts
-        if self.capacity is not None:  # a tensor: counting it reads no value
-            self.dropped = dropped_pairs(experts, self.n_experts, self.capacity)
         y = dispatch(flat, weights, experts, self.experts, n_experts=self.n_experts,
                      capacity=self.capacity)
+        self.router_logits, self.chosen = logits, experts  # once dispatch took them
+        if self.capacity is not None:  # a tensor: counting it reads no value
+            self.dropped = dropped_pairs(experts, self.n_experts, self.capacity)
         if self.shared is not None:
             y = y + self.shared(flat)
         return y.view(x.shape)
@@ -371,8 +439,9 @@ def load_balancing_loss(router_logits: Tensor | Sequence[Tensor], top_k: int,
     pairs sent to expert e (the shares sum to k), P_e the mean router probability of e.
     `router_logits`: one layer's `[N, E]` or a sequence of them, pooled (the
     statistics of all layers' tokens together, not a mean of per-layer losses).
-    `attention_mask [B, T]` (bool, True = a real token, B T = N) leaves padding out.
-    Uniform routing gives k; only P carries a gradient."""
+    `attention_mask [B, T]` (bool, True = a real token, B T = N) leaves padding out;
+    with no real token the loss is 0, its gradient zeros (HF's 0/0 gives NaN). Uniform
+    routing gives k; only P carries a gradient."""
     layers = [router_logits] if isinstance(router_logits, Tensor) else list(
         router_logits)
     if not layers:
@@ -380,9 +449,9 @@ def load_balancing_loss(router_logits: Tensor | Sequence[Tensor], top_k: int,
     e = positive_int("n_experts", n_experts)
     for i, layer in enumerate(layers):
         float_tensor(f"router_logits[{i}]", layer, ndim=2)
-        if layer.shape[1] != e:
-            raise ValueError(f"router_logits[{i}] has {layer.shape[1]} experts, "
-                             f"n_experts={e}")
+        if layer.shape[1] != e or layer.shape[0] == 0:
+            raise ValueError(f"router_logits[{i}] must be [N >= 1, n_experts={e}], got "
+                             f"{tuple(layer.shape)}")
     top_k = router_logits_and_k(layers[0], top_k)[1]
     logits = torch.cat(layers)  # [L N, E]
     probs = logits.softmax(dim=-1)
@@ -394,8 +463,11 @@ def load_balancing_loss(router_logits: Tensor | Sequence[Tensor], top_k: int,
         if any(layer.shape[0] != mask.numel() for layer in layers):
             raise ValueError(f"attention_mask {tuple(mask.shape)} must have one entry "
                              f"per row of every router_logits")
+        if mask.device != logits.device:
+            raise ValueError(f"attention_mask is on {mask.device}, router_logits on "
+                             f"{logits.device}")
         valid = mask.reshape(-1).repeat(len(layers)).to(probs.dtype)[:, None]
-        rows = valid.sum()
+        rows = valid.sum().clamp(min=1)  # no real token: 0 (and 0 gradient), not 0/0
         f, p = (chosen * valid).sum(dim=0) / rows, (probs * valid).sum(dim=0) / rows
     return e * (f * p).sum()
 # --8<-- [end:load_balancing_loss]

@@ -319,8 +319,9 @@ class RotaryEmbedding(nn.Module):
                  rotary_dim: int | None = None, layout: str = "half") -> None:
         super().__init__()
         self.d_head = positive_int("d_head", d_head)
-        rotary_dim = d_head if rotary_dim is None else rotary_dim
-        if even_int("rotary_dim", rotary_dim) > d_head:
+        if rotary_dim is None:  # the whole head turns: its width must be even
+            rotary_dim = even_int("d_head", d_head)
+        elif even_int("rotary_dim", rotary_dim) > d_head:
             raise ValueError(f"rotary_dim={rotary_dim} must be <= d_head={d_head}")
         self.rotary_dim, self.base = rotary_dim, base_above_one("base", base)
         self.layout = choice("layout", layout, ROPE_LAYOUTS)

@@ -92,16 +92,22 @@ def yarn_inverse_frequencies(d_rope: int, *, base: float, factor: float,
     linear in the pair index i, so in log(turns), as in YaRN's reference code and
     Hugging Face (the paper's gamma is linear in the turns themselves)."""
     d_rope, base = positive_int("d_rope", d_rope), base_above_one("base", base)
+    if d_rope % 2:
+        raise ValueError(f"d_rope must be even: coordinates rotate in pairs; got "
+                         f"{d_rope}")
     factor = positive_float("factor", factor)
     context = positive_int("original_context", original_context)
+    beta_fast = positive_float("beta_fast", beta_fast)
+    if beta_fast < positive_float("beta_slow", beta_slow):
+        raise ValueError(f"beta_fast={beta_fast} must be >= beta_slow={beta_slow}: "
+                         "the ramp runs from the fast pairs (kept) to the slow ones")
 
     def pair_turning(turns: float) -> float:
         """The (fractional) pair that turns `turns` times over the original context."""
         return (d_rope * math.log(context / (turns * 2 * math.pi))
                 / (2 * math.log(base)))
 
-    low = pair_turning(positive_float("beta_fast", beta_fast))
-    high = pair_turning(positive_float("beta_slow", beta_slow))
+    low, high = pair_turning(beta_fast), pair_turning(beta_slow)
     if boolean("truncate", truncate):
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, d_rope - 1)
@@ -160,19 +166,27 @@ def yarn_settings(parameters: Mapping[str, object], max_positions: int) -> dict:
     rounded unless `truncate` is False, and the attention factor (given; else
     yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim) when both are
     set; else yarn_mscale(factor))."""
-    original = parameters.get("original_max_position_embeddings") or max_positions
-    factor = parameters.get("factor") or max_positions / original
-    mscale, mscale_all_dim = parameters.get("mscale"), parameters.get("mscale_all_dim")
-    attention_factor = parameters.get("attention_factor")
+    if not isinstance(parameters, Mapping):
+        raise TypeError(f"parameters must be a dict (rope_parameters), "
+                        f"got {type(parameters).__name__}")
+    given = {k: v for k, v in parameters.items() if v is not None}  # None: the default
+    max_positions = positive_int("max_positions", max_positions)
+    original = positive_int("rope_parameters['original_max_position_embeddings']",
+                            given.get("original_max_position_embeddings",
+                                      max_positions))
+    factor = positive_float("rope_parameters['factor']",
+                            given.get("factor", max_positions / original))
+    mscale, mscale_all_dim = given.get("mscale"), given.get("mscale_all_dim")
+    attention_factor = given.get("attention_factor")
     if attention_factor is None:
         attention_factor = (yarn_mscale(factor, mscale)
                             / yarn_mscale(factor, mscale_all_dim)
                             if mscale and mscale_all_dim else yarn_mscale(factor))
     return {"factor": factor, "original_context": original,
-            "beta_fast": parameters.get("beta_fast") or 32.0,
-            "beta_slow": parameters.get("beta_slow") or 1.0,
+            "beta_fast": given.get("beta_fast", 32.0),
+            "beta_slow": given.get("beta_slow", 1.0),
             "attention_factor": attention_factor,
-            "truncate": parameters.get("truncate", True)}
+            "truncate": given.get("truncate", True)}
 
 
 def rope_settings(rope: RotaryEmbedding) -> dict:

@@ -31,11 +31,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from literate.parts.checks import float_tensor
+from literate.parts.checks import float_tensor, input_checked, positive_float
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.window import SlidingWindowAttention
 
 __all__ = [
+    "check_sink_call",
     "sink_attention",
     "sink_attention_sdpa",
     "sink_share",
@@ -45,6 +46,56 @@ __all__ = [
 
 
 # --8<-- [start:sink_attention]
+def _check_allowed(allowed: object, shape: tuple[int, ...],
+                   device: torch.device) -> None:
+    """`allowed` is a bool mask (True = may attend) broadcastable to `shape`, on
+    `device`. A 0/1 integer mask (Hugging Face's `attention_mask`) is refused, not
+    guessed at: `mask.bool()` converts it."""
+    if not isinstance(allowed, Tensor) or allowed.dtype != torch.bool:
+        kind = allowed.dtype if isinstance(allowed, Tensor) else type(allowed).__name__
+        also = (", an additive 0/-inf mask with `mask == 0`"
+                if isinstance(allowed, Tensor) and allowed.is_floating_point() else "")
+        raise TypeError(f"allowed must be a bool tensor (True = may attend), got "
+                        f"{kind}; pass a 0/1 mask as `mask.bool()`{also}")
+    if allowed.ndim > len(shape) or any(
+            a not in (1, s) for a, s in zip(allowed.shape[::-1], shape[::-1])):
+        raise ValueError(f"allowed must broadcast to [B, H, T_q, T_k] = {shape}, got "
+                         f"{tuple(allowed.shape)}")
+    if allowed.device != device:
+        raise ValueError(f"allowed is on {allowed.device}, q on {device}")
+
+
+def check_sink_call(q: object, k: object, v: object, sinks: object, allowed: object,
+                    scale: object) -> float:
+    """What `sink_attention` and `sink_attention_sdpa` refuse, from metadata alone:
+    q [B, H, T_q, d_head], k [B, H_kv, T_k, d_head], v [B, H_kv, T_k, d_v], of one float
+    dtype and device, H % H_kv == 0; sinks [H]; allowed a bool mask broadcastable to
+    [B, H, T_q, T_k]; scale None or a finite number > 0. Returns the scale (d_head^-1/2
+    if None). Inside a checked entry, only that."""
+    if input_checked():
+        return q.shape[-1] ** -0.5 if scale is None else scale
+    q, k, v = (float_tensor(n, t, ndim=4) for n, t in (("q", q), ("k", k), ("v", v)))
+    (b, h, t_q, d_head), (h_kv, t_k) = q.shape, k.shape[1:3]
+    if k.shape[0] != b or v.shape[:3] != k.shape[:3] or h_kv < 1 or h % h_kv:
+        raise ValueError(f"need q [B, H, T_q, d], k [B, H_kv, T_k, d], "
+                         f"v [B, H_kv, T_k, d_v] with H % H_kv == 0, "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if k.shape[-1] != d_head:
+        raise ValueError(f"k has head width {k.shape[-1]}, q {d_head}: q . k needs one")
+    if not q.dtype == k.dtype == v.dtype:  # the sinks are cast to it
+        raise TypeError(f"q, k, v must have one dtype, got {q.dtype}, {k.dtype}, "
+                        f"{v.dtype}")
+    sinks = float_tensor("sinks", sinks)
+    if not q.device == k.device == v.device == sinks.device:
+        raise ValueError(f"q, k, v, sinks must be on one device, got {q.device}, "
+                         f"{k.device}, {v.device}, {sinks.device}")
+    if sinks.shape != (h,):
+        raise ValueError(f"sinks must be [H={h}], got {tuple(sinks.shape)}")
+    if allowed is not None:
+        _check_allowed(allowed, (b, h, t_q, t_k), q.device)
+    return d_head**-0.5 if scale is None else positive_float("scale", scale)
+
+
 def sink_attention(q: Tensor, k: Tensor, v: Tensor, sinks: Tensor,
                    allowed: Tensor | None = None, *,
                    scale: float | None = None) -> tuple[Tensor, Tensor]:
@@ -56,15 +107,8 @@ def sink_attention(q: Tensor, k: Tensor, v: Tensor, sinks: Tensor,
     summing to 1 - its sink share. A row the mask leaves empty puts all its weight on
     the sink: output 0, no special case. The softmax runs in the inputs' dtype, as
     HF's does (Llama's eager one runs in float32)."""
-    q, k, v = (float_tensor(n, t, ndim=4) for n, t in (("q", q), ("k", k), ("v", v)))
+    scale = check_sink_call(q, k, v, sinks, allowed, scale)
     (b, h, t_q, d_head), (h_kv, t_k) = q.shape, k.shape[1:3]
-    if k.shape[0] != b or v.shape[:3] != k.shape[:3] or h % h_kv:
-        raise ValueError(f"need q [B, H, T_q, d], k [B, H_kv, T_k, d], "
-                         f"v [B, H_kv, T_k, d_v] with H % H_kv == 0, "
-                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if float_tensor("sinks", sinks).shape != (h,):
-        raise ValueError(f"sinks must be [H={h}], got {tuple(sinks.shape)}")
-    scale = d_head**-0.5 if scale is None else scale
     g = h // h_kv  # a group's G query heads stacked on the query axis: k is not copied
     scores = q.reshape(b, h_kv, g * t_q, d_head) @ k.transpose(-1, -2) * scale
     scores = scores.view(b, h, t_q, t_k)  # [B, H, T_q, T_k]
@@ -86,6 +130,7 @@ def sink_attention_sdpa(q: Tensor, k: Tensor, v: Tensor, sinks: Tensor,
     key of zeros (its score q . 0 = 0) whose value is zeros (dropped before V), the
     logit s_h added by a float mask [B, H, T_q, T_k + 1] (-inf where `allowed` is
     False). K and V are copied to make room for the key, at every call."""
+    scale = check_sink_call(q, k, v, sinks, allowed, scale)
     b, h, t_q, _ = q.shape
     t_k = k.shape[2]
     zero = k.new_zeros(*k.shape[:2], 1, k.shape[-1])  # [B, H_kv, 1, d_head]

@@ -36,7 +36,13 @@ from torch import Tensor
 
 from literate.parts.attention import padding_allowed
 from literate.parts.cache import KVCache, MemoryKV
-from literate.parts.checks import bool_tensor, boolean, non_negative_int, positive_int
+from literate.parts.checks import (
+    bool_tensor,
+    boolean,
+    input_checked,
+    non_negative_int,
+    positive_int,
+)
 from literate.parts.multi_head import MultiHeadAttention
 
 __all__ = [
@@ -88,10 +94,21 @@ def window_attention_allowed(t_q: int, t_k: int, *, window: int, query_offset: i
     flag per position, read at those positions. The window on [1, 1, T_q, T_k], the
     padding on [B, 1, 1, T_k], as chapter 3 puts them.
     """
+    t_q, t_k = non_negative_int("t_q", t_q), non_negative_int("t_k", t_k)
+    query_offset = non_negative_int("query_offset", query_offset)
+    window = positive_int("window", window)
     if key_valid is not None and bool_tensor("key_valid", key_valid).shape[-1] != t_k:
         raise ValueError(f"key_valid must be [B, T_k={t_k}], "
                          f"got {tuple(key_valid.shape)}")
-    window = positive_int("window", window)
+    if key_positions is not None and not input_checked():
+        if not isinstance(key_positions, Tensor) or key_positions.dtype != torch.long:
+            kind = (key_positions.dtype if isinstance(key_positions, Tensor)
+                    else type(key_positions).__name__)
+            raise TypeError(f"key_positions must be a torch.long tensor [T_k'], got "
+                            f"{kind}")
+        if key_positions.ndim != 1:
+            raise ValueError(f"key_positions must be [T_k'], one position per key, got "
+                             f"{tuple(key_positions.shape)}")
     if key_positions is None:  # 0 .. T_k - 1: blocked unless one query reads all
         blocked = query_offset < t_k - 1 or t_k > window
     else:  # a ring's slots: one new query reads them all

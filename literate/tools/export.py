@@ -196,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name is None:
         parser.error("name an era, or pass --list")
+    if args.output is not None:  # refused before the era is assembled
+        if args.output.is_dir():
+            parser.error(f"-o {args.output} is a directory: name the file to write")
+        if not args.output.parent.is_dir():
+            parser.error(
+                f"-o {args.output}: no directory {args.output.parent} to write into"
+            )
     try:
         text = assemble(args.name)
     except KeyError as error:
@@ -203,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as error:  # e.g. a directory without write permission
+            parser.error(f"-o {args.output}: {error.strerror or error}")
         print(f"wrote {args.output} ({len(text.splitlines())} lines)", file=sys.stderr)
     return 0
 
