@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -72,7 +74,10 @@ def scaling_figure(
     widths = [4, 8, 16, 32, 64, 128, 256]
     stats = [score_statistics(d, samples) for d in widths]
     with style(theme) as p:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+        # stacked: a phone shows the figure at its full width
+        fig, (left, right) = plt.subplots(
+            2, 1, figsize=(5.2, 7.6), layout="constrained"
+        )
         left.plot(widths, widths, color=p.border, lw=6, alpha=0.9, label=t["ideal"])
         left.plot(
             widths,
@@ -145,12 +150,15 @@ def masks_figure(*, language: str = "en", theme: str = "light") -> Figure:
     """Six boolean masks, True drawn filled: padding, causal, both, cross, decode (right and wrong)."""
     t = text(MASK_LABELS, language)
     with style(theme) as p:
-        fig, axes = plt.subplots(2, 3, figsize=(12, 7.4), layout="constrained")
+        # two columns: a phone shows the figure at its full width
+        fig, axes = plt.subplots(
+            3, 2, figsize=(5.2, 7.6), layout="constrained", height_ratios=(5, 5, 1.4)
+        )
         cmap = ListedColormap([p.empty, p.series[2]])
         for ax, (mask, rows), title in zip(axes.flat, mask_examples(), t["titles"]):
             m = mask.numpy()
             ax.imshow(m, cmap=cmap, vmin=0, vmax=1)
-            ax.set_title(title, fontsize=12)
+            ax.set_title(textwrap.fill(title, 22), fontsize=10.5)
             ax.set_xlabel(t["keys"])
             ax.set_ylabel(t["queries"])
             ax.set_xticks(range(m.shape[1]))
@@ -164,8 +172,13 @@ def masks_figure(*, language: str = "en", theme: str = "light") -> Figure:
                     "1" if m[i, j] else "0",
                     ha="center",
                     va="center",
-                    fontsize=11,
+                    fontsize=10,
                     color=BOX_INK if m[i, j] else p.muted,
                 )
-        fig.suptitle(t["suptitle"], fontsize=14, fontweight="bold", color=p.ink)
+        fig.suptitle(
+            textwrap.fill(t["suptitle"], 36),
+            fontsize=12,
+            fontweight="bold",
+            color=p.ink,
+        )
     return fig

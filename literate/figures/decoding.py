@@ -8,6 +8,8 @@ call it too. Counts, not timings: two builds of the site draw the same figure.
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -78,19 +80,21 @@ def step_cost_figure(*, language: str = "en", theme: str = "light") -> Figure:
         colours = dict(
             zip(STRATEGIES, (p.series[0], p.series[1], p.series[4]), strict=True)
         )
+        # stacked: a phone shows the figure at its full width
         fig, (left, right) = plt.subplots(
-            1, 2, figsize=(11.5, 4.9), layout="constrained"
+            2, 1, figsize=(5.2, 8.4), layout="constrained"
         )
         attn = TINY_LLAMA
+        suptitle = t["suptitle"].format(
+            layers=traffic.n_layers,
+            kv=attn["n_kv_heads"],
+            d=attn["d_model"] // attn["n_heads"],
+        )
         fig.suptitle(
-            t["suptitle"].format(
-                layers=traffic.n_layers,
-                kv=attn["n_kv_heads"],
-                d=attn["d_model"] // attn["n_heads"],
-            ),
+            "\n".join(textwrap.fill(line, 52) for line in suptitle.split("\n")),
             x=0.01,
             ha="left",
-            fontsize=12,
+            fontsize=10.5,
             color=p.muted,
         )
         for s in STRATEGIES:
@@ -140,7 +144,7 @@ def step_cost_figure(*, language: str = "en", theme: str = "light") -> Figure:
             ax.set_xscale("log", base=2)
             ax.set_xticks(x, [str(v) for v in x])
             ax.minorticks_off()
-            ax.set_xlabel(t["x"])
+            ax.set_xlabel(textwrap.fill(t["x"], 44))
             ax.grid(alpha=0.6)
             for spine in ("top", "right"):
                 ax.spines[spine].set_visible(False)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from itertools import pairwise
 
 import matplotlib.pyplot as plt
@@ -132,7 +133,11 @@ def _box(
             alpha=0.9,
         )
     )
-    ax.text(x, y, label, ha="center", va="center", fontsize=10.5, color=ink)
+    if "$" not in label and len(label) > 17:  # two lines in the box
+        label = textwrap.fill(label, 14, break_on_hyphens=False)
+    ax.text(
+        x, y, label, ha="center", va="center", fontsize=10, color=ink, linespacing=1.0
+    )
 
 
 def _arrow(ax, start, end, color: str, *, lw: float = 1.3) -> None:
@@ -174,7 +179,7 @@ def _stack(
     for a, b in pairwise(ys):
         _arrow(ax, (x, a + h / 2), (x, b - h / 2), line)
     gap = ys[1] - ys[0] - h
-    rail = x + side * (w / 2 + 0.2)
+    rail = x + side * (w / 2 + 0.12)
     for sub, add in zip(ys[0::2], ys[1::2]):
         fork = sub - h / 2 - gap / 2
         ax.plot(
@@ -195,18 +200,16 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
     and its keys and values from the encoder's output (the memory)."""
     t = text(ARCHITECTURE_LABELS, language)
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(11.0, 9.0), layout="constrained")
-        ax.set(xlim=(0, 11.0), ylim=(0, 9.9), aspect="equal")
+        # drawn in inches, at a phone's width: one data unit is one inch of the figure
+        width, height = 5.2, 5.75
+        fig = plt.figure(figsize=(width, height))
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set(xlim=(0, width), ylim=(0, height), aspect="equal")
         ax.axis("off")
         dark = BOX_INK
         attn, ffn, norm, emb = p.series[0], p.series[2], p.border, p.series[1]
-        w, h, step = 3.0, 0.56, 0.95
-        ex, dx, emb_y, first = (
-            2.4,
-            8.0,
-            1.5,
-            2.95,
-        )  # columns, embedding row, first sublayer
+        w, h, step = 1.45, 0.36, 0.56
+        ex, dx, emb_y, first = 1.245, 4.1, 0.85, 1.65  # columns, embeddings, sublayer
         enc_y = [first + i * step for i in range(4)]
         dec_y = [first + i * step for i in range(6)]
         parts = {
@@ -222,16 +225,18 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
             (ex, enc_y, t["encoder"], -1, t["source"]),
             (dx, dec_y, t["decoder"], +1, t["target"]),
         ]:
-            ax.text(x, 0.4, label, ha="center", va="center", fontsize=10, color=p.ink)
+            ax.text(x, 0.22, label, ha="center", va="center", fontsize=10, color=p.ink)
             _box(ax, x, emb_y, w, h, t["embed"], emb, dark)
-            _arrow(ax, (x, 0.85), (x, emb_y - h / 2), p.muted)
+            _arrow(ax, (x, 0.45), (x, emb_y - h / 2), p.muted)
             _arrow(ax, (x, emb_y + h / 2), (x, ys[0] - h / 2), p.muted)
-            bottom, top = first - step / 2 - 0.12, ys[-1] + h / 2 + 0.2
-            left = x - w / 2 - 0.38
+            bottom, top = first - step / 2 - 0.06, ys[-1] + h / 2 + 0.1
+            # the residual rails run on the outer side: the frame leaves them room
+            left = x - w / 2 - (0.2 if side < 0 else 0.08)
+            right = x + w / 2 + (0.2 if side > 0 else 0.08)
             ax.add_patch(
                 FancyBboxPatch(
                     (left, bottom),
-                    w + 0.76,
+                    right - left,
                     top - bottom,
                     boxstyle="round,pad=0.02",
                     facecolor="none",
@@ -241,23 +246,22 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
                 )
             )
             ax.text(
-                left + 0.05,
-                top + 0.3,
+                left + 0.03,
+                top + 0.15,
                 title,
                 ha="left",
                 va="center",
-                fontsize=13,
+                fontsize=12,
                 fontweight="bold",
                 color=p.ink,
             )
-            n_x = left - 0.12 if side < 0 else left + w + 0.76 + 0.12
             ax.text(
-                n_x,
-                (bottom + top) / 2,
+                right - 0.03,
+                top + 0.15,
                 t["n"],
-                ha="right" if side < 0 else "left",
+                ha="right",
                 va="center",
-                fontsize=12,
+                fontsize=11,
                 color=p.ink,
             )
 
@@ -282,15 +286,15 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
 
         # The memory: the encoder's output, read by every decoder layer's cross-attention
         # as keys and values; its queries come from the decoder's own stream below it.
-        cross, over, mx = dec_y[2], enc_y[-1] + h / 2 + 0.75, 4.75
+        cross, over, mx = dec_y[2], enc_y[-1] + h / 2 + 0.45, 2.24
         ax.text(
-            ex - w / 2 - 0.58,
-            (enc_y[0] + enc_y[1]) / 2 - 0.25,
+            ex - w / 2 - 0.3,
+            (enc_y[0] + enc_y[1]) / 2,
             t["residual"],
             rotation=90,
             ha="center",
             va="center",
-            fontsize=9.5,
+            fontsize=10,
             color=p.muted,
         )
         ax.plot(
@@ -302,8 +306,8 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
         )
         _arrow(ax, (mx, cross), (dx - w / 2, cross), attn, lw=1.6)
         ax.text(
-            (ex + mx) / 2 + 0.3,
-            over + 0.08,
+            (ex + mx) / 2 + 0.15,
+            over + 0.05,
             t["memory"],
             ha="center",
             va="bottom",
@@ -311,43 +315,44 @@ def architecture_figure(*, language: str = "en", theme: str = "light") -> Figure
             color=p.ink,
         )
         ax.text(
-            mx + 0.12,
-            cross + 0.1,
+            mx + 0.04,
+            cross + 0.06,
             t["kv"],
             ha="left",
             va="bottom",
-            fontsize=9.5,
+            fontsize=10,
             color=attn,
             fontweight="bold",
             linespacing=1.1,
         )
         ax.text(
-            dx - 0.12,
+            dx - 0.06,
             cross - h / 2 - (step - h) / 2,
             t["q"],
             ha="right",
             va="center",
-            fontsize=9.5,
+            fontsize=10,
             color=attn,
             fontweight="bold",
         )
 
         # One embedding matrix, three uses: source embedding, target embedding, logits.
-        out_y = dec_y[-1] + 1.45
+        out_y = dec_y[-1] + 0.9
         _box(ax, dx, out_y, w, h, t["out"], emb, dark)
         _arrow(ax, (dx, dec_y[-1] + h / 2), (dx, out_y - h / 2), p.muted)
         shared = {"color": emb, "lw": 1.2, "ls": (0, (3, 3))}
         ax.plot([ex + w / 2, dx - w / 2], [emb_y, emb_y], **shared)
+        edge = width - 0.06
         ax.plot(
-            [dx + w / 2, 10.8, 10.8, dx + w / 2], [emb_y, emb_y, out_y, out_y], **shared
+            [dx + w / 2, edge, edge, dx + w / 2], [emb_y, emb_y, out_y, out_y], **shared
         )
         ax.text(
             (ex + dx) / 2,
-            emb_y + 0.12,
+            emb_y + 0.06,
             t["shared"],
             ha="center",
             va="bottom",
-            fontsize=10.5,
+            fontsize=10,
             color=emb,
             fontweight="bold",
         )
@@ -360,7 +365,10 @@ def lr_schedule_figure(*, language: str = "en", theme: str = "light") -> Figure:
     t = text(LR_LABELS, language)
     steps = np.arange(1, 30_001)
     with style(theme) as p:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+        # stacked: a phone shows the figure at its full width
+        fig, (left, right) = plt.subplots(
+            2, 1, figsize=(5.2, 7.6), layout="constrained"
+        )
         warmup = 4000
         milli = 1e3  # the left panel is drawn in units of 10^-3
         rise = milli * 512**-0.5 * steps * warmup**-1.5
@@ -412,6 +420,7 @@ def lr_schedule_figure(*, language: str = "en", theme: str = "light") -> Figure:
         )
         right.set(xlabel=t["x"], title=t["title_ours"], ylim=(0, None))
         for ax in (left, right):
+            ax.title.set_fontsize(12)
             ax.grid(alpha=0.6)
             ax.legend(loc="upper right")
     return fig
@@ -431,7 +440,10 @@ def label_smoothing_figure(*, language: str = "en", theme: str = "light") -> Fig
     t = text(SMOOTHING_LABELS, language)
     vocab, eps, right_token = 10, 0.1, 3
     with style(theme) as p:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+        # stacked: a phone shows the figure at its full width
+        fig, (left, right) = plt.subplots(
+            2, 1, figsize=(5.2, 7.6), layout="constrained"
+        )
         k = np.arange(vocab)
         hard = (k == right_token).astype(float)
         soft = (1 - eps) * hard + eps / vocab
@@ -481,6 +493,7 @@ def label_smoothing_figure(*, language: str = "en", theme: str = "light") -> Fig
             xticks=(0.2, 0.4, 0.6, 0.8, 1.0),
         )
         for ax in (left, right):
+            ax.title.set_fontsize(12)
             ax.grid(alpha=0.6)
             ax.legend(loc="upper right")
     return fig

@@ -9,6 +9,8 @@ the models our loaders build.
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -66,7 +68,7 @@ LABEL_PLACES = {
     "Mixtral 8x7B": ((7, 0), "left"),
     "Qwen3-30B-A3B": ((7, -1), "left"),
     "Gemma 3 27B": ((7, 0), "left"),
-    "DeepSeek-V3": ((0, 11), "center"),
+    "DeepSeek-V3": ((6, -11), "right"),
     "gpt-oss-120b": ((0, 10), "center"),
 }
 DEFAULT_PLACE = ((7, 0), "left")
@@ -97,7 +99,9 @@ def params_cache_figure(*, language: str = "en", theme: str = "light") -> Figure
     t = text(PARAMS_CACHE_LABELS, language)
     with style(theme) as p:
         colours = {"full": p.series[0], "windowed": p.series[2], "latent": p.series[3]}
-        fig, ax = plt.subplots(figsize=(9.5, 6.0), layout="constrained")
+        fig, ax = plt.subplots(
+            figsize=(5.4, 6.0), layout="constrained"
+        )  # a phone's width
         for name in PUBLISHED_CONFIGS:
             total, active = parameter_counts(name)
             per_token = ledger_row(cache_shape(name))["bytes/token"]
@@ -157,8 +161,9 @@ def params_cache_figure(*, language: str = "en", theme: str = "light") -> Figure
             ylim=(27 * 1024, 700 * 1024),
             xlabel=t["x"],
             ylabel=t["y"],
-            title=t["title"],
+            title=textwrap.fill(t["title"], 34),
         )
+        ax.title.set_fontsize(12)
         ax.grid(alpha=0.6)
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)
@@ -191,5 +196,5 @@ def params_cache_figure(*, language: str = "en", theme: str = "light") -> Figure
                 label=t["moe"],
             ),
         ]
-        ax.legend(handles=handles, loc="lower right")
+        fig.legend(handles=handles, loc="outside lower center", ncol=1)
     return fig

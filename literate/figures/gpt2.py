@@ -10,6 +10,7 @@ Plotting only: the measurements come from `literate.numbers.studies.gradient_stu
 from __future__ import annotations
 
 import math
+import textwrap
 from functools import lru_cache
 
 import matplotlib.pyplot as plt
@@ -90,17 +91,18 @@ def gradient_figure(*, language: str = "en", theme: str = "light") -> Figure:
     row). One log scale for all four panels, so the rows compare directly."""
     t = text(GRADIENT_LABELS, language)
     with style(theme) as p:
-        fig = plt.figure(figsize=(11.5, 8.8), layout="constrained")
+        # two narrow columns, one legend per row under it: the figure fits a phone
+        fig = plt.figure(figsize=(5.2, 10.4), layout="constrained")
         rows = fig.subfigures(len(GRADIENT_ROWS), 1, hspace=0.06)
         layers = range(1, STUDY_LAYERS + 1)
         colours = {"pre": p.series[0], "post": p.series[1]}
         for row, (key, init, input_std) in zip(rows, GRADIENT_ROWS):
             left, right = row.subplots(1, 2, sharey=True)
             row.suptitle(
-                t[key].format(std=input_std),
+                t[key].format(std=input_std).replace(" (", "\n(", 1),
                 x=0.01,
                 ha="left",
-                fontsize=15,
+                fontsize=12,
                 fontweight="bold",
             )
             study = gradient_study(init, input_std)
@@ -143,25 +145,29 @@ def gradient_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 label=t["slope"],
             )
             left.set(
-                xlabel=t["layer"], ylabel=t["y"], yscale="log", title=t["title_layers"]
+                xlabel=t["layer"].replace(" (", "\n(", 1),
+                ylabel=t["y"],
+                yscale="log",
+                title=textwrap.fill(t["title_layers"], 20),
             )
             left.set_xticks(list(layers))
-            right.set(xscale="log", xlabel=t["depth"], title=t["title_depth"])
+            right.set(
+                xscale="log",
+                xlabel=textwrap.fill(t["depth"], 18),
+                title=textwrap.fill(t["title_depth"], 20),
+            )
             right.set_xticks(list(STUDY_DEPTHS), [str(d) for d in STUDY_DEPTHS])
             for ax in (left, right):
                 ax.minorticks_off()
                 ticks = [0.1, 0.2, 0.5, 1, 2, 5]
                 ax.set_yticks(ticks, [str(v) for v in ticks])
                 ax.set_ylim(0.08, 9.0)
-                ax.title.set_fontsize(13)
+                ax.title.set_fontsize(11)
                 ax.grid(alpha=0.6)
                 for spine in ("top", "right"):
                     ax.spines[spine].set_visible(False)
-            where = (
-                "upper right" if init == "xavier" else "center right"
-            )  # clear of lines
-            left.legend(loc=where)
-            right.legend(loc=where)
+            handles, labels = right.get_legend_handles_labels()
+            row.legend(handles, labels, loc="outside lower center", ncol=1)
     return fig
 
 
@@ -184,7 +190,7 @@ def loss_figure(*, language: str = "en", theme: str = "light") -> Figure:
     losses = tiny_lm_losses()
     threshold = reference()["tiny_lm"]["loss_threshold"]
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(11, 4.4), layout="constrained")
+        fig, ax = plt.subplots(figsize=(5.2, 4.4), layout="constrained")
         ax.axhline(math.log(6), color=p.muted, ls=":", lw=1.3, label=t["uniform"])
         ax.axhline(threshold, color=p.series[4], ls="--", lw=1.3, label=t["threshold"])
         ax.plot(range(len(losses)), losses, color=p.series[0], lw=2, label=t["loss"])

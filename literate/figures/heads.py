@@ -3,6 +3,8 @@ in KV-cache memory for published models."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
@@ -47,7 +49,7 @@ MEMORY_LABELS = {
         "x": "КиБ на токен (лог. шкала)",
         "actual": "как опубликовано",
         "as_mha": "та же модель с MHA (n_kv = n_heads)",
-        "note": "{per_token} на токен · {per_seq} на последовательность из 4096 токенов",
+        "note": "{per_token} на токен · {per_seq} на 4096 токенов",
         "layers": "{layers} слоёв, голов: {heads} запросов / {kv} K/V, d_head {d_head}",
     },
 }
@@ -85,7 +87,8 @@ def grouping_figure(*, language: str = "en", theme: str = "light") -> Figure:
     key/value head it reads, coloured by group."""
     t = text(GROUPING_LABELS, language)
     with style(theme) as p:
-        fig, axes = plt.subplots(1, 3, figsize=(12, 3.9), layout="constrained")
+        # stacked: a phone shows the figure at its full width
+        fig, axes = plt.subplots(3, 1, figsize=(5.2, 6.4), layout="constrained")
         for ax, n_kv, title in zip(axes, (8, 2, 1), t["titles"]):
             mapping = kv_head_of(8, n_kv)
             kv_x = [
@@ -121,7 +124,7 @@ def grouping_figure(*, language: str = "en", theme: str = "light") -> Figure:
                     f"q{h}",
                     ha="center",
                     va="center",
-                    fontsize=9,
+                    fontsize=10,
                     color=BOX_INK,
                     zorder=3,
                 )
@@ -145,30 +148,33 @@ def grouping_figure(*, language: str = "en", theme: str = "light") -> Figure:
                     f"kv{j}",
                     ha="center",
                     va="center",
-                    fontsize=9,
+                    fontsize=10,
                     color=BOX_INK,
                     zorder=3,
                 )
-            ax.set_title(title, fontsize=12)
+            ax.set_title(title, fontsize=11)
             ax.set_xlim(-0.7, 7.7)
             ax.set_ylim(-0.45, 1.2)
             ax.set_xticks([])
-            ax.set_yticks(
-                [0.0, 1.0], [t["kv"], t["query"]] if ax is axes[0] else ["", ""]
-            )
+            ax.set_yticks([0.0, 1.0], [t["kv"], t["query"]])
             ax.text(
                 3.5,
                 -0.33,
                 t["per_token"].format(n=n_kv),
                 ha="center",
                 va="center",
-                fontsize=9,
+                fontsize=10,
                 color=p.muted,
                 in_layout=False,
             )
             for spine in ax.spines.values():
                 spine.set_visible(False)
-        fig.suptitle(t["suptitle"], fontsize=13, fontweight="bold", color=p.ink)
+        fig.suptitle(
+            textwrap.fill(t["suptitle"], 40),
+            fontsize=12,
+            fontweight="bold",
+            color=p.ink,
+        )
     return fig
 
 
@@ -179,7 +185,8 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
     models = list(PUBLISHED_ATTENTION)
     outlined = False  # one legend entry for the outlines
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(11, 5.0), layout="constrained")
+        # each model's name, sizes and shape above its bar: the figure fits a phone
+        fig, ax = plt.subplots(figsize=(5.2, 6.4), layout="constrained")
         for i, m in enumerate(models):
             y = len(models) - 1 - i
             actual = kv_cache_bytes_per_token(m.n_layers, m.n_kv_heads, m.d_head, 2)
@@ -191,7 +198,7 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 ax.barh(
                     y,
                     as_mha / 1024,
-                    height=0.42,
+                    height=0.3,
                     facecolor="none",
                     edgecolor=p.muted,
                     linestyle="--",
@@ -204,12 +211,12 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
                     human_bytes(as_mha, language),
                     va="center",
                     ha="left",
-                    fontsize=9.5,
+                    fontsize=10,
                     color=p.muted,
                     in_layout=False,
                 )
                 outlined = True
-            ax.barh(y, actual / 1024, height=0.42, color=colour, label=None)
+            ax.barh(y, actual / 1024, height=0.3, color=colour, label=None)
             note = t["note"].format(
                 per_token=human_bytes(actual, language),
                 per_seq=human_bytes(actual * 4096, language),
@@ -219,32 +226,27 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
             )
             ax.text(
                 4.3,
-                y + 0.26,
-                f"{note}   ({shape})",
+                y + 0.2,
+                f"{m.name} ({kind_of(m.n_heads, m.n_kv_heads)})\n{note}\n{shape}",
                 va="bottom",
                 ha="left",
-                fontsize=9.5,
+                fontsize=10,
                 color=p.ink,
+                linespacing=1.3,
                 in_layout=False,
             )
-        ax.set_yticks(
-            range(len(models)),
-            [
-                f"{m.name} ({kind_of(m.n_heads, m.n_kv_heads)})"
-                for m in reversed(models)
-            ],
-        )
+        ax.set_yticks([])
         ax.set_xscale("log")
         ax.set_xlim(4, 2**14)
-        ax.set_ylim(-0.5, len(models) - 0.2)
+        ax.set_ylim(-0.4, len(models) - 0.15)
         ax.set_xticks(
             [4, 16, 64, 256, 1024, 4096], ["4", "16", "64", "256", "1024", "4096"]
         )
         ax.minorticks_off()
         ax.set_xlabel(t["x"])
-        ax.set_title(t["title"])
+        ax.set_title(t["title"], fontsize=12, pad=24)  # the legend under it
         ax.grid(axis="x", alpha=0.6)
-        ax.legend(loc="lower right")
+        ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), borderaxespad=0.2)
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)
     return fig

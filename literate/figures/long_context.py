@@ -7,6 +7,8 @@ caches our models allocate and against Hugging Face's cache layers.
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
@@ -58,7 +60,9 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
     (`growth_stops`)."""
     t = text(KV_MEMORY_LABELS, language)
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(9.5, 5.6), layout="constrained")
+        fig, ax = plt.subplots(
+            figsize=(5.4, 6.0), layout="constrained"
+        )  # a phone's width
         colours = [*p.series, p.muted]
         for i, shape in enumerate(PUBLISHED_CACHES):
             gib = [cache_bytes(shape, n) / GIB for n in CONTEXTS]
@@ -100,7 +104,8 @@ def kv_memory_figure(*, language: str = "en", theme: str = "light") -> Figure:
         ax.set_yscale("log")
         ax.set_xticks(TICKS, [_tokens(n) for n in TICKS])
         ax.minorticks_off()
-        ax.set(xlabel=t["x"], ylabel=t["y"], title=t["title"])
+        ax.set(xlabel=t["x"], ylabel=t["y"], title=textwrap.fill(t["title"], 40))
+        ax.title.set_fontsize(12)
         ax.grid(alpha=0.6)
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)

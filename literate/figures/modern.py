@@ -9,6 +9,7 @@ which the chapter's claims call too.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import torch
@@ -134,6 +135,15 @@ def _number(x: float, language: str, digits: int = 3) -> str:
     return s.replace(".", ",") if language == "ru" else s
 
 
+def _wrap(label: str, width: int) -> str:
+    """`label` on lines of at most `width` characters, never breaking inside $...$."""
+    parts = label.split("$")
+    kept = "$".join(
+        part.replace(" ", "\x00") if i % 2 else part for i, part in enumerate(parts)
+    )
+    return textwrap.fill(kept, width, break_long_words=False).replace("\x00", " ")
+
+
 def _box(ax, x: float, y: float, w: float, h: float, label: str, color: str) -> None:
     ax.add_patch(
         FancyBboxPatch(
@@ -210,52 +220,60 @@ def topology_figure(*, language: str = "en", theme: str = "light") -> Figure:
     sublayers in blue, the (+) where a branch rejoins the stream."""
     t = text(TOPOLOGY_LABELS, language)
     with style(theme) as p:
-        fig = plt.figure(figsize=(13.0, 5.6))
+        # two rows (three panels, then two), on a phone's width; sizes in inches
+        unit, gap, margin = 0.46, 0.12, 0.08  # one data unit, between panels, edges
+        width, title, panel = 5.2, 1.05, 6.8 * unit
+        note = "\n".join(textwrap.fill(line, 62) for line in t["note"].split("\n"))
+        height = 2 * (title + panel) + 0.2 + 0.2 * (note.count("\n") + 1) + margin
+        fig = plt.figure(figsize=(width, height))
         half = (1.75, 2.65)  # half-widths of a one-branch and of the parallel panel
-        grid = fig.add_gridspec(
-            1,
-            5,
-            width_ratios=[half[0]] * 4 + [half[1]],
-            left=0.005,
-            right=0.995,
-            bottom=0.11,
-            top=0.8,
-            wspace=0.06,
-        )
         panels = [(eq, ((0.85, boxes),), after) for eq, boxes, after in TOPOLOGIES]
         panels.append((PARALLEL[0], tuple(zip((-1.35, 1.35), PARALLEL[1])), None))
-        for i, (equation, branches, after) in enumerate(panels):
-            ax = fig.add_subplot(grid[0, i])
-            width = half[1] if i == 4 else half[0]
-            x0 = -width + (0.35 if i < 4 else 0.0)  # one-branch panels: stream left
-            ax.set(xlim=(x0, x0 + 2 * width), ylim=(0, 6.8), aspect="equal")
-            ax.axis("off")
-            _topology(ax, branches, after, p)
-            for dy, label, size, weight, colour in (
-                (0.215, t["names"][i], 12.5, "bold", p.ink),
-                (0.115, equation, 12, "normal", p.ink),
-                (0.03, t["models"][i], 10.5, "normal", p.muted),
-            ):
-                ax.text(
-                    0.5,
-                    1.0 + dy,
-                    label,
-                    transform=ax.transAxes,
-                    ha="center",
-                    va="bottom",
-                    fontsize=size,
-                    fontweight=weight,
-                    color=colour,
+        rows = ((0, 1, 2), (3, 4))
+        for r, row in enumerate(rows):
+            widths = [2 * (half[1] if i == 4 else half[0]) * unit for i in row]
+            x = (width - sum(widths) - gap * (len(row) - 1)) / 2
+            bottom = height - (r + 1) * (title + panel)
+            for i, w in zip(row, widths):
+                ax = fig.add_axes(
+                    (x / width, bottom / height, w / width, panel / height)
                 )
+                x += w + gap
+                equation, branches, after = panels[i]
+                half_width = half[1] if i == 4 else half[0]
+                x0 = -half_width + (0.35 if i < 4 else 0.0)  # one-branch: stream left
+                ax.set(xlim=(x0, x0 + 2 * half_width), ylim=(0, 6.8), aspect="equal")
+                ax.axis("off")
+                _topology(ax, branches, after, p)
+                lift = 2.0  # points above the panel, bottom line first
+                wrap = 18 if i < 4 else 30
+                for label, size, weight, colour in (
+                    (_wrap(t["models"][i], wrap), 10, "normal", p.muted),
+                    (equation, 11, "normal", p.ink),
+                    (_wrap(t["names"][i], wrap - 6), 11.5, "bold", p.ink),
+                ):
+                    ax.annotate(
+                        label,
+                        (0.5, 1.0),
+                        xycoords="axes fraction",
+                        xytext=(0, lift),
+                        textcoords="offset points",
+                        ha="center",
+                        va="bottom",
+                        fontsize=size,
+                        fontweight=weight,
+                        color=colour,
+                    )
+                    lift += 1.25 * size * (label.count("\n") + 1)
         fig.text(
             0.5,
-            0.02,
-            t["note"],
+            margin / height,
+            note,
             ha="center",
             va="bottom",
             fontsize=10,
             color=p.muted,
-            linespacing=1.5,
+            linespacing=1.4,
         )
     return fig
 
@@ -271,8 +289,9 @@ def swiglu_gate_figure(*, language: str = "en", theme: str = "light") -> Figure:
     lowest = int(F.silu(fine).argmin())
     where, value = float(fine[lowest]), float(F.silu(fine[lowest]))
     with style(theme) as p:
+        # stacked: a phone shows the figure at its full width
         fig, (left, right) = plt.subplots(
-            1, 2, figsize=(11.5, 4.6), layout="constrained"
+            2, 1, figsize=(5.2, 8.4), layout="constrained"
         )
         left.axhline(0, color=p.border, lw=1.0)
         left.axvline(0, color=p.border, lw=1.0)
@@ -373,14 +392,16 @@ def qk_norm_figure(*, language: str = "en", theme: str = "light") -> Figure:
     }
     d_head = runs[True][0].d_head
     with style(theme) as p:
+        # stacked: a phone shows the figure at its full width
         fig, (left, right) = plt.subplots(
-            1, 2, figsize=(11.5, 4.8), layout="constrained"
+            2, 1, figsize=(5.2, 8.4), layout="constrained"
         )
+        suptitle = t["suptitle"].format(h=QK_HEADS, kv=QK_KV_HEADS, d=d_head)
         fig.suptitle(
-            t["suptitle"].format(h=QK_HEADS, kv=QK_KV_HEADS, d=d_head),
+            "\n".join(textwrap.fill(line, 52) for line in suptitle.split("\n")),
             x=0.01,
             ha="left",
-            fontsize=12,
+            fontsize=10.5,
             color=p.muted,
         )
         left.axhline(

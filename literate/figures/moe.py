@@ -9,6 +9,7 @@ number written on the figure is read from those runs.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -107,14 +108,13 @@ def tokens_per_expert_figure(*, language: str = "en", theme: str = "light") -> F
     }
     e = task.n_experts
     with style(theme) as p:
-        fig, axes = plt.subplots(
-            1, 3, figsize=(13.5, 5.2), layout="constrained", width_ratios=(1, 1, 0.9)
-        )
+        # stacked: a phone shows the figure at its full width
+        fig, axes = plt.subplots(3, 1, figsize=(5.2, 10.8), layout="constrained")
         fig.suptitle(
-            t["suptitle"].format(e=e, k=task.top_k),
+            textwrap.fill(t["suptitle"].format(e=e, k=task.top_k), 52),
             x=0.01,
             ha="left",
-            fontsize=12,
+            fontsize=10.5,
             color=p.muted,
         )
         for ax, (name, run) in zip(axes[:2], runs.items(), strict=True):
@@ -140,8 +140,8 @@ def tokens_per_expert_figure(*, language: str = "en", theme: str = "light") -> F
                 va="bottom",
             )
             note.set_in_layout(False)  # the title's pad leaves it room
-        axes[0].set_ylabel(t["share"])
-        axes[1].set_yticklabels([])
+        for ax in axes[:2]:
+            ax.set_ylabel(textwrap.fill(t["share"], 24))
         loss_ax = axes[2]
         guess = t["guess"].format(v=task.vocab_size)
         levels = (
@@ -171,7 +171,7 @@ def tokens_per_expert_figure(*, language: str = "en", theme: str = "light") -> F
             xlim=(0, len(runs["with"].lm_loss) - 1),
             xlabel=t["step"],
             ylim=(topic_loss(task) - 0.1, top + 0.1),
-            ylabel=t["loss"].format(window=LOSS_WINDOW),
+            ylabel=textwrap.fill(t["loss"].format(window=LOSS_WINDOW), 24),
         )
         loss_ax.set_title(t["loss_title"], pad=24)
         loss_ax.grid(alpha=0.6)
@@ -196,7 +196,7 @@ def tokens_per_expert_figure(*, language: str = "en", theme: str = "light") -> F
         fig.legend(
             handles=handles,
             loc="outside lower center",
-            ncol=len(handles),
+            ncol=3,
             handlelength=1.4,
             columnspacing=1.1,
         )

@@ -4,6 +4,7 @@ relative-position property next to an additive table that lacks it."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -59,7 +60,7 @@ def sinusoid_figure(*, language: str = "en", theme: str = "light") -> Figure:
     pe = sinusoidal_table(81, 8, dtype=torch.float64).numpy()  # [81, 8]
     with style(theme) as p:
         fig, axes = plt.subplots(
-            2, 1, figsize=(11, 6.3), layout="constrained", sharex=True
+            2, 1, figsize=(5.2, 6.0), layout="constrained", sharex=True
         )
         for ax, dims, title in zip(axes, ((0, 1), (4, 5)), t["titles"]):
             for dim, colour, line in zip(dims, (p.series[0], p.series[1]), ("-", "--")):
@@ -71,12 +72,17 @@ def sinusoid_figure(*, language: str = "en", theme: str = "light") -> Figure:
                     lw=2,
                     label=t["coordinate"] + str(dim),
                 )
-            ax.set_title(title)
+            ax.set_title(title, pad=24)  # the legend goes between title and plot
             ax.set(ylim=(-1.1, 1.1), xlim=(0, len(pe) - 1), ylabel="PE")
             ax.grid(alpha=0.6)
-            ax.legend(ncol=2, loc="lower right", bbox_to_anchor=(1, 1.02))
+            ax.legend(ncol=2, loc="lower left", bbox_to_anchor=(0, 1.0))
         axes[-1].set_xlabel(t["x"])
-        fig.suptitle(t["suptitle"], fontsize=16, fontweight="bold", color=p.ink)
+        fig.suptitle(
+            textwrap.fill(t["suptitle"], 36),
+            fontsize=13,
+            fontweight="bold",
+            color=p.ink,
+        )
     return fig
 
 
@@ -123,7 +129,7 @@ def rope_relative_figure(*, language: str = "en", theme: str = "light") -> Figur
     curves = relative_score_curves()
     with style(theme) as p:
         fig, axes = plt.subplots(
-            1, 2, figsize=(12, 4.6), layout="constrained", sharey=True
+            2, 1, figsize=(5.2, 7.6), layout="constrained", sharex=True, sharey=True
         )
         looks = (
             dict(lw=6, alpha=0.45, ls="-"),
@@ -141,12 +147,17 @@ def rope_relative_figure(*, language: str = "en", theme: str = "light") -> Figur
                     label=t["start"].format(m=m),
                     **look,
                 )
-            ax.set_title(title, fontsize=13)
-            ax.set_xlabel(t["x"])
+            ax.set_title(textwrap.fill(title, 40), fontsize=12)
+            ax.set_ylabel(t["y"])
             ax.set_xlim(0, curves["offsets"][-1])
             ax.grid(alpha=0.6)
         axes[0].legend(loc="lower right")  # under the curves, which the table lifts
         axes[1].legend(loc="upper right")  # over them
-        axes[0].set_ylabel(t["y"])
-        fig.suptitle(t["suptitle"], fontsize=15, fontweight="bold", color=p.ink)
+        axes[1].set_xlabel(t["x"])
+        fig.suptitle(
+            textwrap.fill(t["suptitle"], 36),
+            fontsize=13,
+            fontweight="bold",
+            color=p.ink,
+        )
     return fig

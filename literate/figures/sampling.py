@@ -3,6 +3,8 @@ under two temperatures (why temperature comes before top-p)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
@@ -64,31 +66,33 @@ def distributions_figure(*, language: str = "en", theme: str = "light") -> Figur
     positions = np.arange(len(SCENARIO_LOGITS))
     width = 0.19
     with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(11, 5.4), layout="constrained")
+        # horizontal bars, the tokens top to bottom: the figure fits a phone
+        fig, ax = plt.subplots(figsize=(5.2, 6.4), layout="constrained")
         colors = (p.series[0], p.series[1], p.series[2], p.series[3])
         for index, (policy, label, color) in enumerate(
             zip(POLICIES, t["policies"], colors)
         ):
-            x = positions + (index - 1.5) * width
+            y = positions + (index - 1.5) * width
             values = scenario[policy]
-            ax.bar(x, values, width, label=label, color=color)
-            for xi, value in zip(x, values):
+            ax.barh(y, values, width, label=label, color=color)
+            for yi, value in zip(y, values):
                 mark = f"{value:.2f}" if value > 0 else "×"
                 ax.text(
-                    xi,
                     value + 0.012,
+                    yi,
                     mark,
-                    ha="center",
-                    va="bottom",
-                    fontsize=8.5,
+                    ha="left",
+                    va="center",
+                    fontsize=10,
                     color=p.ink if value > 0 else p.muted,
                 )
-        ax.set_xticks(positions, [t["token"].format(i=i) for i in positions])
-        ax.set_ylim(0, 0.82)
-        ax.set_ylabel(t["y"])
-        ax.set_title(t["title"], pad=40)
-        ax.legend(ncol=4, loc="lower left", bbox_to_anchor=(0, 1.0))
-        ax.grid(axis="y", alpha=0.6)
+        ax.set_yticks(positions, [t["token"].format(i=i) for i in positions])
+        ax.invert_yaxis()  # ID 0 on top
+        ax.set_xlim(0, 0.85)
+        ax.set_xlabel(t["y"])
+        ax.set_title(textwrap.fill(t["title"], 36), fontsize=12, pad=44)
+        ax.legend(ncol=2, loc="lower left", bbox_to_anchor=(0, 1.0))
+        ax.grid(axis="x", alpha=0.6)
         for spine in ("top", "right"):
             ax.spines[spine].set_visible(False)
     return fig
@@ -100,7 +104,7 @@ def nucleus_figure(*, language: str = "en", theme: str = "light") -> Figure:
     t = text(NUCLEUS_LABELS, language)
     with style(theme) as p:
         fig, axes = plt.subplots(
-            1, 2, figsize=(12, 4.8), layout="constrained", sharey=True
+            2, 1, figsize=(5.2, 7.6), layout="constrained", sharey=True
         )
         ranks = np.arange(len(NUCLEUS_LOGITS))
         for ax, temperature in zip(axes, NUCLEUS_TEMPERATURES):
@@ -137,18 +141,18 @@ def nucleus_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 lw=1.5,
                 label=t["threshold"].format(p=NUCLEUS_TOP_P),
             )
-            ax.set_title(t["title"].format(t=temperature, n=kept), fontsize=13)
+            ax.set_title(t["title"].format(t=temperature, n=kept), fontsize=12)
             ax.set_xticks(ranks, [str(r) for r in ranks])
             ax.set_xlabel(t["x"])
             ax.set_ylim(0, 1.05)
             ax.grid(axis="y", alpha=0.6)
             for spine in ("top", "right"):
                 ax.spines[spine].set_visible(False)
-        axes[0].set_ylabel(t["y"])
+            ax.set_ylabel(t["y"])
         axes[1].legend(loc="center right")
         fig.suptitle(
-            t["suptitle"].format(p=NUCLEUS_TOP_P),
-            fontsize=14,
+            textwrap.fill(t["suptitle"].format(p=NUCLEUS_TOP_P), 40),
+            fontsize=12,
             fontweight="bold",
             color=p.ink,
         )
