@@ -25,17 +25,23 @@ from literate.figures import (
     cache_diagrams,
     decoding,
     encdec,
+    encdec_diagrams,
     era_blocks,
     eras,
     gpt2,
+    gpt2_diagrams,
     heads,
+    heads_diagrams,
     long_context,
     long_diagrams,
     modern,
+    modern_diagrams,
     moe,
     moe_diagrams,
     positions,
+    positions_diagrams,
     sampling,
+    sampling_diagrams,
 )
 from literate.figures.style import LANGUAGES, THEMES, recolour_dark, svg_bytes
 
@@ -283,6 +289,12 @@ for _module in (
     cache_diagrams,
     moe_diagrams,
     long_diagrams,
+    positions_diagrams,
+    heads_diagrams,
+    encdec_diagrams,
+    gpt2_diagrams,
+    sampling_diagrams,
+    modern_diagrams,
 ):
     for _name, _draw, _alt in _module.SPECS:
         if _name in FIGURES:
