@@ -26,7 +26,6 @@ from literate.figures import (
     decoding,
     encdec,
     encdec_diagrams,
-    era_blocks,
     eras,
     gpt2,
     gpt2_diagrams,
@@ -256,20 +255,7 @@ FIGURES: dict[str, FigureSpec] = {
             "7B, the other three mixtures less; Llama 3 70B caches less than Llama 2 7B, "
             "Gemma 3 27B nearly as much.",
         ),
-        FigureSpec(
-            "eras-blocks",
-            era_blocks.era_blocks_figure,
-            "One block diagram per row of the era table, drawn bottom to top from the input "
-            "x: the residual stream a vertical line, each sublayer on a branch rejoining it "
-            "at a (+); norms orange, attention blue, feed-forward green, boxes labelled from "
-            "the table. The 2017 Transformer's decoder layer is post-norm, a LayerNorm on "
-            "the stream after each of its three joins: self-attention, cross-attention "
-            "reading the encoder, ReLU feed-forward. GPT-2, Llama 3, Mistral 7B, Qwen3, "
-            "Mixtral, DeepSeek-V3 and gpt-oss are pre-norm, a norm before each sublayer; "
-            "OLMo 2 puts it after, Gemma 3 both. GPT-J and GPT-NeoX are parallel, attention "
-            "and feed-forward side by side into one (+), after one shared norm or one each. "
-            "Captions give each era's positions, windows and sinks.",
-        ),
+        *(FigureSpec(*spec) for spec in block_diagrams.ERA_SPECS),
         FigureSpec(
             "bench-ratios",
             bench.ratios_figure,

@@ -337,6 +337,752 @@ def buffers_figure(*, language: str = "en", theme: str = "light") -> Figure:
     return fig
 
 
+# ---------------------------------------------------------------------------------------
+# "cache-model" (chapter 8, "A cache for a whole model"): one cache per block, in step.
+
+MODEL_PROMPT = (1, 2, 3, 4)  # the page's prompt
+MODEL_STEPS = 2  # one-token calls after the prefill
+MODEL_CAPACITY = 8
+
+
+@dataclass(frozen=True)
+class ModelWalk:
+    """A whole model's `DecodeCache` after a prefill and MODEL_STEPS greedy steps.
+
+    `tokens`: the tokens fed, slot by slot, then the one the last logits choose;
+    `wrote[l][c]`: the slots call c changed in layer l's keys and values;
+    `next_pos_after[c]`: the cache's next_pos after call c; `shape`: each buffer's."""
+
+    shape: tuple[int, ...]
+    n_layers: int
+    tokens: tuple[int, ...]
+    wrote: tuple[tuple[tuple[int, ...], ...], ...]
+    next_pos_after: tuple[int, ...]
+
+
+def model_walk() -> ModelWalk:
+    """The page's tiny minimal Llama (seed 0, 2 layers, 2 key/value heads of width 8),
+    its weights in the hardened `llama_model`, run by `cached_run` into a `DecodeCache`
+    of one `KVCache` per block: the prompt in one call, then greedy tokens one per call.
+    Each call's written slots are read from the buffers (what changed)."""
+    from literate.decoding.generate import cached_run, new_decode_cache
+    from literate.minimal.llama import LlamaModel
+    from literate.models.llama import llama_model
+
+    sizes = dict(
+        vocab_size=50, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        minimal = LlamaModel(**sizes)
+        model = llama_model(context=32, **sizes)
+    model.load_state_dict(minimal.state_dict())
+    model = model.double().eval()
+    cache = new_decode_cache(model, batch=1, capacity=MODEL_CAPACITY)
+    ids = torch.tensor([MODEL_PROMPT])
+    tokens = list(MODEL_PROMPT)
+    wrote: list[list[tuple[int, ...]]] = [[] for _ in cache.layers]
+    after = []
+    with torch.no_grad():
+        for _ in range(MODEL_STEPS + 1):
+            before = [(c.k.clone(), c.v.clone()) for c in cache.layers]
+            logits = cached_run(model, ids, cache, last=True)
+            for layer, c, (k, v) in zip(wrote, cache.layers, before, strict=True):
+                moved = ((c.k != k) | (c.v != v)).any(dim=-1).any(dim=1)[0]
+                layer.append(tuple(moved.nonzero().flatten().tolist()))
+            after.append(cache.next_pos)
+            ids = logits.argmax(dim=-1, keepdim=True)  # [1, 1]
+            tokens.append(int(ids))
+    return ModelWalk(
+        shape=tuple(cache.layers[0].k.shape),
+        n_layers=len(cache.layers),
+        tokens=tuple(tokens),
+        wrote=tuple(tuple(w) for w in wrote),
+        next_pos_after=tuple(after),
+    )
+
+
+MODEL_LABELS = {
+    "en": {
+        "title": "A model's cache: one KVCache per block",
+        "subtitle": "each layer's K and V: {shape}; slot t holds token t in all",
+        "tokens": "tokens",
+        "slot": "slot",
+        "layer": "block {i}: K, V",
+        "chosen": "chosen",
+        "calls": (
+            "call 1: the prompt, slots {lo}–{hi}",
+            "call {c}: token {tok}, slot {s}",
+        ),
+        "next": "next_pos = {n}:\nthe logits of call {c}\nchose {tok}, its slot",
+    },
+    "ru": {
+        "title": "Кеш модели: по KVCache на блок",
+        "subtitle": "K и V каждого слоя: {shape}; в слоте t — токен t",
+        "tokens": "токены",
+        "slot": "слот",
+        "layer": "блок {i}: K, V",
+        "chosen": "выбран",
+        "calls": (
+            "вызов 1: промпт, слоты {lo}–{hi}",
+            "вызов {c}: токен {tok}, слот {s}",
+        ),
+        "next": "next_pos = {n}:\nлогиты вызова {c}\nвыбрали {tok}, его слот",
+    },
+}
+
+
+def _cell(ax, x, y, w, h, label, *, face, edge="none", ink=BOX_INK, gid=None, ls="-"):
+    """A box of w x h at (x, y) with its label centred, font 10 or 11 (digits)."""
+    ax.add_patch(
+        Rectangle(
+            (x, y), w, h, facecolor=face, edgecolor=edge, lw=1.0, linestyle=ls, gid=gid
+        )
+    )
+    if label:
+        size = 11 if label.isdigit() else 10
+        ax.text(
+            x + w / 2,
+            y + h / 2,
+            label,
+            fontsize=size,
+            color=ink,
+            ha="center",
+            va="center",
+        )
+
+
+def model_cache_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """`model_walk` as a grid: the tokens above, one row of slots per block's cache,
+    each slot coloured by the call that wrote it, the same slots in every block."""
+    t = text(MODEL_LABELS, language)
+    walk = model_walk()
+    cap = walk.shape[2]
+    calls = len(walk.next_pos_after)
+    width, left, right = 5.2, -2.6, cap + 0.05
+    per_inch = (right - left) / width
+    top, bottom = 3.3, -walk.n_layers * 1.0 - 1.6
+    with style(theme) as p:
+        colour = [p.series[0], p.series[2], p.series[1], p.series[3]]
+        fig = plt.figure(figsize=(width, (top - bottom) / per_inch))
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set_xlim(left, right)
+        ax.set_ylim(bottom, top)
+        ax.set_axis_off()
+        ax.text(
+            left + 0.1,
+            top - 0.1,
+            t["title"],
+            fontsize=12,
+            fontweight="bold",
+            color=p.ink,
+            va="top",
+        )
+        shape = "[" + ", ".join(str(n) for n in walk.shape) + "]"
+        ax.text(
+            left + 0.1,
+            top - 0.7,
+            t["subtitle"].format(shape=shape),
+            fontsize=10,
+            color=p.muted,
+            va="top",
+        )
+        ax.text(
+            -0.15, 1.95, t["slot"], fontsize=10, color=p.muted, ha="right", va="center"
+        )
+        for s in range(cap):
+            ax.text(
+                s + 0.5,
+                1.95,
+                str(s),
+                fontsize=10,
+                color=p.muted,
+                ha="center",
+                va="center",
+            )
+        # which call wrote each slot: from block 0 (the test checks every block agrees)
+        call_of = {s: c for c, slots in enumerate(walk.wrote[0]) for s in slots}
+        n = walk.next_pos_after[-1]
+        ax.text(
+            -0.15, 1.1, t["tokens"], fontsize=10, color=p.ink, ha="right", va="center"
+        )
+        for s, tok in enumerate(walk.tokens):
+            if s < n:
+                _cell(
+                    ax,
+                    s + 0.04,
+                    0.75,
+                    0.92,
+                    0.7,
+                    str(tok),
+                    face="none",
+                    edge=colour[call_of[s]],
+                    ink=p.ink,
+                    gid=f"model-token-{s}-{tok}",
+                )
+            else:
+                _cell(
+                    ax,
+                    s + 0.04,
+                    0.75,
+                    0.92,
+                    0.7,
+                    str(tok),
+                    face="none",
+                    edge=p.muted,
+                    ink=p.ink,
+                    ls="--",
+                    gid=f"model-chosen-{s}-{tok}",
+                )
+        for i in range(walk.n_layers):
+            y = -0.2 - i * 1.0
+            ax.text(
+                -0.15,
+                y + 0.35,
+                t["layer"].format(i=i),
+                fontsize=10,
+                color=p.ink,
+                ha="right",
+                va="center",
+            )
+            for s in range(cap):
+                written = [c for c in range(calls) if s in walk.wrote[i][c]]
+                if written:
+                    c = written[-1]
+                    _cell(
+                        ax,
+                        s + 0.04,
+                        y,
+                        0.92,
+                        0.7,
+                        "",
+                        face=colour[c],
+                        gid=f"model-slot-{i}-{s}-call-{c}",
+                    )
+                else:
+                    _cell(
+                        ax,
+                        s + 0.04,
+                        y,
+                        0.92,
+                        0.7,
+                        "",
+                        face="none",
+                        edge=p.muted,
+                        ls="--",
+                        gid=f"model-slot-{i}-{s}-empty",
+                    )
+        y_last = -0.2 - (walk.n_layers - 1) * 1.0
+        ax.add_patch(
+            FancyArrowPatch(
+                (n + 0.5, 0.72),
+                (n + 0.5, y_last + 0.05),
+                arrowstyle="-|>",
+                mutation_scale=12,
+                color=p.ink,
+                lw=1.4,
+                gid=f"model-next-pos-{n}",
+            )
+        )
+        ys = y_last - 0.45
+        first = walk.wrote[0][0]
+        lines = [t["calls"][0].format(lo=first[0], hi=first[-1])]
+        for c in range(1, calls):
+            (s,) = walk.wrote[0][c]
+            lines.append(t["calls"][1].format(c=c + 1, tok=walk.tokens[s], s=s))
+        handles = [
+            Patch(facecolor=colour[c], label=line) for c, line in enumerate(lines)
+        ]
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            ncols=1,
+            fontsize=10,
+            bbox_to_anchor=(left + 0.05, ys),
+            bbox_transform=ax.transData,
+            borderaxespad=0,
+            handlelength=1.4,
+            labelcolor=p.ink,
+            frameon=False,
+        )
+        ax.text(
+            right,
+            ys,
+            t["next"].format(n=n, c=calls, tok=walk.tokens[n]),
+            fontsize=10,
+            color=p.ink,
+            ha="right",
+            va="top",
+        )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# "cache-padding-sides" (chapter 8, "Batches of different lengths"): where the padding
+# goes decides which logits choose each row's next token.
+
+SIDES_LENGTHS = (6, 4, 2)  # the page's three prompts
+
+
+@dataclass(frozen=True)
+class SidesWalk:
+    """The three prompts padded on each side (0 = padding id), and each row's next token
+    chosen greedily: after a left-padded prefill, after a right-padded one (read in the
+    last column), and for the prompt alone."""
+
+    left_ids: tuple[tuple[int, ...], ...]
+    right_ids: tuple[tuple[int, ...], ...]
+    left_valid: tuple[tuple[bool, ...], ...]
+    left_next: tuple[int, ...]
+    right_next: tuple[int, ...]
+    alone_next: tuple[int, ...]
+
+
+def sides_model():
+    """A tiny Llama (seed 2; weights of std 0.2 so that its choices depend on the
+    context) and three prompts of ids 3 .. 63, padded on the left."""
+    from literate.models.llama import llama_model
+
+    with torch.random.fork_rng():
+        torch.manual_seed(2)
+        model = llama_model(
+            vocab_size=64,
+            context=32,
+            d_model=32,
+            n_heads=4,
+            n_kv_heads=2,
+            n_layers=2,
+            d_ff=64,
+            std=0.2,
+        )
+        ids = torch.randint(3, 64, (len(SIDES_LENGTHS), max(SIDES_LENGTHS)))
+    return model.double().eval(), ids
+
+
+def sides_walk() -> SidesWalk:
+    """As the page's claim `decoding.right-padding-reads-a-pad` runs it: `cached_run`
+    with the flags of each side, `last=True` (the last column's logits), argmax; and
+    `generate` on each prompt alone for one token."""
+    from literate.decoding.generate import cached_run, generate, new_decode_cache
+
+    model, ids = sides_model()
+    b, t0 = ids.shape
+    lengths = torch.tensor(SIDES_LENGTHS)
+    valid = torch.arange(t0) >= t0 - lengths[:, None]  # [B, T0]: pads first
+    left = ids.masked_fill(~valid, 0)
+    right = torch.zeros_like(ids)
+    for row, n in enumerate(SIDES_LENGTHS):
+        right[row, :n] = ids[row, t0 - n :]
+    with torch.no_grad():
+        choose = []
+        for prompt, flags in ((left, valid), (right, valid.flip(1))):
+            cache = new_decode_cache(model, batch=b, capacity=t0)
+            logits = cached_run(model, prompt, cache, valid=flags, last=True)
+            choose.append(tuple(logits.argmax(dim=-1).tolist()))
+    alone = tuple(
+        int(generate(model, ids[r : r + 1, t0 - n :], 1)[0, -1])
+        for r, n in enumerate(SIDES_LENGTHS)
+    )
+    return SidesWalk(
+        left_ids=tuple(map(tuple, left.tolist())),
+        right_ids=tuple(map(tuple, right.tolist())),
+        left_valid=tuple(map(tuple, valid.tolist())),
+        left_next=choose[0],
+        right_next=choose[1],
+        alone_next=alone,
+    )
+
+
+SIDES_LABELS = {
+    "en": {
+        "left": "Padded on the left: the last column is real",
+        "right": "Padded on the right: rows 1, 2 end in padding",
+        "row": "row {b}",
+        "pad": "pad",
+        "alone": "alone: {tok}",
+        "legend": (
+            "prompt token",
+            "its logits choose the next",
+            "new token = alone's",
+            "new token ≠ alone's",
+        ),
+    },
+    "ru": {
+        "left": "Паддинг слева: последний столбец настоящий",
+        "right": "Паддинг справа: строки 1, 2 кончаются паддингом",
+        "row": "строка {b}",
+        "pad": "пад",
+        "alone": "сама: {tok}",
+        "legend": (
+            "токен промпта",
+            "его логиты выбирают след.",
+            "новый = как у неё самой",
+            "новый ≠ как у неё самой",
+        ),
+    },
+}
+
+
+def padding_sides_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """Two grids, left padding above right padding: each row's prompt, the last
+    column's cell (whose logits choose) outlined, and the new token in the next
+    column, green where it is the prompt's own next token alone, red where not."""
+    t = text(SIDES_LABELS, language)
+    walk = sides_walk()
+    b, t0 = len(walk.left_ids), len(walk.left_ids[0])
+    width, left, right = 5.2, -1.55, t0 + 3.0
+    per_inch = (right - left) / width
+    panel = 1.2 + b * 0.8  # a title, then b rows
+    top, bottom = 0.05, -2 * panel - 0.95
+    with style(theme) as p:
+        ok, wrong = p.series[2], p.series[4]
+        fig = plt.figure(figsize=(width, (top - bottom) / per_inch))
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set_xlim(left, right)
+        ax.set_ylim(bottom, top)
+        ax.set_axis_off()
+        panels = (
+            ("left", walk.left_ids, walk.left_valid, walk.left_next),
+            ("right", walk.right_ids, None, walk.right_next),
+        )
+        for k, (side, ids, valid, chosen) in enumerate(panels):
+            y0 = -k * panel
+            ax.text(
+                left + 0.1,
+                y0 - 0.05,
+                t[side],
+                fontsize=11,
+                fontweight="bold",
+                color=p.ink,
+                va="top",
+            )
+            for r in range(b):
+                y = y0 - 1.2 - r * 0.8
+                ax.text(
+                    -0.15,
+                    y + 0.33,
+                    t["row"].format(b=r),
+                    fontsize=10,
+                    color=p.ink,
+                    ha="right",
+                    va="center",
+                )
+                n = SIDES_LENGTHS[r]
+                for s, tok in enumerate(ids[r]):
+                    real = valid[r][s] if valid is not None else s < n
+                    last = s == t0 - 1
+                    _cell(
+                        ax,
+                        s + 0.04,
+                        y,
+                        0.92,
+                        0.66,
+                        str(tok) if real else t["pad"],
+                        face=p.series[0] if real else p.empty,
+                        edge=p.ink if last else (p.border if not real else "none"),
+                        ink=BOX_INK if real else p.muted,
+                        gid=f"sides-{side}-{r}-{s}-{'real' if real else 'pad'}",
+                    )
+                    if last:
+                        ax.patches[-1].set_linewidth(2.2)
+                right_tok = chosen[r] == walk.alone_next[r]
+                _cell(
+                    ax,
+                    t0 + 0.04,
+                    y,
+                    0.92,
+                    0.66,
+                    str(chosen[r]),
+                    face=ok if right_tok else wrong,
+                    gid=f"sides-{side}-{r}-new-{chosen[r]}",
+                )
+                ax.text(
+                    t0 + 1.15,
+                    y + 0.33,
+                    t["alone"].format(tok=walk.alone_next[r]),
+                    fontsize=10,
+                    color=p.ink,
+                    va="center",
+                )
+        handles = [
+            Patch(facecolor=p.series[0], label=t["legend"][0]),
+            Patch(facecolor="none", edgecolor=p.ink, lw=2.2, label=t["legend"][1]),
+            Patch(facecolor=ok, label=t["legend"][2]),
+            Patch(facecolor=wrong, label=t["legend"][3]),
+        ]
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            ncols=2,
+            fontsize=10,
+            bbox_to_anchor=(left + 0.05, -2 * panel + 0.3),
+            bbox_transform=ax.transData,
+            borderaxespad=0,
+            handlelength=1.4,
+            columnspacing=1.0,
+            labelcolor=p.ink,
+            frameon=False,
+        )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# "cache-beam-reorder" (chapter 8, "Beam search"): the cache rows each step's survivors
+# take over.
+
+BEAMS = 3
+BEAM_STEPS = 5
+BEAM_PROMPT = 4  # row 0 of `sides_model`'s prompts, its first 4 tokens
+
+
+@dataclass(frozen=True)
+class BeamWalk:
+    """`beam_search` over one prompt: `tokens[t][i]` is beam row i's token at length
+    t + 1; `rows[t]` the `reorder` before step t + 2 (row i takes row rows[t][i]);
+    `best` the returned hypothesis, `best_rows` the cache row it ran in at each length
+    but its last, and `prompt` the prompt."""
+
+    prompt: tuple[int, ...]
+    tokens: tuple[tuple[int, ...], ...]
+    rows: tuple[tuple[int, ...], ...]
+    best: tuple[int, ...]
+    best_rows: tuple[int, ...]
+
+
+def beam_walk() -> BeamWalk:
+    """`beam_search` as `beam_generate` runs it (the prompt repeated per beam, one
+    `DecodeCache` row per beam), with `step` and `reorder` recording what they get."""
+    from literate.decoding.beam import beam_search
+    from literate.decoding.generate import cached_run, new_decode_cache
+
+    model, ids = sides_model()
+    prompt = ids[:1, :BEAM_PROMPT]
+    cache = new_decode_cache(model, batch=BEAMS, capacity=BEAM_PROMPT + BEAM_STEPS)
+    fed, moved = [], []
+
+    def step(tokens: torch.Tensor) -> torch.Tensor:
+        fed.append(tuple(tokens.tolist()))
+        return cached_run(model, tokens[:, None], cache, last=True)
+
+    def reorder(rows: torch.Tensor) -> None:
+        moved.append(tuple(rows.tolist()))
+        cache.reorder(rows)
+
+    with torch.no_grad():
+        logits = cached_run(model, prompt.repeat_interleave(BEAMS, 0), cache, last=True)
+        best = beam_search(
+            logits, step, reorder, beams=BEAMS, max_new_tokens=BEAM_STEPS
+        )
+    # the histories: row i at length t + 1 extends row moved[t][i] at length t
+    history = [(tok,) for tok in fed[0]]
+    for rows, tokens in zip(moved[1:], fed[1:], strict=True):
+        history = [history[r] + (tok,) for r, tok in zip(rows, tokens, strict=True)]
+    winner = tuple(best.tokens[0].tolist())
+    last_row = history.index(winner[:-1])
+    best_rows = [last_row]
+    for rows in reversed(moved[1:]):
+        best_rows.insert(0, rows[best_rows[0]])
+    return BeamWalk(
+        prompt=tuple(prompt[0].tolist()),
+        tokens=tuple(fed),
+        rows=tuple(moved[1:]),
+        best=winner,
+        best_rows=tuple(best_rows),
+    )
+
+
+BEAM_LABELS = {
+    "en": {
+        "title": "Beam search, {k} beams: a cache row per beam",
+        "prompt": "prompt {ids}, in all {k} rows",
+        "row": "row {i}",
+        "length": "token {t}",
+        "reorder": "reorder({rows})",
+        "best": "best: {ids}",
+        "legend": ("row copied from another", "the best hypothesis"),
+    },
+    "ru": {
+        "title": "Лучевой поиск, {k} луча: строка кеша на луч",
+        "prompt": "промпт {ids}, во всех {k} строках",
+        "row": "строка {i}",
+        "length": "токен {t}",
+        "reorder": "reorder({rows})",
+        "best": "лучшая: {ids}",
+        "legend": ("строка скопирована из другой", "лучшая гипотеза"),
+    },
+}
+
+
+def beam_reorder_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """`beam_walk` as columns of tokens, one per length, one cell per cache row; an
+    arrow from the row each survivor continues, the `reorder` rows under each column,
+    the best hypothesis's cells outlined."""
+    t = text(BEAM_LABELS, language)
+    walk = beam_walk()
+    k, steps = len(walk.tokens[0]), len(walk.tokens)
+    gap = 1.55  # from one column to the next; a cell is 0.9 wide
+    width, left, right = 5.2, -1.45, steps * gap + 1.0
+    per_inch = (right - left) / width
+    top, bottom = 1.95, -k * 0.8 - 1.2
+    with style(theme) as p:
+        copied, path = p.series[1], p.ink
+        fig = plt.figure(figsize=(width, (top - bottom) / per_inch))
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set_xlim(left, right)
+        ax.set_ylim(bottom, top)
+        ax.set_axis_off()
+        ax.text(
+            left + 0.1,
+            top - 0.05,
+            t["title"].format(k=k),
+            fontsize=12,
+            fontweight="bold",
+            color=p.ink,
+            va="top",
+        )
+        ids = " ".join(str(i) for i in walk.prompt)
+        ax.text(
+            left + 0.1,
+            top - 0.6,
+            t["prompt"].format(ids=ids, k=k),
+            fontsize=10,
+            color=p.muted,
+            va="top",
+        )
+        for i in range(k):
+            ax.text(
+                -0.15,
+                -i * 0.8 + 0.3,
+                t["row"].format(i=i),
+                fontsize=10,
+                color=p.ink,
+                ha="right",
+                va="center",
+            )
+        for c in range(steps):
+            x = c * gap
+            ax.text(
+                x + 0.45,
+                0.85,
+                t["length"].format(t=c + 1),
+                fontsize=10,
+                color=p.muted,
+                ha="center",
+                va="center",
+            )
+            rows = walk.rows[c - 1] if c else tuple(range(k))
+            for i in range(k):
+                y = -i * 0.8
+                moved = rows[i] != i
+                on_path = c < len(walk.best_rows) and walk.best_rows[c] == i
+                _cell(
+                    ax,
+                    x,
+                    y,
+                    0.9,
+                    0.6,
+                    str(walk.tokens[c][i]),
+                    face=copied if moved else p.series[0],
+                    edge=path if on_path else "none",
+                    gid=f"beam-{c}-{i}-{walk.tokens[c][i]}-from-{rows[i]}",
+                )
+                if on_path:
+                    ax.patches[-1].set_linewidth(2.2)
+                if c:
+                    ax.add_patch(
+                        FancyArrowPatch(
+                            (x - gap + 0.92, -rows[i] * 0.8 + 0.3),
+                            (x - 0.02, y + 0.3),
+                            arrowstyle="-|>",
+                            mutation_scale=9,
+                            color=p.muted,
+                            lw=1.0,
+                            shrinkA=0,
+                            shrinkB=0,
+                            gid=f"beam-arrow-{c}-{rows[i]}-{i}",
+                        )
+                    )
+            if c:
+                ax.text(
+                    x + 0.45,
+                    -(k - 1) * 0.8 - 0.3,
+                    "[" + ", ".join(map(str, rows)) + "]",
+                    fontsize=10,
+                    color=p.ink,
+                    ha="center",
+                    va="center",
+                )
+        # the best hypothesis's last token: its own cell, after the row it ends in
+        x, y = steps * gap, -walk.best_rows[-1] * 0.8
+        _cell(
+            ax,
+            x,
+            y,
+            0.9,
+            0.6,
+            str(walk.best[-1]),
+            face="none",
+            edge=path,
+            ink=p.ink,
+            gid=f"beam-last-{walk.best[-1]}",
+        )
+        ax.add_patch(
+            FancyArrowPatch(
+                (x - gap + 0.92, y + 0.3),
+                (x - 0.02, y + 0.3),
+                arrowstyle="-|>",
+                mutation_scale=9,
+                color=p.ink,
+                lw=1.0,
+                shrinkA=0,
+                shrinkB=0,
+            )
+        )
+        ax.text(
+            x + 0.45,
+            0.85,
+            t["length"].format(t=steps + 1),
+            fontsize=10,
+            color=p.muted,
+            ha="center",
+            va="center",
+        )
+        ax.text(
+            -0.15,
+            -(k - 1) * 0.8 - 0.3,
+            "reorder",
+            fontsize=10,
+            color=p.ink,
+            ha="right",
+            va="center",
+            family="monospace",
+        )
+        ybest = -(k - 1) * 0.8 - 0.85
+        best = " ".join(str(i) for i in walk.best)
+        handles = [
+            Patch(facecolor=copied, label=t["legend"][0]),
+            Patch(
+                facecolor="none",
+                edgecolor=path,
+                lw=2.2,
+                label=f"{t['legend'][1]}: {best}",
+            ),
+        ]
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            ncols=1,
+            fontsize=10,
+            bbox_to_anchor=(left + 0.05, ybest),
+            bbox_transform=ax.transData,
+            borderaxespad=0,
+            handlelength=1.4,
+            labelcolor=p.ink,
+            frameon=False,
+        )
+    return fig
+
+
 SPECS: list[tuple] = [
     (
         "cache-buffers",
@@ -350,5 +1096,41 @@ SPECS: list[tuple] = [
         "0 to 2 and its decoded tokens in slots 5 and 6 at positions 3 and 4. Slot 7 is "
         "not written yet; an arrow marks it as next_pos = 7. Row 0's last query reads "
         "slots 0 to 6, row 1's slots 2 to 6.",
+    ),
+    (
+        "cache-model",
+        model_cache_figure,
+        (
+            "A tiny Llama's decode cache: one KV cache per block, 2 blocks, each "
+            "layer's keys and values a buffer of shape (1, 2, 8, 8). Above the slots 0 "
+            "to 7, the tokens 1 2 3 4 23 49. Call 1, the prompt, wrote slots 0 to 3 of "
+            "both blocks; call 2, token 23, slot 4; call 3, token 49, slot 5; slots 6 "
+            "and 7 are empty. next_pos is 6, where the token 0 that call 3's logits "
+            "chose will be written in every block."
+        ),
+    ),
+    (
+        "cache-padding-sides",
+        padding_sides_figure,
+        (
+            "Three prompts of 6, 4 and 2 tokens in one batch of width 6, padded on the "
+            "left above and on the right below, and the next token each row chooses "
+            "from its last column's logits. Left padding: every last column is a real "
+            "token, and the rows choose 4, 37 and 0, what each prompt chooses alone. "
+            "Right padding: rows 1 and 2 end in padding and choose 35 and 55 instead of "
+            "37 and 0; row 0, unpadded, chooses 4 either way."
+        ),
+    ),
+    (
+        "cache-beam-reorder",
+        beam_reorder_figure,
+        (
+            "Beam search with 3 beams on the prompt 9 42 53 22, one cache row per beam, "
+            "5 new tokens. Length 1: rows 0 to 2 hold 55, 28 and 24. Before each later "
+            "step the cache rows are reordered: [0, 1, 2], then [2, 1, 0] (row 0 takes "
+            "row 2's history, row 2 row 0's), then [0, 1, 0] (row 0's history in two "
+            "rows). The best hypothesis, 24 42 28 51 26, starts with the third-ranked "
+            "first token, not the greedy 55, and runs in row 2, then row 0."
+        ),
     ),
 ]

@@ -480,7 +480,7 @@ def box_font(lines, w: float) -> float:
     return max(MIN_FONT, min(BOX_FONT, BOX_FONT * (w - 8.0) / widest))
 
 
-def _draw(ax, ops: list[tuple], p) -> None:
+def _draw(ax, ops: list[tuple], p, side_font: float = 8.5) -> None:
     line = p.muted
     fills = {
         "norm": p.series[1],
@@ -519,7 +519,7 @@ def _draw(ax, ops: list[tuple], p) -> None:
                 args[2],
                 ha="right",
                 va="top",
-                fontsize=8.5,
+                fontsize=side_font,
                 color=p.muted,
             )
         elif kind == "box":
