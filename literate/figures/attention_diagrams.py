@@ -11,6 +11,8 @@ one the shape of a tensor the layer made while it ran (`traced_shapes`).
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
@@ -20,6 +22,7 @@ from torch.overrides import TorchFunctionMode
 from literate.figures.style import BOX_INK, style, text
 from literate.minimal.attention import scaled_dot_product_attention
 from literate.minimal.multi_head import GQAttention
+from literate.parts.attention import masked_softmax
 
 # Chapter 1's by-hand example (docs/attention/scaled-dot-product.md, "Queries, keys and
 # values"), the same three tokens; tests/test_attention_diagrams.py holds them equal.
@@ -435,5 +438,311 @@ SPECS: list[tuple] = [
         "runs in every head at once: weights (1, 6, 5, 5), output (1, 6, 5, 4). "
         "merge_heads transposes back to (1, 5, 6, 4) and reshapes to (1, 5, 24), and "
         "o_proj gives (1, 5, 24).",
+    ),
+]
+
+
+# Chapter 1's "Softmax without overflow": one row of large scores, the last key blocked
+# (and the largest, so that only the mask keeps it out), through `masked_softmax`.
+ROW_SCORES = (1000.0, 1002.0, 1001.0, 1003.0)
+ROW_ALLOWED = (True, True, True, False)
+
+
+class _Steps(TorchFunctionMode):
+    """Every tensor a call makes, in order, by the name of the torch call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[tuple[str, torch.Tensor]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor):
+            name = getattr(func, "__name__", str(func))
+            self.made.append((name, out.detach().clone()))
+        return out
+
+
+def masked_row_steps() -> dict:
+    """The row through `literate.parts.attention.masked_softmax` (float32, as a model
+    runs it): the tensors it makes on the way, read off its own calls, and the weights
+    the textbook formula exp(z) / sum exp(z) gives the same row."""
+    scores = torch.tensor([ROW_SCORES])  # [1, T_k], float32
+    allowed = torch.tensor([ROW_ALLOWED])
+    with _Steps() as steps:
+        weights = masked_softmax(scores, allowed)
+    made = steps.made
+
+    def first(name: str) -> torch.Tensor:
+        return next(t for n, t in made if n == name)
+
+    exps = first("exp")
+    if not torch.equal(made[-1][1], weights):
+        raise RuntimeError("masked_softmax's last call is not its result")
+    naive = torch.exp(scores) / torch.exp(scores).sum()
+    return {
+        "scores": scores[0].tolist(),
+        "allowed": list(ROW_ALLOWED),
+        "masked": first("masked_fill")[0].tolist(),
+        "max": first("amax").item(),
+        "shifted": first("sub")[0].tolist(),
+        "exps": exps[0].tolist(),
+        "total": first("sum").item(),
+        "weights": weights[0].tolist(),
+        "naive_exp": torch.exp(scores)[0].tolist(),
+        "naive": naive[0].tolist(),
+    }
+
+
+def cell_text(x: float, language: str, digits: int = 3) -> str:
+    """1002.0 -> '1002', -inf -> '−∞', 0.1353 -> '0.135', nan -> 'NaN'."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "\u2212\u221e" if x < 0 else "\u221e"
+    if x == round(x):
+        return f"{x:.0f}".replace("-", "\u2212")
+    return number(x, language, digits)
+
+
+MASKED_ROW_LABELS = {
+    "en": {
+        "title": "One row of scores through the masked softmax",
+        "key": "key {j}",
+        "scores": "scores $z$",
+        "allowed": "allowed",
+        "yes": "True",
+        "no": "False",
+        "masked": "blocked $\\to -\\infty$",
+        "shifted": "$z - \\max$ ({m})",
+        "exps": "exp (sum {s})",
+        "weights": "weights",
+        "naive": "textbook exp($z$) in float32: {e}; weights {w}",
+    },
+    "ru": {
+        "title": "Строка оценок через softmax с маской",
+        "key": "ключ {j}",
+        "scores": "оценки $z$",
+        "allowed": "разрешено",
+        "yes": "True",
+        "no": "False",
+        "masked": "запрещённые $\\to -\\infty$",
+        "shifted": "$z - \\max$ ({m})",
+        "exps": "exp (сумма {s})",
+        "weights": "веса",
+        "naive": "учебная exp($z$) во float32: {e}; веса {w}",
+    },
+}
+
+
+def masked_row_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """A table: one column per key, one row per step of `masked_softmax`, each cell the
+    value the function made; the blocked key's column greyed; below, what the textbook
+    formula gives the same row."""
+    t = text(MASKED_ROW_LABELS, language)
+    r = masked_row_steps()
+    n = len(r["scores"])
+    width, height = 5.2, 3.3
+    label_w, col_w, row_h = 142, 54, 27
+    rows = (
+        ("scores", r["scores"]),
+        ("allowed", r["allowed"]),
+        ("masked", r["masked"]),
+        ("shifted", r["shifted"]),
+        ("exps", r["exps"]),
+        ("weights", r["weights"]),
+    )
+    with style(theme) as p:
+        fig, ax = _canvas(width, height)
+        top = height * 72
+        ax.text(8, top - 16, t["title"], fontsize=TITLE, fontweight="bold", color=p.ink)
+        xs = [8 + label_w + (j + 0.5) * col_w for j in range(n)]
+        y = top - 44
+        for j, x in enumerate(xs):
+            ax.text(x, y, t["key"].format(j=j), ha="center", va="center",
+                    fontsize=SMALL, color=p.muted)  # fmt: skip
+        for i, (name, values) in enumerate(rows):
+            y = top - 70 - i * row_h
+            label = t[name].format(
+                m=cell_text(r["max"], language), s=number(r["total"], language, 3)
+            )
+            ax.text(8, y, label, va="center", fontsize=SMALL, color=p.ink)
+            for j, (x, value) in enumerate(zip(xs, values)):
+                blocked = not r["allowed"][j]
+                if name == "allowed":
+                    label = t["yes"] if value else t["no"]
+                else:
+                    label = cell_text(value, language)
+                if blocked:
+                    face, ink = p.empty, p.ink
+                elif name == "weights":
+                    face, ink = p.series[2], BOX_INK
+                elif name == "shifted" and value == 0.0:
+                    face, ink = p.series[1], BOX_INK  # the row's largest allowed score
+                else:
+                    face, ink = "none", p.ink
+                _box(ax, x, y, col_w - 4, row_h - 5, label, face, ink,
+                     edge=p.border, size=SMALL)  # fmt: skip
+        y = top - 70 - len(rows) * row_h + 2
+        naive = t["naive"].format(
+            e=cell_text(r["naive_exp"][0], language),
+            w=cell_text(r["naive"][0], language),
+        )
+        ax.text(8, y, naive, va="center", fontsize=SMALL, color=p.series[4])
+    return fig
+
+
+# Chapter 1's "What a fused kernel does": one query against 12 keys read 4 at a time. The
+# seed is one whose largest score sits in the middle tile, so the running maximum rises
+# once (a rescale below 1) and then stays (a rescale of exactly 1).
+ONLINE = {"seed": 4, "d_k": 4, "d_v": 2, "keys": 12, "tile": 4}
+
+
+def online_softmax_steps() -> dict:
+    """One query's row of scores read tile by tile as a fused kernel reads it: after
+    each tile the running maximum m, the factor exp(m_old - m_new) that rescales the
+    sums so far, and the running sum l of exp(score - m). The output it ends with is
+    compared with `scaled_dot_product_attention`'s, which holds the whole row."""
+    c = ONLINE
+    g = torch.Generator().manual_seed(c["seed"])
+    q = torch.randn(1, c["d_k"], generator=g, dtype=torch.float64)
+    k = torch.randn(c["keys"], c["d_k"], generator=g, dtype=torch.float64)
+    v = torch.randn(c["keys"], c["d_v"], generator=g, dtype=torch.float64)
+    scale = 1 / math.sqrt(c["d_k"])
+    top, total = -math.inf, 0.0
+    out = torch.zeros(c["d_v"], dtype=torch.float64)
+    scores, tiles = [], []
+    for start in range(0, c["keys"], c["tile"]):
+        s = (q @ k[start : start + c["tile"]].T * scale)[0]  # [tile]
+        new_top = max(top, s.max().item())
+        rescale = math.exp(top - new_top)  # exp(-inf) = 0 before the first tile
+        p = torch.exp(s - new_top)
+        total = total * rescale + p.sum().item()
+        out = out * rescale + p @ v[start : start + c["tile"]]
+        scores += s.tolist()
+        tiles.append(
+            {"start": start, "tile_max": s.max().item(), "before": top,
+             "top": new_top, "rescale": rescale, "total": total}
+        )  # fmt: skip
+        top = new_top
+    full_out, full_weights = scaled_dot_product_attention(q, k, v)
+    return {
+        "scores": scores,
+        "tiles": tiles,
+        "output": (out / total).tolist(),
+        "full_output": full_out[0].tolist(),
+        "full_weights": full_weights[0].tolist(),
+    }
+
+
+ONLINE_LABELS = {
+    "en": {
+        "title": "A fused kernel reads the scores a tile at a time",
+        "x": "key",
+        "y": "score",
+        "running": "running maximum $m$",
+        "note": "$\\ell$ = sum of exp(score − $m$); a new $m$ rescales it by "
+        "exp($m_{{old}} - m$)",
+        "first": "tile {t}: $m$ = {m}, $\\ell$ = {l}",
+        "rise": "tile {t}: $m$ {old} → {m}, $\\ell$ = {r} · $\\ell$ + new = {l}",
+        "stay": "tile {t}: $m$ stays {m}, $\\ell$ = {r} · $\\ell$ + new = {l}",
+        "end": "output {out} = the whole row's {full}",
+    },
+    "ru": {
+        "title": "Слитное ядро читает оценки по плиткам",
+        "x": "ключ",
+        "y": "оценка",
+        "running": "текущий максимум $m$",
+        "note": "$\\ell$ = сумма exp(оценка − $m$); новый $m$ умножает её "
+        "на exp($m_{{old}} - m$)",
+        "first": "плитка {t}: $m$ = {m}, $\\ell$ = {l}",
+        "rise": "плитка {t}: $m$ {old} → {m}, $\\ell$ = {r} · $\\ell$ + новые = {l}",
+        "stay": "плитка {t}: $m$ тот же, {m}, $\\ell$ = {r} · $\\ell$ + новые = {l}",
+        "end": "выход {out} = выход по всей строке {full}",
+    },
+}
+
+
+def online_softmax_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    """The 12 scores as bars, the tiles as bands, the running maximum as a step line;
+    below, one line per tile: the maximum, the rescale factor and the running sum, and
+    the output equal to the unfused function's."""
+    t = text(ONLINE_LABELS, language)
+    r = online_softmax_steps()
+    c = ONLINE
+    width, height = 5.2, 3.75
+    with style(theme) as p:
+        fig, ax = _canvas(width, height)
+        top = height * 72
+        ax.text(8, top - 16, t["title"], fontsize=TITLE, fontweight="bold", color=p.ink)
+        bottom, tall = top - 132, 84  # the bars' axes, in points
+        bars = fig.add_axes((0.13, bottom / top, 0.84, tall / top))
+        n = len(r["scores"])
+        for i, tile in enumerate(r["tiles"]):
+            left, right = tile["start"] - 0.5, tile["start"] + c["tile"] - 0.5
+            if i % 2 == 0:
+                bars.axvspan(left, right, color=p.empty, zorder=0)
+            bars.hlines(tile["top"], left, right, color=p.series[1], lw=2.2,
+                        label=t["running"] if i == 0 else None, zorder=3)  # fmt: skip
+        bars.bar(range(n), r["scores"], color=p.series[0], width=0.7, zorder=2)
+        bars.axhline(0, color=p.muted, lw=0.8)
+        bars.set_xlim(-0.5, n - 0.5)
+        bars.set_xticks(range(n))
+        bars.set_xlabel(t["x"], fontsize=SMALL, labelpad=2)
+        bars.set_ylabel(t["y"], fontsize=SMALL)
+        bars.tick_params(labelsize=SMALL)
+        bars.legend(loc="lower left", fontsize=SMALL, bbox_to_anchor=(0, 1.0),
+                    borderaxespad=0.2)  # fmt: skip
+        y = bottom - 44
+        ax.text(8, y, t["note"], fontsize=SMALL, color=p.muted, va="center")
+        y -= 21
+        for i, tile in enumerate(r["tiles"]):
+            fields = {
+                "t": i,
+                "m": number(tile["top"], language),
+                "old": number(tile["before"], language),
+                "r": number(tile["rescale"], language),
+                "l": number(tile["total"], language),
+            }
+            kind = (
+                "first"
+                if i == 0
+                else "rise"
+                if tile["top"] > tile["before"]
+                else "stay"
+            )
+            ax.text(8, y, t[kind].format(**fields), fontsize=SMALL, color=p.ink,
+                    va="center")  # fmt: skip
+            y -= 19
+        end = t["end"].format(
+            out=vector(r["output"], language, 3),
+            full=vector(r["full_output"], language, 3),
+        )
+        ax.text(8, y, end, fontsize=SMALL, color=p.ink, va="center")
+    return fig
+
+
+SPECS += [
+    (
+        "attention-masked-row",
+        masked_row_figure,
+        "One row of four float32 scores, 1000, 1002, 1001 and 1003, through chapter 1's "
+        "masked_softmax, with key 3 blocked. A table with one column per key and one row "
+        "per step: the mask True, True, True, False; the blocked score set to minus "
+        "infinity; the row's largest allowed score, 1002, subtracted, giving -2, 0, -1 and "
+        "minus infinity; the exponentials 0.135, 1, 0.368 and 0, which sum to 1.503; and "
+        "the weights 0.090, 0.665, 0.245 and exactly 0. Below, the textbook formula on "
+        "the same row: exp(1000) is infinite in float32 and every weight is NaN.",
+    ),
+    (
+        "attention-online-softmax",
+        online_softmax_figure,
+        "One query's scores against 12 keys drawn as bars, read in three tiles of 4 keys "
+        "as a fused kernel reads them, with the running maximum m drawn over each tile. "
+        "Tile 0: m = 0.75 and the running sum of exp(score - m) is 2.24. Tile 1 holds the "
+        "largest score: m rises from 0.75 to 1.84, the sum so far is rescaled by "
+        "exp(0.75 - 1.84) = 0.33 and becomes 2.56. Tile 2: m stays 1.84, the factor is "
+        "1.00, the sum 3.09. The output, (0.482, 0.520), equals the one computed from "
+        "the whole row.",
     ),
 ]
