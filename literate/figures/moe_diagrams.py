@@ -9,13 +9,21 @@ from the run (`one_token`). `moe-dispatch`: `dispatch` of `literate.parts.moe` o
 tokens routed top-2 among three experts by `mixtral_router`; the sort, the counts, the
 slots and the way back are read from what `dispatch` hands its experts and returns
 (`dispatch_run`), never typed.
+
+The gap figures, each read from a run of the code: `moe-routers` (every router of
+`literate.parts.routers` on one token's logits), `moe-deepseek-groups` (DeepSeek-V3's
+group-limited choice on one token), `moe-capacity` (the page's Switch capacity example
+through `dispatch`), `moe-balancing-loss` (`load_balancing_loss` as the load collapses),
+`moe-bias-update` (the page's run of `update_balancing_bias`) and `moe-cost`
+(`moe_params` of three published models).
 """
 
-# Over 450 lines on purpose: chapter 9's two diagrams, each with the run that reads its
-# numbers from the code, share one set of drawing helpers laid out in inches.
+# Over 450 lines on purpose: chapter 9's eight diagrams, each with the run that reads
+# its numbers from the code, share one set of drawing helpers laid out in inches.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -24,9 +32,17 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 from literate.figures.style import BOX_INK, GREEN, ORANGE, style, text
-from literate.minimal.moe import MixtralMoE
-from literate.parts.moe import dispatch
-from literate.parts.routers import mixtral_router
+from literate.minimal.moe import MixtralMoE, load_balancing_loss
+from literate.models.mixtral import mla_params, moe_params
+from literate.parts.moe import Experts, dispatch, dropped_pairs, update_balancing_bias
+from literate.parts.routers import (
+    Router,
+    deepseek_v3_router,
+    gpt_oss_router,
+    mixtral_router,
+    qwen3_moe_router,
+    switch_router,
+)
 
 F64 = torch.float64
 WIDTH = 5.2  # inches: the phone column (358 px) shows 9.5 pt as 9 px
@@ -497,6 +513,926 @@ def dispatch_figure(*, language: str = "en", theme: str = "light") -> Figure:
     return fig
 
 
+# --- five routers on one token -------------------------------------------------------
+
+ROUTERS_SEED = 24  # a token whose DeepSeek-V3 choice the bias changes
+ROUTERS_SHAPE = {"n_experts": 6, "top_k": 2, "n_group": 3, "topk_group": 2}
+FONT = 10.0  # the gap figures' smallest font, pt
+
+
+@dataclass(frozen=True)
+class RoutersRun:
+    logits: tuple[float, ...]  # [E]
+    bias: tuple[float, ...]  # [E], DeepSeek-V3's balancing bias
+    rows: dict[str, dict[int, float]]  # router -> {expert: weight}
+
+
+def routers_example() -> tuple[torch.Tensor, torch.Tensor]:
+    """One token's logits `[1, E]` and a bias `[E]`, float64, from `ROUTERS_SEED`."""
+    g = torch.Generator().manual_seed(ROUTERS_SEED)
+    logits = 1.5 * torch.randn(1, ROUTERS_SHAPE["n_experts"], generator=g, dtype=F64)
+    bias = 0.1 * torch.randn(ROUTERS_SHAPE["n_experts"], generator=g, dtype=F64)
+    return logits, bias
+
+
+def routers_run(logits: torch.Tensor, bias: torch.Tensor) -> RoutersRun:
+    """Each router of `literate.parts.routers` on the token: its experts and weights."""
+    k = ROUTERS_SHAPE["top_k"]
+    ds = {
+        "n_group": ROUTERS_SHAPE["n_group"],
+        "topk_group": ROUTERS_SHAPE["topk_group"],
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 2.5,
+    }
+    routed = {
+        "switch": switch_router(logits),
+        "mixtral": mixtral_router(logits, top_k=k),
+        "qwen3": qwen3_moe_router(logits, top_k=k, norm_topk_prob=False),
+        "gpt-oss": gpt_oss_router(logits, top_k=k),
+        "deepseek-0": deepseek_v3_router(
+            logits, top_k=k, score_bias=torch.zeros_like(bias), **ds
+        ),
+        "deepseek-b": deepseek_v3_router(logits, top_k=k, score_bias=bias, **ds),
+    }
+    rows = {
+        name: dict(zip(e[0].tolist(), w[0].double().tolist()))
+        for name, (w, e) in routed.items()
+    }
+    return RoutersRun(tuple(logits[0].tolist()), tuple(bias.tolist()), rows)
+
+
+ROUTERS_LABELS = {
+    "en": {
+        "title": "One token's logits, six routings (top 2 of 6)",
+        "expert": "expert",
+        "sum": "sum",
+        "group": "group {g}",
+        "logits": "logits $l$",
+        "bias": "bias $b$",
+        "switch": "Switch (top 1)",
+        "mixtral": "Mixtral,\nQwen3 (norm)",
+        "qwen3": "Qwen3,\nnot renormalised",
+        "gpt-oss": "gpt-oss",
+        "deepseek-0": "DeepSeek-V3,\n$b = 0$",
+        "deepseek-b": "DeepSeek-V3,\nwith $b$",
+    },
+    "ru": {
+        "title": "Один токен, шесть маршрутизаций (2 из 6)",
+        "expert": "эксперт",
+        "sum": "сумма",
+        "group": "группа {g}",
+        "logits": "логиты $l$",
+        "bias": "смещение $b$",
+        "switch": "Switch (1 из 6)",
+        "mixtral": "Mixtral,\nQwen3 (норм.)",
+        "qwen3": "Qwen3\nбез нормировки",
+        "gpt-oss": "gpt-oss",
+        "deepseek-0": "DeepSeek-V3,\n$b = 0$",
+        "deepseek-b": "DeepSeek-V3,\nсо смещением $b$",
+    },
+}
+ROUTER_ROWS = ("switch", "mixtral", "qwen3", "gpt-oss", "deepseek-0", "deepseek-b")
+
+
+def routers_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    t = text(ROUTERS_LABELS, language)
+    run = routers_run(*routers_example())
+    n_experts = len(run.logits)
+    per_group = n_experts // ROUTERS_SHAPE["n_group"]
+    rows = ["logits", *ROUTER_ROWS[:4], "deepseek-0", "bias", "deepseek-b"]
+    row_h, x0, cell = 0.4, 1.55, 0.5
+    height = 1.05 + row_h * len(rows)
+    with style(theme) as p:
+        fig, ax = _canvas(height)
+        ax.text(
+            0.05,
+            height - 0.2,
+            t["title"],
+            fontsize=TITLE,
+            color=p.ink,
+            fontweight="bold",
+            va="center",
+        )
+        y_head = height - 0.55
+        for e in range(n_experts):
+            _write(ax, x0 + cell * (e + 0.5), y_head, f"{e}", p.muted, size=FONT)
+        for g in range(ROUTERS_SHAPE["n_group"]):
+            left = x0 + cell * per_group * g
+            _write(
+                ax,
+                left + cell * per_group / 2,
+                y_head - 0.25,
+                t["group"].format(g=g),
+                p.muted,
+                size=FONT,
+            )
+            if g:
+                ax.plot(
+                    [left, left], [0.05, y_head - 0.1], color=p.border, lw=0.8, ls=":"
+                )
+        _write(ax, 0.05, y_head, t["expert"], p.muted, size=FONT, ha="left")
+        x_sum = x0 + cell * n_experts + 0.4
+        _write(ax, x_sum, y_head, t["sum"], p.muted, size=FONT)
+        colours = dict(zip(ROUTER_ROWS, (*p.series, p.series[4])))
+        for r, name in enumerate(rows):
+            y = y_head - 0.6 - row_h * r
+            _write(ax, 0.05, y, t[name], p.ink, size=FONT, ha="left", linespacing=1.0)
+            if name in ("logits", "bias"):
+                values = run.logits if name == "logits" else run.bias
+                for e, v in enumerate(values):
+                    _write(
+                        ax,
+                        x0 + cell * (e + 0.5),
+                        y,
+                        _num(v, language),
+                        p.muted,
+                        size=FONT,
+                        gid=f"{name}-{e}",
+                    )
+                continue
+            weights = run.rows[name]
+            for e in range(n_experts):
+                on = e in weights
+                _box(
+                    ax,
+                    x0 + cell * (e + 0.5),
+                    y,
+                    cell - 0.06,
+                    row_h - 0.08,
+                    _num(weights[e], language) if on else "",
+                    face=colours[name] if on else p.empty,
+                    edge=colours[name] if on else p.border,
+                    ink=BOX_INK,
+                    size=FONT,
+                    gid=f"{name}-{e}" if on else None,
+                )
+            _write(
+                ax,
+                x_sum,
+                y,
+                _num(sum(weights.values()), language),
+                p.ink,
+                size=FONT,
+                gid=f"{name}-sum",
+            )
+    return fig
+
+
+def _routers_alt() -> str:
+    run = routers_run(*routers_example())
+    logits = ", ".join(f"{v:.2f}" for v in run.logits)
+
+    def chosen(name: str) -> str:
+        return " and ".join(f"{e} ({w:.2f})" for e, w in sorted(run.rows[name].items()))
+
+    return (
+        f"One token's router logits over 6 experts, {logits}, routed by each router "
+        f"of the chapter. Switch: expert {chosen('switch')}. Mixtral, and Qwen3 "
+        f"renormalised: experts {chosen('mixtral')}, summing to 1. Qwen3 not "
+        f"renormalised: {chosen('qwen3')}, summing to less than 1. gpt-oss: "
+        f"{chosen('gpt-oss')}, Mixtral's. DeepSeek-V3, sigmoid scores in 3 groups of "
+        f"2, 2 groups kept, weights times 2.5: with no bias {chosen('deepseek-0')}; "
+        f"with a bias that lowers expert 1, {chosen('deepseek-b')}, the weights "
+        "computed from the unbiased scores."
+    )
+
+
+# --- DeepSeek-V3's group-limited choice ----------------------------------------------
+
+GROUPS_SEED = 13  # a token whose best-scored expert 4 lies in a group not kept
+GROUPS_SHAPE = {"n_experts": 8, "top_k": 3, "n_group": 4, "topk_group": 2}
+GROUPS_SCALE = 2.5  # routed_scaling_factor
+
+
+@dataclass(frozen=True)
+class GroupsRun:
+    logits: tuple[float, ...]  # [E]
+    scores: tuple[float, ...]  # [E], sigmoid
+    bias: tuple[float, ...]  # [E]
+    group_scores: tuple[float, ...]  # [n_group], the sum of each group's two best s + b
+    kept: tuple[int, ...]  # the topk_group groups kept
+    weights: dict[int, float]  # expert -> weight, from `deepseek_v3_router`
+
+
+def groups_example() -> tuple[torch.Tensor, torch.Tensor]:
+    """One token's logits `[1, 8]` and a bias `[8]`, float64, from `GROUPS_SEED`."""
+    g = torch.Generator().manual_seed(GROUPS_SEED)
+    logits = torch.randn(1, GROUPS_SHAPE["n_experts"], generator=g, dtype=F64)
+    bias = 0.2 * torch.randn(GROUPS_SHAPE["n_experts"], generator=g, dtype=F64)
+    return logits, bias
+
+
+def groups_run(logits: torch.Tensor, bias: torch.Tensor) -> GroupsRun:
+    """`deepseek_v3_router` on the token; the group scores it ranks, recomputed."""
+    n_group, per = GROUPS_SHAPE["n_group"], GROUPS_SHAPE["n_experts"] // 4
+    weights, experts = deepseek_v3_router(
+        logits,
+        top_k=GROUPS_SHAPE["top_k"],
+        score_bias=bias,
+        n_group=n_group,
+        topk_group=GROUPS_SHAPE["topk_group"],
+        norm_topk_prob=True,
+        routed_scaling_factor=GROUPS_SCALE,
+    )
+    scores = logits[0].sigmoid()
+    group_scores = (scores + bias).view(n_group, per).topk(2, dim=-1).values.sum(-1)
+    kept = group_scores.topk(GROUPS_SHAPE["topk_group"]).indices.sort().values
+    return GroupsRun(
+        tuple(logits[0].tolist()),
+        tuple(scores.tolist()),
+        tuple(bias.tolist()),
+        tuple(group_scores.tolist()),
+        tuple(kept.tolist()),
+        dict(zip(experts[0].tolist(), weights[0].tolist())),
+    )
+
+
+GROUPS_LABELS = {
+    "en": {
+        "title": "DeepSeek-V3: top 3 of 8 experts in 2 of 4 groups",
+        "expert": "expert",
+        "scores": "scores $s = \\sigma(l)$",
+        "bias": "bias $b$",
+        "biased": "$s + b$: choose",
+        "groups": "group: sum of\nits 2 best $s + b$",
+        "weights": "weights\n$2.5\\, s_i / \\Sigma_S\\, s_j$",
+    },
+    "ru": {
+        "title": "DeepSeek-V3: 3 из 8 экспертов в 2 из 4 групп",
+        "expert": "эксперт",
+        "scores": "оценки $s = \\sigma(l)$",
+        "bias": "смещение $b$",
+        "biased": "$s + b$: выбор",
+        "groups": "сумма 2 лучших\n$s + b$ в группе",
+        "weights": "веса\n$2{,}5\\, s_i / \\Sigma_S\\, s_j$",
+    },
+}
+
+
+def groups_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    t = text(GROUPS_LABELS, language)
+    run = groups_run(*groups_example())
+    n_experts = len(run.logits)
+    per = n_experts // len(run.group_scores)
+    row_h, x0, cell = 0.42, 1.42, 0.47
+    height = 0.75 + row_h * 6
+    with style(theme) as p:
+        fig, ax = _canvas(height)
+        ax.text(
+            0.05,
+            height - 0.2,
+            t["title"],
+            fontsize=TITLE,
+            color=p.ink,
+            fontweight="bold",
+            va="center",
+        )
+
+        def x_of(e: float) -> float:
+            return x0 + cell * (e + 0.5)
+
+        y = height - 0.55
+        _write(ax, 0.05, y, t["expert"], p.muted, size=FONT, ha="left")
+        for e in range(n_experts):
+            _write(ax, x_of(e), y, f"{e}", p.muted, size=FONT)
+        for g in range(1, len(run.group_scores)):
+            left = x0 + cell * per * g
+            ax.plot([left, left], [0.05, y - 0.15], color=p.border, lw=0.8, ls=":")
+        for r, name in enumerate(("scores", "bias")):
+            y = height - 0.55 - row_h * (r + 1)
+            values = (run.scores, run.bias)[r]
+            _write(ax, 0.05, y, t[name], p.ink, size=FONT, ha="left")
+            for e, v in enumerate(values):
+                colour = p.ink if name == "scores" else p.muted
+                _write(
+                    ax,
+                    x_of(e),
+                    y,
+                    _num(v, language),
+                    colour,
+                    size=FONT,
+                    gid=f"{name}-{e}",
+                )
+        y = height - 0.55 - row_h * 3
+        _write(ax, 0.05, y, t["groups"], p.ink, size=FONT, ha="left", linespacing=1.0)
+        for g, v in enumerate(run.group_scores):
+            on = g in run.kept
+            _box(
+                ax,
+                x_of(per * g + (per - 1) / 2),
+                y,
+                cell * per - 0.06,
+                row_h - 0.08,
+                _num(v, language),
+                face=p.series[0] if on else p.empty,
+                edge=p.series[0] if on else p.border,
+                ink=BOX_INK if on else p.muted,
+                size=FONT,
+                gid=f"group-{g}",
+            )
+        y = height - 0.55 - row_h * 4
+        _write(ax, 0.05, y, t["biased"], p.ink, size=FONT, ha="left")
+        for e in range(n_experts):
+            allowed, chosen = e // per in run.kept, e in run.weights
+            _box(
+                ax,
+                x_of(e),
+                y,
+                cell - 0.05,
+                row_h - 0.08,
+                _num(run.scores[e] + run.bias[e], language),
+                face=p.series[1] if chosen else p.empty,
+                edge=p.series[1] if chosen else p.border,
+                ink=BOX_INK if chosen else (p.ink if allowed else p.muted),
+                size=FONT,
+                gid=f"biased-{e}",
+            )
+        y = height - 0.55 - row_h * 5.2
+        _write(ax, 0.05, y, t["weights"], p.ink, size=FONT, ha="left", linespacing=1.0)
+        for e, w in run.weights.items():
+            _box(
+                ax,
+                x_of(e),
+                y,
+                cell - 0.05,
+                row_h - 0.08,
+                _num(w, language),
+                face=p.series[2],
+                edge=p.series[2],
+                ink=BOX_INK,
+                size=FONT,
+                gid=f"weight-{e}",
+            )
+    return fig
+
+
+def _groups_alt() -> str:
+    run = groups_run(*groups_example())
+    kept = " and ".join(str(g) for g in run.kept)
+    groups = ", ".join(f"{v:.2f}" for v in run.group_scores)
+    best = max(range(len(run.scores)), key=lambda e: run.scores[e] + run.bias[e])
+    chosen = ", ".join(f"{e} ({w:.2f})" for e, w in sorted(run.weights.items()))
+    return (
+        "DeepSeek-V3's router on one token, 8 experts in 4 groups of 2: the sigmoid "
+        "scores of its logits, the balancing bias and the biased scores. Each group is "
+        f"scored by the sum of its two best biased scores, {groups}; groups {kept} "
+        f"are kept, so expert {best}, whose biased score is the highest of all, is "
+        "left out with its group. The top 3 biased scores inside the "
+        f"kept groups choose experts {chosen}: the weights, 2.5 times the unbiased "
+        "scores renormalised, sum to 2.5."
+    )
+
+
+# --- Switch's capacity ---------------------------------------------------------------
+
+CAPACITY_SEED = 3  # the page's example: 12 tokens, top 1 among 4 experts
+
+
+@dataclass(frozen=True)
+class CapacityRun:
+    chosen: tuple[int, ...]  # [N], each token's expert
+    capacity: int
+    dropped: tuple[int, ...]  # the tokens whose MoE output the capacity zeroed
+    n_dropped: int  # dropped_pairs
+
+
+def switch_capacity(n_tokens: int, n_experts: int, capacity_factor: float) -> int:
+    """The page's `switch_capacity` at top 1: ceil(c_f N / E)."""
+    return math.ceil(capacity_factor * n_tokens / n_experts)
+
+
+def capacity_run() -> CapacityRun:
+    """The page's capacity example (seed 3, `Router` with `switch_router`, `Experts`,
+    12 tokens), run dropless and at c_f = 1; the dropped tokens are those whose
+    output the capacity changed."""
+    with torch.random.fork_rng():
+        torch.manual_seed(CAPACITY_SEED)
+        router = Router(d_model=8, n_experts=4, route=switch_router).double()
+        four = Experts(n_experts=4, d_model=8, d_ff=12).double()
+        tokens = torch.randn(12, 8, dtype=F64)
+    with torch.no_grad():
+        _, gates, chosen = router(tokens)
+        c = switch_capacity(n_tokens=12, n_experts=4, capacity_factor=1.0)
+        dropless = dispatch(tokens, gates, chosen, four, n_experts=4)
+        capped = dispatch(tokens, gates, chosen, four, n_experts=4, capacity=c)
+    changed = (capped - dropless).abs().amax(dim=-1) > 1e-12
+    return CapacityRun(
+        tuple(chosen[:, 0].tolist()),
+        c,
+        tuple(torch.nonzero(changed)[:, 0].tolist()),
+        int(dropped_pairs(chosen, n_experts=4, capacity=c)),
+    )
+
+
+CAPACITY_LABELS = {
+    "en": {
+        "title": "Switch: 12 tokens, top 1 of 4 experts, $c_f = 1$",
+        "capacity": "capacity $C$ = {c}",
+        "expert": "\u2190 expert",
+        "kept": "kept, in batch\norder",
+        "dropped": "over capacity:\ndropped, output 0",
+        "note": "{n} tokens dropped; dropless, all 12 run",
+    },
+    "ru": {
+        "title": "Switch: 12 токенов, 1 из 4 экспертов, $c_f = 1$",
+        "capacity": "ёмкость $C$ = {c}",
+        "expert": "\u2190 эксперт",
+        "kept": "обработаны\nв порядке батча",
+        "dropped": "сверх ёмкости:\nсброшены, выход 0",
+        "note": "сброшено токенов: {n}; без сброса работают все 12",
+    },
+}
+
+
+def capacity_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    t = text(CAPACITY_LABELS, language)
+    run = capacity_run()
+    columns = [[n for n, e in enumerate(run.chosen) if e == x] for x in range(4)]
+    box_h, base = 0.34, 0.75
+    height = base + box_h * max(map(len, columns)) + 0.6
+    with style(theme) as p:
+        fig, ax = _canvas(height)
+        ax.text(
+            0.05,
+            height - 0.22,
+            t["title"],
+            fontsize=TITLE,
+            color=p.ink,
+            fontweight="bold",
+            va="center",
+        )
+        x_of = [0.5 + 0.82 * e for e in range(4)]
+        for e, column in enumerate(columns):
+            _write(ax, x_of[e], base - 0.22, f"{e}", p.ink, size=FONT)
+            for slot, n in enumerate(column):
+                drop = n in run.dropped
+                _box(
+                    ax,
+                    x_of[e],
+                    base + box_h * (slot + 0.5),
+                    0.7,
+                    box_h - 0.05,
+                    f"t{n}",
+                    face=p.empty if drop else p.series[e],
+                    edge=p.series[4] if drop else p.series[e],
+                    ink=p.series[4] if drop else BOX_INK,
+                    size=FONT,
+                    gid=f"token-{n}",
+                )
+        _write(
+            ax, x_of[-1] + 0.5, base - 0.22, t["expert"], p.muted, size=FONT, ha="left"
+        )
+        y_c = base + box_h * run.capacity
+        right = x_of[-1] + 0.45
+        ax.plot([0.1, right], [y_c, y_c], color=p.ink, lw=1.2, ls="--")
+        _write(
+            ax,
+            right + 0.08,
+            y_c,
+            t["capacity"].format(c=run.capacity),
+            p.ink,
+            size=FONT,
+            ha="left",
+            gid="capacity",
+        )
+        _write(
+            ax,
+            right + 0.08,
+            y_c + 0.45,
+            t["dropped"],
+            p.series[4],
+            size=FONT,
+            ha="left",
+        )
+        _write(ax, right + 0.08, y_c - 0.45, t["kept"], p.muted, size=FONT, ha="left")
+        _write(
+            ax,
+            0.05,
+            0.18,
+            t["note"].format(n=run.n_dropped),
+            p.ink,
+            size=FONT,
+            ha="left",
+            gid="note",
+        )
+    return fig
+
+
+def _capacity_alt() -> str:
+    run = capacity_run()
+    loads = [run.chosen.count(e) for e in range(4)]
+    return (
+        f"Twelve tokens routed top 1 among 4 experts by Switch's router, stacked in "
+        f"each expert's column in batch order: loads {', '.join(map(str, loads))}. A "
+        f"dashed line marks the capacity C = {run.capacity} of capacity factor 1; "
+        f"the {run.n_dropped} tokens above it, "
+        f"{', '.join(f't{n}' for n in run.dropped)}, are dropped and get an MoE "
+        "output of 0; dropless, all 12 run."
+    )
+
+
+# --- the balancing loss as the load collapses ----------------------------------------
+
+BALANCE_TOKENS, BALANCE_EXPERTS = 12, 4
+
+
+def balance_logits(m: int) -> torch.Tensor:
+    """12 tokens, 4 experts, top 1: m tokens prefer expert 0 (a logit of 3, as on the
+    page), the rest prefer experts 1, 2, 3 in turn."""
+    prefer = [0] * m + [1 + i % 3 for i in range(BALANCE_TOKENS - m)]
+    return 3 * torch.eye(BALANCE_EXPERTS, dtype=F64)[prefer]
+
+
+def balance_run() -> list[tuple[float, float, float]]:
+    """(f_0, the loss, expert 0's term E f_0 P_0) for m = 3 .. 12; the loss is the
+    page's `load_balancing_loss`."""
+    out = []
+    for m in range(3, BALANCE_TOKENS + 1):
+        logits = balance_logits(m)
+        probs = logits.softmax(dim=-1)
+        f0 = float((probs.argmax(dim=-1) == 0).double().mean())
+        term = BALANCE_EXPERTS * f0 * float(probs[:, 0].mean())
+        out.append((f0, float(load_balancing_loss(logits, top_k=1)), term))
+    return out
+
+
+BALANCE_LABELS = {
+    "en": {
+        "title": "Balancing loss: 12 tokens, top 1 of 4",
+        "x": "$f_0$: share of the tokens sent to expert 0",
+        "loss": "the loss $E \\sum_e f_e P_e$",
+        "term": "expert 0's term $E f_0 P_0$",
+        "balanced": "balanced: $k$ = 1",
+        "limit": "$E$ = 4",
+    },
+    "ru": {
+        "title": "Балансирующая потеря: 12 токенов, 1 из 4",
+        "x": "$f_0$: доля токенов, отправленных эксперту 0",
+        "loss": "потеря $E \\sum_e f_e P_e$",
+        "term": "слагаемое эксперта 0: $E f_0 P_0$",
+        "balanced": "баланс: $k$ = 1",
+        "limit": "$E$ = 4",
+    },
+}
+
+
+def balance_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    t = text(BALANCE_LABELS, language)
+    run = balance_run()
+    with style(theme) as p:
+        fig, ax = plt.subplots(figsize=(WIDTH, 3.0))
+        fig.subplots_adjust(left=0.1, right=0.97, top=0.88, bottom=0.18)
+        f0 = [r[0] for r in run]
+        ax.plot(
+            f0,
+            [r[1] for r in run],
+            "o-",
+            color=p.series[0],
+            lw=1.6,
+            ms=4,
+            label=t["loss"],
+            gid="loss",
+        )
+        ax.plot(
+            f0,
+            [r[2] for r in run],
+            "s--",
+            color=p.series[1],
+            lw=1.2,
+            ms=3.5,
+            label=t["term"],
+            gid="term",
+        )
+        for y, label, x, ha in (
+            (1.0, t["balanced"], 1.0, "right"),
+            (4.0, t["limit"], 0.25, "left"),
+        ):
+            ax.axhline(y, color=p.muted, lw=0.8, ls=":")
+            ax.text(
+                x, y + 0.08, label, fontsize=FONT, color=p.muted, va="bottom", ha=ha
+            )
+        ax.annotate(
+            _num(run[-1][1], language),
+            (f0[-1], run[-1][1]),
+            xytext=(-8, 6),
+            textcoords="offset points",
+            ha="right",
+            fontsize=FONT,
+            color=p.series[0],
+            gid="last",
+        )
+        ax.set_xlim(0.22, 1.03)
+        ax.set_ylim(0, 4.5)
+        ax.set_xlabel(t["x"], fontsize=FONT)
+        ax.legend(loc="upper left", fontsize=FONT, bbox_to_anchor=(0.0, 0.86))
+        ax.grid(True, axis="y")
+        fig.text(0.01, 0.97, t["title"], fontsize=TITLE, fontweight="bold", va="top")
+        if language == "ru":
+            ax.xaxis.set_major_formatter(lambda v, _: _num(v, language, 1))
+            ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}")
+    return fig
+
+
+def _balance_alt() -> str:
+    run = balance_run()
+    return (
+        "Switch's balancing loss on 12 tokens routed top 1 among 4 experts, as the "
+        "share of tokens sent to expert 0 grows from a quarter to all of them, the "
+        "others spread over experts 1 to 3: the loss rises from "
+        f"{run[0][1]:.2f} (balanced, k) to {run[-1][1]:.2f}, on its way to E = 4, "
+        "almost all of it expert 0's term E f_0 P_0."
+    )
+
+
+# --- DeepSeek-V3's bias moving the load ----------------------------------------------
+
+BIAS_SEED, BIAS_STEPS = 0, 200  # the page's simulation: 16 experts, 512 tokens a step
+
+
+def bias_run() -> tuple[list[float], list[float], list[float]]:
+    """The page's sign-rule simulation (seed 0, logits skewed towards expert 15,
+    top 2, 4 groups, 2 kept, speed 0.01), step by step: the busiest and the idlest
+    expert's load over the mean, before each update, and the final bias [16]."""
+    busiest, idlest = [], []
+    with torch.random.fork_rng():
+        torch.manual_seed(BIAS_SEED)
+        skew = torch.linspace(-1.5, 1.5, 16)
+        bias = torch.zeros(16)
+        for _ in range(BIAS_STEPS + 1):
+            _, chosen = deepseek_v3_router(
+                torch.randn(512, 16) + skew,
+                top_k=2,
+                score_bias=bias,
+                n_group=4,
+                topk_group=2,
+                norm_topk_prob=True,
+                routed_scaling_factor=1.0,
+            )
+            load = torch.zeros(16).scatter_add_(0, chosen.flatten(), torch.ones(1024))
+            update_balancing_bias(bias, chosen, speed=0.01)
+            busiest.append(float(load.max() / load.mean()))
+            idlest.append(float(load.min() / load.mean()))
+    return busiest, idlest, bias.tolist()
+
+
+BIAS_LABELS = {
+    "en": {
+        "title": "DeepSeek-V3's bias evens the load (16 experts)",
+        "x": "training step ($\\gamma$ = 0.01)",
+        "y": "load / mean load",
+        "busiest": "busiest expert",
+        "idlest": "idlest expert",
+    },
+    "ru": {
+        "title": "Смещение DeepSeek-V3 выравнивает нагрузку",
+        "x": "шаг обучения ($\\gamma$ = 0,01)",
+        "y": "нагрузка / средняя",
+        "busiest": "самый загруженный эксперт",
+        "idlest": "самый свободный эксперт",
+    },
+}
+
+
+def bias_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    t = text(BIAS_LABELS, language)
+    busiest, idlest, _ = bias_run()
+    steps = range(len(busiest))
+    with style(theme) as p:
+        fig, ax = plt.subplots(figsize=(WIDTH, 2.9))
+        fig.subplots_adjust(left=0.12, right=0.97, top=0.88, bottom=0.18)
+        ax.plot(
+            steps, busiest, color=p.series[4], lw=1.5, label=t["busiest"], gid="busiest"
+        )
+        ax.plot(
+            steps, idlest, color=p.series[0], lw=1.5, label=t["idlest"], gid="idlest"
+        )
+        ax.axhline(1.0, color=p.muted, lw=0.8, ls=":")
+        for series, colour, name in (
+            (busiest, p.series[4], "b"),
+            (idlest, p.series[0], "i"),
+        ):
+            for step in (0, len(series) - 1):
+                ax.annotate(
+                    _num(series[step], language),
+                    (step, series[step]),
+                    xytext=(4, 5 if name == "b" else -14)
+                    if step == 0
+                    else (-2, 14 if name == "b" else -16),
+                    textcoords="offset points",
+                    ha="left" if step == 0 else "right",
+                    fontsize=FONT,
+                    color=colour,
+                    gid=f"{name}-{step}",
+                )
+        ax.set_xlim(-5, len(busiest) + 4)
+        ax.set_ylim(-0.45, max(busiest) * 1.15)
+        ax.set_xlabel(t["x"], fontsize=FONT)
+        ax.set_ylabel(t["y"], fontsize=FONT)
+        ax.legend(loc="upper right", fontsize=FONT)
+        ax.grid(True, axis="y")
+        fig.text(0.01, 0.97, t["title"], fontsize=TITLE, fontweight="bold", va="top")
+        if language == "ru":
+            ax.yaxis.set_major_formatter(lambda v, _: _num(v, language, 1))
+    return fig
+
+
+def _bias_alt() -> str:
+    busiest, idlest, _ = bias_run()
+    return (
+        f"Over {BIAS_STEPS} steps of DeepSeek-V3's sign rule on 16 experts whose logits "
+        "favour the last, each step's busiest and idlest expert's load over the mean "
+        f"load: the busiest falls from {busiest[0]:.2f} to {busiest[-1]:.2f}, the "
+        f"idlest rises from {idlest[0]:.2f} to {idlest[-1]:.2f}, both towards 1."
+    )
+
+
+# --- what a token costs --------------------------------------------------------------
+
+
+def cost_run() -> dict[str, tuple[int, int]]:
+    """(total, active) parameters by `moe_params`, the page's three configurations."""
+    attention = mla_params(
+        d_model=7168,
+        n_heads=128,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+    )
+    return {
+        "Mixtral 8x7B": moe_params(
+            d_model=4096,
+            n_layers=32,
+            n_experts=8,
+            top_k=2,
+            d_ff=14336,
+            n_heads=32,
+            n_kv_heads=8,
+            vocab=32000,
+        ),
+        "Qwen3-30B-A3B": moe_params(
+            d_model=2048,
+            n_layers=48,
+            n_experts=128,
+            top_k=8,
+            d_ff=768,
+            n_heads=32,
+            n_kv_heads=4,
+            vocab=151936,
+            d_head=128,
+            qk_norm=True,
+        ),
+        "DeepSeek-V3": moe_params(
+            d_model=7168,
+            n_layers=61,
+            n_experts=256,
+            top_k=8,
+            d_ff=2048,
+            n_heads=128,
+            n_kv_heads=128,
+            vocab=129280,
+            shared=1,
+            dense_layers=3,
+            dense_d_ff=18432,
+            attention=attention,
+        ),
+    }
+
+
+COST_LABELS = {
+    "en": {
+        "title": "What a token multiplies by: active of total",
+        "routing": {
+            "Mixtral 8x7B": "top 2 of 8",
+            "Qwen3-30B-A3B": "top 8 of 128",
+            "DeepSeek-V3": "top 8 of 256, + 1 shared",
+        },
+        "value": "{a} B of {t} B ({s})",
+        "active": "active",
+        "skipped": "skipped experts",
+    },
+    "ru": {
+        "title": "На что умножается токен: активные из всех",
+        "routing": {
+            "Mixtral 8x7B": "2 из 8",
+            "Qwen3-30B-A3B": "8 из 128",
+            "DeepSeek-V3": "8 из 256, + 1 общий",
+        },
+        "value": "{a} из {t} млрд ({s})",
+        "active": "активные",
+        "skipped": "пропущенные эксперты",
+    },
+}
+
+
+def _share(v: float, language: str) -> str:
+    s = f"{100 * v:.1f} %" if language == "ru" else f"{100 * v:.1f}%"
+    return s.replace(".", ",") if language == "ru" else s
+
+
+def cost_figure(*, language: str = "en", theme: str = "light") -> Figure:
+    t = text(COST_LABELS, language)
+    run = cost_run()
+    bar_w, x0 = 4.9, 0.15
+    height = 0.7 + 0.82 * len(run) + 0.3
+    with style(theme) as p:
+        fig, ax = _canvas(height)
+        ax.text(
+            0.05,
+            height - 0.22,
+            t["title"],
+            fontsize=TITLE,
+            color=p.ink,
+            fontweight="bold",
+            va="center",
+        )
+        for i, (name, (total, active)) in enumerate(run.items()):
+            y = height - 0.78 - 0.82 * i
+            _write(
+                ax,
+                x0,
+                y + 0.1,
+                f"{name}: {t['routing'][name]}",
+                p.ink,
+                size=LABEL,
+                ha="left",
+            )
+            value = t["value"].format(
+                a=_num(active / 1e9, language),
+                t=_num(total / 1e9, language, 1),
+                s=_share(active / total, language),
+            )
+            _write(
+                ax,
+                x0 + bar_w,
+                y + 0.1,
+                value,
+                p.ink,
+                size=FONT,
+                ha="right",
+                gid=f"value-{i}",
+            )
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x0, y - 0.42),
+                    bar_w,
+                    0.3,
+                    boxstyle="square,pad=0",
+                    facecolor=p.empty,
+                    edgecolor=p.border,
+                    lw=0.8,
+                )
+            )
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x0, y - 0.42),
+                    bar_w * active / total,
+                    0.3,
+                    boxstyle="square,pad=0",
+                    facecolor=p.series[i],
+                    edgecolor=p.series[i],
+                    lw=0.8,
+                    gid=f"bar-{i}",
+                )
+            )
+        y_key = 0.2
+        ax.add_patch(
+            FancyBboxPatch(
+                (x0, y_key - 0.08),
+                0.3,
+                0.16,
+                boxstyle="square,pad=0",
+                facecolor=p.series[0],
+                edgecolor=p.series[0],
+            )
+        )
+        _write(ax, x0 + 0.4, y_key, t["active"], p.ink, size=FONT, ha="left")
+        ax.add_patch(
+            FancyBboxPatch(
+                (x0 + 1.8, y_key - 0.08),
+                0.3,
+                0.16,
+                boxstyle="square,pad=0",
+                facecolor=p.empty,
+                edgecolor=p.border,
+            )
+        )
+        _write(ax, x0 + 2.2, y_key, t["skipped"], p.ink, size=FONT, ha="left")
+    return fig
+
+
+def _cost_alt() -> str:
+    parts = [
+        f"{name}, {a / 1e9:.2f} billion active of {t / 1e9:.1f} billion ({a / t:.1%})"
+        for name, (t, a) in cost_run().items()
+    ]
+    return (
+        "For each of three published MoE models, a bar of its total parameters with "
+        "the part one token's forward pass uses filled: " + "; ".join(parts) + "."
+    )
+
+
 def _layer_alt() -> str:
     run = one_token()
     probs = ", ".join(f"{p:.2f}" for p in run.probs)
@@ -531,4 +1467,10 @@ def _dispatch_alt() -> str:
 SPECS: list[tuple] = [
     ("moe-layer", layer_figure, _layer_alt()),
     ("moe-dispatch", dispatch_figure, _dispatch_alt()),
+    ("moe-routers", routers_figure, _routers_alt()),
+    ("moe-deepseek-groups", groups_figure, _groups_alt()),
+    ("moe-capacity", capacity_figure, _capacity_alt()),
+    ("moe-balancing-loss", balance_figure, _balance_alt()),
+    ("moe-bias-update", bias_figure, _bias_alt()),
+    ("moe-cost", cost_figure, _cost_alt()),
 ]
