@@ -180,7 +180,7 @@ def test_alt_texts_state_the_numbers():
     alts = {name: alt for name, _, alt in SPECS}
     assert "(2, 1, 6, 2)" in alts["heads-two-heads"]
     assert "0.50 and 0.50" in alts["heads-two-heads"]
-    assert "[1, 2, 6, 8]" in alts["heads-rope-cache"]
+    assert "1 by 2 by 6 by 8" in alts["heads-rope-cache"]
     top = cross_weights()[0, 0, 0].max().item()
     assert f"{top:.2f}" in alts["heads-cross-attention"]
 

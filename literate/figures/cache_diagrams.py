@@ -1127,9 +1127,9 @@ SPECS: list[tuple] = [
         (
             "Beam search with 3 beams on the prompt 9 42 53 22, one cache row per beam, "
             "5 new tokens. Length 1: rows 0 to 2 hold 55, 28 and 24. Before each later "
-            "step the cache rows are reordered: [0, 1, 2], then [2, 1, 0] (row 0 takes "
-            "row 2's history, row 2 row 0's), then [0, 1, 0] (row 0's history in two "
-            "rows). The best hypothesis, 24 42 28 51 26, starts with the third-ranked "
+            "step the cache rows are reordered, taking rows 0, 1, 2, then rows 2, 1, 0 "
+            "(row 0 takes row 2's history, row 2 row 0's), then rows 0, 1, 0 (row 0's "
+            "history in two rows). The best hypothesis, 24 42 28 51 26, starts with the third-ranked "
             "first token, not the greedy 55, and runs in row 2, then row 0."
         ),
     ),

@@ -476,8 +476,8 @@ def _rope_cache_alt() -> str:
         f"4-token prompt fills slots 0 to 3 (offset {w.offsets[0]} to {w.filled[0]}), "
         f"then one step adds slot 4 and another slot 5 (offset {w.filled[-1]}). Each key "
         "is rotated at its own position when it is written and cached slots never "
-        "change; the new query at position 5 reads all six keys. The cache holds "
-        f"{list(w.cache_shape)} and the steps match one full pass to "
+        "change; the new query at position 5 reads all six keys. The cache's shape is "
+        f"{' by '.join(map(str, w.cache_shape))} and the steps match one full pass to "
         f"{w.max_difference:.0e}."
     )
 
