@@ -27,6 +27,7 @@ from literate.figures import (
     encdec,
     encdec_diagrams,
     eras,
+    eras_diagrams,
     gpt2,
     gpt2_diagrams,
     heads,
@@ -281,6 +282,7 @@ for _module in (
     gpt2_diagrams,
     sampling_diagrams,
     modern_diagrams,
+    eras_diagrams,
 ):
     for _name, _draw, _alt in _module.SPECS:
         if _name in FIGURES:
