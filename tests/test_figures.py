@@ -200,7 +200,7 @@ def test_light_and_dark_differ_and_each_is_byte_reproducible():
 def test_unknown_figure_language_or_theme_is_refused():
     with pytest.raises(
         ValueError,
-        match=r"^name must be one of \['attention-masks', .*\], got 'no-such-figure'$",
+        match=r"^name must be one of \[.*'attention-masks'.*\], got 'no-such-figure'$",
     ):
         render("no-such-figure")
     with pytest.raises(

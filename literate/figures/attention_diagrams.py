@@ -9,6 +9,10 @@ the page's own tensors. Chapter 3's "heads-split": the shapes through `GQAttenti
 one the shape of a tensor the layer made while it ran (`traced_shapes`).
 """
 
+# Over 450 lines on purpose: chapters 1 and 3's four diagrams, each with its
+# English and Russian labels and the small run of the page's code it reads its numbers
+# from; the draw functions share the module's box helpers.
+
 from __future__ import annotations
 
 import math

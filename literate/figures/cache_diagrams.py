@@ -10,6 +10,10 @@ the figure draws what the cache holds (`next_pos`, the written slots, the paddin
 the positions `advance` gave each token and the keys the last query gave a weight.
 """
 
+# Over 450 lines on purpose: chapter 8's four diagrams, each with its English
+# and Russian labels and the run of the page's cache, model or beam search it reads its
+# numbers from; the draw functions share the module's slot-grid helpers.
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,6 +13,9 @@ with the padding mask given as `~key_valid` and, wrongly, as `key_valid`
 (`embedding_run`).
 """
 
+# Over 450 lines on purpose: chapter 4's three diagrams, each with its English
+# and Russian labels and the run of the page's layers it reads its numbers from.
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,9 @@ and 131,072 keys over the rule of thumb's 2N (`published_flops`). Chapter 11, fr
 era to the next: which cells of `era_table` change from each era's row to the next.
 """
 
+# Over 450 lines on purpose: chapter 11's three figures, each with its English
+# and Russian labels and the reading of the era table or the counts it draws.
+
 from __future__ import annotations
 
 import re

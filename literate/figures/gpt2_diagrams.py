@@ -9,6 +9,9 @@ and counts (one embedding matrix used twice), and `generate` cropping the contex
 number is computed here by running the chapter's own modules.
 """
 
+# Over 450 lines on purpose: chapter 5's three diagrams, each with its English
+# and Russian labels and the run of the page's model it reads its numbers from.
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

@@ -6,6 +6,9 @@ Plotting only: the QK-norm measurement comes from `literate.numbers.studies.qk_n
 which the chapter's claims call too.
 """
 
+# Over 450 lines on purpose: chapter 7's figures of the residual topologies, the
+# SwiGLU gate and the QK-norm study, each with its English and Russian labels.
+
 from __future__ import annotations
 
 import math

@@ -11,6 +11,9 @@ cache against the bottom-right mask the chunk needs (`chunk_masks`), and where t
 parameters of the published blocks sit (`block_shares`, built on the meta device).
 """
 
+# Over 450 lines on purpose: chapter 7's five diagrams, each with its English
+# and Russian labels and the run of the page's code it reads its numbers from.
+
 from __future__ import annotations
 
 import math

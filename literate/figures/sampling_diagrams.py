@@ -9,6 +9,9 @@ counted), and `decode_trace` stopping at EOS or at the length limit. Every numbe
 computed here by the chapter's own functions.
 """
 
+# Over 450 lines on purpose: chapter 6's five diagrams, each with its English
+# and Russian labels and the run of the page's sampler it reads its numbers from.
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

@@ -16,6 +16,10 @@ routers are in `literate/parts/routers.py`; here, what they route to:
   layers as HF's `load_balancing_loss_func`).
 """
 
+# Over 450 lines on purpose: chapter 9's layer in the order the page shows it (the
+# experts, the dispatch, the layer, the balancing loss), each part with the metadata
+# checks of its entry; the page includes its sections one by one.
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
