@@ -419,7 +419,14 @@ def test_every_image_of_the_built_site_says_what_it_shows(site_dir: Path) -> Non
             elif len(alt.split()) < 5 or "No description has been provided" in alt:
                 problems.append(f"{page}: {tag[:80]}... alt={alt!r}")
     assert problems == [], "\n".join(problems)
-    assert figures == 2 * len(FIGURES)  # each shown once, light and dark
+    # each figure shown once, light and dark; the map of the eras also on the home page
+    home = [
+        m.group(1)
+        for tag in _IMG.findall((site_dir / "index.html").read_text(encoding="utf-8"))
+        if (m := _FIGURE_SRC.search(_attribute(tag, "src")))
+    ]
+    assert sorted(set(home)) == ["eras-blocks-1", "eras-blocks-2", "eras-blocks-3"]
+    assert figures == 2 * len(FIGURES) + len(home)
     for notebook in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
         cells = [
             c.metadata["alt"]
