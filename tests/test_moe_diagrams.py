@@ -6,6 +6,8 @@ is also shown to fail on a figure of another routing."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -37,12 +39,13 @@ def font_sizes(fig) -> list[float]:
 
 
 def fresh_router() -> tuple[list[float], list[float], list[int], list[float]]:
-    """The layer built again from its seed, its router run by `mixtral_router`:
+    """The layer's router built again (the identity, on the page's token), run by
+    `mixtral_router`:
     (logits [E], probabilities [E], experts chosen [k], weights [k])."""
-    with torch.random.fork_rng():
-        torch.manual_seed(moe_diagrams.LAYER_SEED)
-        moe = MixtralMoE(**moe_diagrams.LAYER_SHAPE).double()
-        x = torch.randn(1, moe_diagrams.LAYER_SHAPE["d_model"], dtype=F64)
+    moe = MixtralMoE(**moe_diagrams.LAYER_SHAPE).double()
+    with torch.no_grad():
+        moe.gate.weight.copy_(torch.eye(moe_diagrams.LAYER_SHAPE["d_model"]))
+    x = torch.tensor([moe_diagrams.LAYER_TOKEN], dtype=F64)  # chapter 9's token
     with torch.no_grad():
         logits = moe.gate(x)  # [1, E]
     weights, chosen = mixtral_router(logits, top_k=moe.top_k)
@@ -68,7 +71,11 @@ def test_the_layer_figure_prints_a_fresh_run_of_the_layers_router(language):
     logits, probs, chosen, gates = fresh_router()
     run = moe_diagrams.one_token()
     assert run.chosen == tuple(chosen) and run.n_experts == len(probs) == 4
-    assert run.top_k == len(chosen) == 2 and run.d_model == 8
+    assert run.top_k == len(chosen) == 2 and run.d_model == 4
+    # chapter 9's example by hand: experts 0 and 1, gates softmax(2, 1) = (e, 1) / (e + 1)
+    assert run.chosen == (0, 1)
+    e = math.e
+    assert run.gates == pytest.approx((e / (e + 1), 1 / (e + 1)), abs=1e-7)
     assert run.probs == pytest.approx(probs, abs=1e-7)
     assert run.gates == pytest.approx(gates, abs=1e-7)
     assert run.logits == pytest.approx(logits, abs=1e-12)

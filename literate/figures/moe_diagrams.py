@@ -51,8 +51,9 @@ MINUS = "\u2212"
 
 # --- the layer ---------------------------------------------------------------------
 
-LAYER_SEED = 0
-LAYER_SHAPE = {"d_model": 8, "d_ff": 16, "n_experts": 4, "top_k": 2}
+LAYER_SEED = 0  # the experts' weights; the router and the token are chapter 9's by hand
+LAYER_SHAPE = {"d_model": 4, "d_ff": 3, "n_experts": 4, "top_k": 2}
+LAYER_TOKEN = (2.0, 1.0, 0.0, -1.0)  # with the identity router, its own logits
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,15 @@ class LayerRun:
 
 
 def layer_example() -> tuple[MixtralMoE, torch.Tensor]:
-    """The minimal Mixtral layer and one token `[1, 1, d]`, float64, from `LAYER_SEED`
-    (the global random state is left as it was)."""
+    """The minimal Mixtral layer and the token of chapter 9's example by hand, `[1, 1,
+    d]`, float64: the router's weight the identity, so the logits are the token itself;
+    the experts from `LAYER_SEED` (the global random state is left as it was)."""
     with torch.random.fork_rng():
         torch.manual_seed(LAYER_SEED)
         moe = MixtralMoE(**LAYER_SHAPE).double()
-        x = torch.randn(1, 1, LAYER_SHAPE["d_model"], dtype=F64)
+    with torch.no_grad():
+        moe.gate.weight.copy_(torch.eye(LAYER_SHAPE["d_model"], dtype=F64))
+    x = torch.tensor([[LAYER_TOKEN]], dtype=F64)
     return moe, x
 
 
