@@ -52,6 +52,8 @@ class Family:
     # shape in `literate.tools.bench.models`) of the model the benchmarks time
     title: str = ""
     bench: dict = field(default_factory=dict)
+    # the `model_type` of a checkpoint's config.json that this family loads
+    model_type: str = ""
 
     @property
     def module(self) -> str:
@@ -78,6 +80,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "tests/test_gpt2.py::test_model_logits_and_gradients_equal_gpt2lmheadmodel",
         inference_options={"inference": True},
         title="GPT-2",
+        model_type="gpt2",
     ),
     Family(
         "llama",
@@ -86,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "modern/modern-block.md",
         "tests/test_llama.py::test_logits_and_every_gradient_equal_llama_for_causal_lm",
         title="Llama",
+        model_type="llama",
     ),
     Family(
         "mixtral",
@@ -95,6 +99,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "tests/test_mixtral.py::"
         "test_logits_and_every_gradient_equal_mixtral_for_causal_lm",
         title="Mixtral",
+        model_type="mixtral",
         bench={"num_local_experts": 8, "num_experts_per_tok": 2},
     ),
     Family(
@@ -105,6 +110,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "tests/test_mistral_window.py::"
         "test_logits_and_every_gradient_equal_mistral_for_causal_lm",
         title="Mistral",
+        model_type="mistral",
         bench={"sliding_window": 64},
     ),
     Family(
@@ -115,6 +121,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "tests/test_gemma3_model.py::"
         "test_logits_and_every_gradient_equal_gemma3_for_causal_lm",
         title="Gemma 3",
+        model_type="gemma3_text",
         bench={"head_dim": 64, "sliding_window": 64},
     ),
     Family(
@@ -124,6 +131,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "long-context/long-context.md",
         "tests/test_gpt_oss.py::test_tiny_gpt_oss_equals_hf",
         title="gpt-oss",
+        model_type="gpt_oss",
         bench={
             "head_dim": 64,
             "sliding_window": 64,
@@ -140,6 +148,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "tests/test_mla.py::"
         "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm",
         title="DeepSeek-V3",
+        model_type="deepseek_v3",
         bench={
             "num_key_value_heads": 4,
             "first_k_dense_replace": 1,

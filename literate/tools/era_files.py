@@ -26,6 +26,9 @@ class Era:
     # sections taken only where the file uses a name they define (chapters 1-3's
     # parts in a later era's file: no sinusoidal table in the Llama file)
     library: tuple[tuple[str, str], ...] = ()
+    # `python FILE generate CHECKPOINT_DIR ...`: the expressions the file's main passes
+    # to `checkpoint_command` as `load` (a directory -> the model) and `decode`
+    command: tuple[str, str] | None = None
 
 
 def production(family_name: str) -> str:
@@ -107,6 +110,28 @@ MODELS = (
 
 LIBRARY = CHECKS + ATTENTION + MODELS
 
+
+def checkpoints(table: str) -> tuple[tuple[str, str], ...]:
+    """The sections that read a checkpoint directory and run the `generate` command,
+    with the era's table of loaders by model_type
+    (`literate.models.checkpoint_loaders`)."""
+    return (
+        ("minimal.checkpoint", "safetensors_dtypes"),
+        ("models.checkpoint", "read_safetensors"),
+        ("models.checkpoint", "checkpoint_files"),
+        ("models.checkpoint", "checkpoint_state"),
+        ("models.checkpoint", "load_checkpoint"),
+        ("models.checkpoint", "checkpoint_command"),
+        ("models.checkpoint", "cached_decode"),
+        ("models.checkpoint_loaders", table),
+    )
+
+
+def command(table: str) -> tuple[str, str]:
+    """`checkpoint_command`'s load and decode in an era file."""
+    return (f"lambda directory: load_checkpoint(directory, {table})", "cached_decode")
+
+
 ERAS: dict[str, Era] = {
     "attention": Era(
         "Attention: scaled dot-product attention, positions, multi-head,\ngrouped-query "
@@ -174,10 +199,12 @@ ERAS: dict[str, Era] = {
             ("decoding.sampling", "sample_step"),
             ("decoding.sampling", "sampler"),
         )
-        + DECODING,
+        + DECODING
+        + checkpoints("gpt2"),
         "check_gpt2",
         (production("gpt2"),),
         library=LIBRARY,
+        command=command("GPT2_CHECKPOINTS"),
     ),
     "llama": Era(
         "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
@@ -220,10 +247,12 @@ ERAS: dict[str, Era] = {
             ("models.llama", "load_renamed"),
             ("models.llama", "load_hf_llama"),
         )
-        + DECODING,
+        + DECODING
+        + checkpoints("llama"),
         "check_llama",
         (production("llama"),),
         library=LIBRARY,
+        command=command("LLAMA_CHECKPOINTS"),
     ),
 }
 MOE = tuple(
@@ -274,10 +303,14 @@ ERAS["mixtral"] = Era(
     "Face Mixtral loading; the tiny MoE of its notebook; with everything of the\n"
     "Llama file (chapters 1-8)",
     "chapters 1-9",
-    ERAS["llama"].sections + MOE + MIXTRAL,
+    ERAS["llama"].sections
+    + MOE
+    + MIXTRAL
+    + (("models.checkpoint_loaders", "mixtral"),),
     "check_mixtral",
     (production("mixtral"),),
     library=LIBRARY,
+    command=command("MIXTRAL_CHECKPOINTS"),
 )
 
 LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
@@ -317,7 +350,9 @@ ERAS["long_context"] = Era(
     "gpt-oss, each with Hugging Face loading, and the cache ledger; with everything\n"
     "of the Mixtral file (chapters 1-9)",
     "chapters 1-10",
-    ERAS["mixtral"].sections + LONG_CONTEXT,
+    ERAS["mixtral"].sections
+    + LONG_CONTEXT
+    + (("models.checkpoint_loaders", "long_context"),),
     "check_long_context",
     (
         production("mistral"),
@@ -325,6 +360,7 @@ ERAS["long_context"] = Era(
         production("deepseek_v3"),
     ),
     library=LIBRARY,
+    command=command("LONG_CONTEXT_CHECKPOINTS"),
 )
 
 ERAS["quick"] = Era(
@@ -349,9 +385,18 @@ ERAS["quick"] = Era(
             ("llama", "llama_model"),
             ("generate", "generate"),
             ("llama", "load_hf_llama"),
+            ("checkpoint", "safetensors_dtypes"),
+            ("checkpoint", "load_safetensors"),
+            ("checkpoint", "load_checkpoint"),
+            ("checkpoint", "quick_decode"),
         )
+    )
+    + (
+        ("models.checkpoint", "checkpoint_files"),
+        ("models.checkpoint", "checkpoint_command"),
     ),
     "check_quick",
     (production("llama"), "transformers.Qwen3ForCausalLM"),
     check_module="minimal.check",
+    command=("quick_model_from_checkpoint", "quick_decode"),
 )

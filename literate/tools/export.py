@@ -155,12 +155,19 @@ def assemble(name: str) -> str:
         f"torch >= 2.7. `python {name}.py` runs its self-check ({era.self_check}).\n"
         '"""'
     )
-    main = (
-        f'\n\n\nif __name__ == "__main__":\n    {era.self_check}()\n'
-        f'    print("{name}.py: self-check passed")\n'
-    )
+    main = '\n\n\nif __name__ == "__main__":\n'
+    if era.command is not None:
+        load, decode = era.command
+        main += (
+            "    if len(sys.argv) > 1:  # e.g. generate CHECKPOINT_DIR --prompt TEXT\n"
+            "        sys.exit(checkpoint_command(\n"
+            f'            sys.argv[1:], prog="{name}.py",\n'
+            f"            load={load},\n"
+            f"            decode={decode}))\n"
+        )
+    main += f'    {era.self_check}()\n    print("{name}.py: self-check passed")\n'
     text = (
-        "\n".join([header, ""] + _imports(list(dict.fromkeys(modules)), body))
+        "\n".join([header, ""] + _imports(list(dict.fromkeys(modules)), body + main))
         + "\n\n\n"
         + body
         + main

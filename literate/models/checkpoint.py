@@ -1,0 +1,302 @@
+"""Hugging Face checkpoints with torch alone: a checked safetensors reader, any family
+of this site loaded from a checkpoint directory by its config.json's `model_type`, and
+the command the downloads run, `python llama.py generate CHECKPOINT_DIR --prompt ...`.
+
+The minimal reader (`literate.minimal.checkpoint.load_safetensors`) is the format in 20
+lines; `read_safetensors` is the same with the file checked first (a header that does
+not parse, an unknown dtype, a tensor whose bytes lie outside the file or do not match
+its shape: a ValueError naming the file and the tensor) and refuses to run on a
+big-endian machine, where the raw little-endian bytes would be read wrongly.
+`checkpoint_state` reads a directory (one `model.safetensors` or the shards of its
+index); `load_checkpoint` builds the family's model from config.json and loads the
+weights with the family's own loader (whatever the loader refuses, e.g. a RoPE scaling
+it does not implement, is refused here too). Tensors are memory-mapped, so the model's
+float32 parameters are the only copy held in memory.
+
+Text goes in and out through the checkpoint's `tokenizer.json` when the `tokenizers`
+package is installed (imported by name, so that the downloads import only torch);
+without it the command takes and prints token ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import mmap
+import struct
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from literate.decoding.generate import generate
+from literate.decoding.sampling import greedy, sampler
+from literate.minimal.checkpoint import SAFETENSORS_DTYPES
+from literate.models.families import FAMILIES
+
+__all__ = ["read_safetensors", "read_json", "checkpoint_config", "checkpoint_state",
+           "load_checkpoint", "checkpoint_tokenizer", "end_ids", "cached_decode",
+           "checkpoint_command", "MODEL_TYPES"]
+
+
+# --8<-- [start:read_safetensors]
+def read_safetensors(path: str | Path) -> dict[str, Tensor]:
+    """{name: tensor} of one .safetensors file, memory-mapped, after checking its
+    header: every tensor of a known dtype, its bytes inside the file and as many as
+    its shape needs."""
+    path = Path(path)
+    if sys.byteorder != "little":
+        raise ValueError("safetensors holds little-endian bytes; this machine is "
+                         "big-endian")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size < 8:
+            raise ValueError(f"{path} is {size} bytes, too short for a safetensors file")
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > size - 8:
+            raise ValueError(f"{path}: header of {n} bytes in a file of {size}")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: the header is not JSON ({error})") from None
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: the header is not a JSON object")
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(entry, dict) or entry.get("dtype") not in SAFETENSORS_DTYPES:
+            got = entry.get("dtype") if isinstance(entry, dict) else entry
+            raise ValueError(f"{where} has dtype {got!r}; this reader knows "
+                             f"{sorted(SAFETENSORS_DTYPES)}")
+        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+        shape, offsets = entry.get("shape"), entry.get("data_offsets")
+        if not (isinstance(shape, list)
+                and all(type(s) is int and s >= 0 for s in shape)
+                and isinstance(offsets, list) and len(offsets) == 2
+                and all(type(o) is int for o in offsets)):
+            raise ValueError(f"{where}: shape {shape!r} and data_offsets {offsets!r} "
+                             "must be lists of non-negative ints")
+        begin, end = offsets
+        needed = math.prod(shape) * dtype.itemsize
+        if not 0 <= begin <= end <= size - 8 - n or end - begin != needed:
+            raise ValueError(f"{where}: bytes [{begin}, {end}) of {size - 8 - n}, for "
+                             f"{needed} bytes of shape {shape} {entry['dtype']}")
+        flat = (torch.frombuffer(data, dtype=dtype, count=needed // dtype.itemsize,
+                                 offset=8 + n + begin)
+                if needed else torch.empty(0, dtype=dtype))
+        tensors[name] = flat.reshape(shape)
+    return tensors
+# --8<-- [end:read_safetensors]
+
+
+# --8<-- [start:checkpoint_files]
+def read_json(path: Path, what: str) -> dict:
+    """The JSON object in `path`, or a ValueError naming the file and what it is."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path.parent} has no {path.name} ({what})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} ({what}) is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} ({what}) is not a JSON object")
+    return value
+
+
+def checkpoint_directory(directory: object) -> Path:
+    """`directory` as a Path to a directory, or a clear error."""
+    if not isinstance(directory, (str, Path)):
+        raise TypeError(f"directory must be a str or Path, got "
+                        f"{type(directory).__name__}")
+    if not Path(directory).is_dir():
+        raise ValueError(f"checkpoint directory {str(directory)!r} is not a directory")
+    return Path(directory)
+
+
+def checkpoint_config(directory: str | Path) -> dict:
+    """The config.json of a checkpoint directory, as a dict."""
+    path = checkpoint_directory(directory) / "config.json"
+    return read_json(path, "the model's configuration")
+# --8<-- [end:checkpoint_files]
+
+
+# --8<-- [start:checkpoint_state]
+def checkpoint_state(directory: str | Path) -> dict[str, Tensor]:
+    """Every tensor of a checkpoint directory, memory-mapped: one model.safetensors,
+    or the shards model.safetensors.index.json maps each name to."""
+    directory = checkpoint_directory(directory)
+    index = directory / "model.safetensors.index.json"
+    if index.exists():
+        weight_map = read_json(index, "the shards' index").get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError(f"{index} has no weight_map of tensor names to files")
+        state = {}
+        for file in sorted(set(weight_map.values())):
+            tensors = read_safetensors(directory / file)
+            for name in (k for k, v in weight_map.items() if v == file):
+                if name not in tensors:
+                    raise ValueError(f"{index} puts {name!r} in {file}, which does "
+                                     "not hold it")
+                state[name] = tensors[name]
+        return state
+    if (directory / "model.safetensors").exists():
+        return read_safetensors(directory / "model.safetensors")
+    pickled = sorted(p.name for p in directory.glob("*.bin"))
+    hint = (f" (it has {pickled}: pickled weights; save them again with "
+            "save_pretrained, which writes safetensors)" if pickled else "")
+    raise ValueError(f"{directory} has neither model.safetensors nor "
+                     f"model.safetensors.index.json{hint}")
+# --8<-- [end:checkpoint_state]
+
+
+# --8<-- [start:load_checkpoint]
+# model_type -> (config -> our model, (ours, state_dict, config) -> ours loaded)
+Loaders = Mapping[str, tuple[Callable[[dict], nn.Module], Callable[..., nn.Module]]]
+
+
+def load_checkpoint(directory: str | Path, loaders: Loaders) -> nn.Module:
+    """Our model of the checkpoint in `directory`, built from its config.json by the
+    loader of its `model_type` and loaded by name, in eval mode (float32, whatever
+    dtype the checkpoint stores)."""
+    config = checkpoint_config(directory)
+    kind = config.get("model_type")
+    if kind not in loaders:
+        raise ValueError(f"{directory}: model_type {kind!r} is not one this file "
+                         f"loads ({sorted(loaders)})")
+    build, load = loaders[kind]
+    model = build(config)
+    load(model, checkpoint_state(directory), config)
+    return model.eval()
+# --8<-- [end:load_checkpoint]
+
+
+# --8<-- [start:checkpoint_command]
+def checkpoint_tokenizer(directory: Path) -> object | None:
+    """The checkpoint's tokenizer.json, read by the `tokenizers` package if it is
+    installed; None without either."""
+    try:
+        tokenizers = importlib.import_module("tokenizers")
+    except ImportError:
+        return None
+    path = directory / "tokenizer.json"
+    return tokenizers.Tokenizer.from_file(str(path)) if path.is_file() else None
+
+
+def end_ids(directory: Path, config: dict) -> set[int]:
+    """The end-of-sequence ids of a checkpoint: generation_config.json's, else
+    config.json's (one id or a list)."""
+    found = None
+    if (directory / "generation_config.json").is_file():
+        found = read_json(directory / "generation_config.json",
+                          "generation settings").get("eos_token_id")
+    found = config.get("eos_token_id") if found is None else found
+    return set(found if isinstance(found, list) else [] if found is None else [found])
+
+
+def token_list(text: str) -> list[int]:
+    """'1,2,3' -> [1, 2, 3] (argparse's type for --ids)."""
+    try:
+        ids = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ids like 1,2,3") from None
+    if not ids or min(ids) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: ids are integers >= 0")
+    return ids
+
+
+def checkpoint_command(argv: list[str], *, prog: str,
+                       load: Callable[[Path], nn.Module],
+                       decode: Callable[..., Tensor]) -> int:
+    """`generate CHECKPOINT_DIR (--prompt TEXT | --ids 1,2,3) [--max-new-tokens N]
+    [--temperature T --top-k K --top-p P --seed S]`: load the checkpoint with `load`,
+    decode with `decode(model, ids, n, temperature=, top_k=, top_p=, generator=)`,
+    print the text (or the ids) and the speed. Decoding stops at max_new_tokens; the
+    text is cut after the checkpoint's first end-of-sequence token."""
+    parser = argparse.ArgumentParser(prog=f"python {prog}", description=(
+        "Without a command: run the file's self-check. With `generate`: load a "
+        "Hugging Face checkpoint directory (config.json and safetensors) and "
+        "continue a prompt."))
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("generate", help="continue a prompt with a checkpoint")
+    run.add_argument("checkpoint", type=Path, help="a directory with config.json and "
+                     "model.safetensors (or its shards)")
+    given = run.add_mutually_exclusive_group(required=True)
+    given.add_argument("--prompt", help="text (needs `pip install tokenizers`)")
+    given.add_argument("--ids", type=token_list, help="token ids, e.g. 1,2,3")
+    run.add_argument("--max-new-tokens", type=int, default=32)
+    run.add_argument("--temperature", type=float, default=0.0,
+                     help="0 (the default): greedy; > 0: sample")
+    run.add_argument("--top-k", type=int)
+    run.add_argument("--top-p", type=float)
+    run.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+    args = parser.parse_args(argv)
+    if args.max_new_tokens < 1 or args.temperature < 0:
+        parser.error("--max-new-tokens must be >= 1 and --temperature >= 0")
+    if args.temperature == 0 and (args.top_k is not None or args.top_p is not None):
+        parser.error("--top-k and --top-p shape sampling: give a --temperature > 0")
+    try:
+        directory = checkpoint_directory(args.checkpoint)
+        config = checkpoint_config(directory)
+        tokenizer = checkpoint_tokenizer(directory)
+        if args.prompt is not None and tokenizer is None:
+            parser.error("--prompt needs the checkpoint's tokenizer.json and the "
+                         "`tokenizers` package (pip install tokenizers); or give "
+                         "token ids with --ids 1,2,3")
+        prompt = (tokenizer.encode(args.prompt).ids if args.prompt is not None
+                  else args.ids)
+        vocab = config.get("vocab_size")
+        if not prompt or isinstance(vocab, int) and max(prompt) >= vocab:
+            parser.error(f"the prompt's ids {prompt} must be one or more, each below "
+                         f"the checkpoint's vocab_size={vocab}")
+        model = load(directory)
+        generator = torch.Generator().manual_seed(args.seed)
+        ids = torch.tensor([prompt])
+        start = time.perf_counter()
+        out = decode(model, ids, args.max_new_tokens, temperature=args.temperature,
+                     top_k=args.top_k, top_p=args.top_p, generator=generator)
+        seconds = time.perf_counter() - start
+    except (ValueError, TypeError, OSError) as error:
+        print(f"python {prog}: error: {error}", file=sys.stderr)
+        return 1
+    new = out[0, len(prompt):].tolist()
+    ends = end_ids(directory, config)
+    shown = next((new[:i + 1] for i, t in enumerate(new) if t in ends), new)
+    if tokenizer is not None:
+        print(tokenizer.decode(prompt + shown))
+    print(f"new token ids: {shown}")
+    print(f"{len(new)} tokens in {seconds:.2f} s ({len(new) / seconds:.1f} tokens/s, "
+          "prompt included)")
+    return 0
+# --8<-- [end:checkpoint_command]
+
+
+# --8<-- [start:cached_decode]
+def cached_decode(model: nn.Module, ids: Tensor, n: int, *, temperature: float = 0.0,
+                  top_k: int | None = None, top_p: float | None = None,
+                  generator: torch.Generator | None = None) -> Tensor:
+    """Chapter 8's `generate` (the KV cache) for the command line: greedy at
+    temperature 0, else chapter 6's sampler."""
+    choose = greedy if temperature == 0 else sampler(
+        temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    return generate(model, ids, n, choose=choose)
+# --8<-- [end:cached_decode]
+
+
+# every family of the site by its model_type (the era files hold their own tables:
+# literate.models.checkpoint_loaders)
+MODEL_TYPES: dict[str, tuple[Callable, Callable]] = {
+    f.model_type: (
+        (lambda config, f=f: f.function("from_hf_config")(config,
+                                                          **f.inference_options)),
+        f.function("load"),
+    )
+    for f in FAMILIES
+}
