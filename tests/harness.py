@@ -24,9 +24,14 @@ equivalence tests build share their recipe here too (`random_gains_hf_model`,
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -453,3 +458,37 @@ BAD_SOURCE_IDS = [
         r"^source row 1 is nothing but PAD=0$",
     ),
 ]
+
+
+# One intra-op thread in the interpreters started by the tests, as conftest.py sets it
+# for the tests: side by side on 2 busy cores, OpenMP threads woken per tiny op crawl.
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run_in_fresh_interpreters(
+    jobs: list[dict], folder: Path
+) -> dict[str, subprocess.CompletedProcess]:
+    """Each job ({"name", "code", "argv", "cwd"}) run as `python -c code *argv` in an
+    interpreter that has imported nothing but torch (`fresh_interpreters.py`, all at
+    once), by name: its exit code, standard output and error."""
+    (folder / "jobs.json").write_text(json.dumps(jobs), encoding="utf-8")
+    runner = Path(__file__).with_name("fresh_interpreters.py")
+    started = subprocess.run(
+        [sys.executable, "-I", str(runner), str(folder / "jobs.json")],
+        cwd=folder,
+        env=ONE_THREAD,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert started.returncode == 0, started.stderr[-3000:]
+    codes = json.loads((folder / "codes.json").read_text(encoding="utf-8"))
+    return {
+        job["name"]: subprocess.CompletedProcess(
+            job["argv"],
+            codes[job["name"]],
+            (folder / f"{job['name']}.out").read_text(encoding="utf-8"),
+            (folder / f"{job['name']}.err").read_text(encoding="utf-8"),
+        )
+        for job in jobs
+    }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,12 +27,9 @@ from torch import nn
 from literate.site.docblocks import ROOT
 from literate.tools.export import ERAS, assemble, main, section_source, used_sections
 
-from harness import F32_BOUND
+from harness import F32_BOUND, run_in_fresh_interpreters
 
 F64 = torch.float64
-# One intra-op thread in the interpreters started here, as conftest.py sets it for the
-# tests: side by side on 2 busy cores, OpenMP threads woken per tiny op crawl (x2-3).
-ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 INCLUDE = re.compile(
     r'--8<-- "literate/(?P<module>[a-z_0-9/]+)\.py:(?P<section>[a-z][-_0-9a-z]*)"'
 )
@@ -100,28 +96,7 @@ def runs(files, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
                 "cwd": str(tmp_path_factory.mktemp(f"hf_{era}")),
             }
         )
-    folder = tmp_path_factory.mktemp("jobs")
-    (folder / "jobs.json").write_text(json.dumps(jobs), encoding="utf-8")
-    runner = Path(__file__).with_name("fresh_interpreters.py")
-    started = subprocess.run(
-        [sys.executable, "-I", str(runner), str(folder / "jobs.json")],
-        cwd=folder,
-        env=ONE_THREAD,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert started.returncode == 0, started.stderr[-3000:]
-    codes = json.loads((folder / "codes.json").read_text(encoding="utf-8"))
-    return {
-        job["name"]: subprocess.CompletedProcess(
-            job["argv"],
-            codes[job["name"]],
-            (folder / f"{job['name']}.out").read_text(encoding="utf-8"),
-            (folder / f"{job['name']}.err").read_text(encoding="utf-8"),
-        )
-        for job in jobs
-    }
+    return run_in_fresh_interpreters(jobs, tmp_path_factory.mktemp("jobs"))
 
 
 @pytest.mark.parametrize("name", sorted(ERAS))

@@ -25,10 +25,12 @@ import importlib
 import json
 import math
 import mmap
+import re
 import struct
 import sys
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -40,7 +42,8 @@ from literate.minimal.checkpoint import SAFETENSORS_DTYPES
 from literate.models.families import FAMILIES
 
 __all__ = ["read_safetensors", "read_json", "checkpoint_config", "checkpoint_state",
-           "load_checkpoint", "checkpoint_tokenizer", "end_ids", "cached_decode",
+           "stacked_experts", "load_experts_apart", "load_checkpoint",
+           "checkpoint_tokenizer", "end_ids", "cached_decode",
            "checkpoint_command", "MODEL_TYPES"]
 
 
@@ -157,6 +160,49 @@ def checkpoint_state(directory: str | Path) -> dict[str, Tensor]:
 # --8<-- [end:checkpoint_state]
 
 
+# --8<-- [start:stacked_experts]
+def stacked_experts(state: Mapping[str, Tensor], gate: str, up: str, down: str, *,
+                    renames: tuple[tuple[str, str], ...] = ()) -> dict[str, Tensor]:
+    """A mixture of experts' state dict as Hugging Face's models hold it (and ours
+    load it), from the layout its files keep. In the files each expert's matrices are
+    apart, `...experts.E.{gate}.weight` [I, d], `{up}` [I, d] and `{down}` [d, I]; in
+    the model they are stacked: `...experts.gate_up_proj` [E, 2I, d] (every expert's
+    gate rows, then its up rows) and `...experts.down_proj` [E, d, I]. `renames`
+    (old, new) are applied to every name first (Mixtral's files say block_sparse_moe
+    where its model says mlp). A state dict already stacked passes through."""
+    apart = re.compile(rf"^(.*\.experts)\.(\d+)\.({gate}|{up}|{down})\.weight$")
+    found: dict[str, dict[str, dict[int, Tensor]]] = {}
+    out = {}
+    for key, value in state.items():
+        for old, new in renames:
+            key = key.replace(old, new)
+        match = apart.match(key)
+        if match:
+            found.setdefault(match[1], {}).setdefault(match[3], {})[int(match[2])] = value
+        else:
+            out[key] = value
+    for prefix, parts in found.items():
+        n = len(parts.get(gate, {}))
+        for name in (gate, up, down):
+            if sorted(parts.get(name, {})) != list(range(n)):
+                raise ValueError(f"{prefix}: the checkpoint has {name} for experts "
+                                 f"{sorted(parts.get(name, {}))}, {gate} for {n}")
+        gates, ups = (torch.stack([parts[k][e] for e in range(n)]) for k in (gate, up))
+        out[prefix + ".gate_up_proj"] = torch.cat((gates, ups), dim=1)  # [E, 2I, d]
+        out[prefix + ".down_proj"] = torch.stack([parts[down][e] for e in range(n)])
+    return out
+
+
+def load_experts_apart(load: Callable[..., nn.Module], ours: nn.Module,
+                       state_dict: Mapping[str, Tensor], config: dict, *,
+                       names: tuple[str, str, str],
+                       renames: tuple[tuple[str, str], ...] = ()) -> nn.Module:
+    """`load(ours, state_dict, config)` after the experts are stacked
+    (`stacked_experts`): a family's loader, for its files."""
+    return load(ours, stacked_experts(state_dict, *names, renames=renames), config)
+# --8<-- [end:stacked_experts]
+
+
 # --8<-- [start:load_checkpoint]
 # model_type -> (config -> our model, (ours, state_dict, config) -> ours loaded)
 Loaders = Mapping[str, tuple[Callable[[dict], nn.Module], Callable[..., nn.Module]]]
@@ -171,6 +217,10 @@ def load_checkpoint(directory: str | Path, loaders: Loaders) -> nn.Module:
     if kind not in loaders:
         raise ValueError(f"{directory}: model_type {kind!r} is not one this file "
                          f"loads ({sorted(loaders)})")
+    if config.get("quantization_config") is not None:  # gpt-oss's MXFP4, GPTQ, ...
+        method = config["quantization_config"].get("quant_method", "quantized")
+        raise ValueError(f"{directory}: the weights are {method!r}-quantized; this "
+                         "file reads float weights (F32, F16, BF16) only")
     build, load = loaders[kind]
     model = build(config)
     load(model, checkpoint_state(directory), config)
@@ -294,9 +344,9 @@ def cached_decode(model: nn.Module, ids: Tensor, n: int, *, temperature: float =
 # literate.models.checkpoint_loaders)
 MODEL_TYPES: dict[str, tuple[Callable, Callable]] = {
     f.model_type: (
-        (lambda config, f=f: f.function("from_hf_config")(config,
-                                                          **f.inference_options)),
-        f.function("load"),
+        partial(f.function("from_hf_config"), **f.inference_options),
+        partial(load_experts_apart, f.function("load"), names=f.experts_apart[:3],
+                renames=f.experts_apart[3:]) if f.experts_apart else f.function("load"),
     )
     for f in FAMILIES
 }

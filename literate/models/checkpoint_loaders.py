@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from literate.models.checkpoint import load_experts_apart
 from literate.models.deepseek_v3 import deepseek_v3_from_hf_config, load_hf_deepseek_v3
 from literate.models.gemma3 import gemma3_from_hf_config, load_hf_gemma3
 from literate.models.gpt2 import gpt2_from_hf_config, load_hf_gpt2
@@ -41,7 +42,9 @@ LLAMA_CHECKPOINTS = {  # model_type: (build from config.json, load the weights)
 # --8<-- [start:mixtral]
 MIXTRAL_CHECKPOINTS = {  # the Llama file's, and chapter 9's
     **LLAMA_CHECKPOINTS,
-    "mixtral": (mixtral_from_hf_config, load_hf_mixtral),
+    "mixtral": (mixtral_from_hf_config,  # its files keep each expert apart
+                partial(load_experts_apart, load_hf_mixtral, names=("w1", "w3", "w2"),
+                        renames=((".block_sparse_moe.", ".mlp."),))),
 }
 # --8<-- [end:mixtral]
 
@@ -51,7 +54,9 @@ LONG_CONTEXT_CHECKPOINTS = {  # the Mixtral file's, and chapter 10's
     **MIXTRAL_CHECKPOINTS,
     "mistral": (mistral_from_hf_config, load_hf_mistral),
     "gemma3_text": (gemma3_from_hf_config, load_hf_gemma3),
-    "deepseek_v3": (deepseek_v3_from_hf_config, load_hf_deepseek_v3),
+    "deepseek_v3": (deepseek_v3_from_hf_config,
+                    partial(load_experts_apart, load_hf_deepseek_v3,
+                            names=("gate_proj", "up_proj", "down_proj"))),
     "gpt_oss": (gpt_oss_from_hf_config, load_hf_gpt_oss),
 }
 # --8<-- [end:long_context]

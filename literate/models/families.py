@@ -54,6 +54,10 @@ class Family:
     bench: dict = field(default_factory=dict)
     # the `model_type` of a checkpoint's config.json that this family loads
     model_type: str = ""
+    # a mixture of experts whose files keep each expert's matrices apart: their names
+    # (gate, up, down), then (old, new) renames of the files' names
+    # (`literate.models.checkpoint.stacked_experts`)
+    experts_apart: tuple = ()
 
     @property
     def module(self) -> str:
@@ -100,6 +104,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "test_logits_and_every_gradient_equal_mixtral_for_causal_lm",
         title="Mixtral",
         model_type="mixtral",
+        experts_apart=("w1", "w3", "w2", (".block_sparse_moe.", ".mlp.")),
         bench={"num_local_experts": 8, "num_experts_per_tok": 2},
     ),
     Family(
@@ -149,6 +154,7 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         "test_logits_and_every_gradient_equal_deepseek_v3_for_causal_lm",
         title="DeepSeek-V3",
         model_type="deepseek_v3",
+        experts_apart=("gate_proj", "up_proj", "down_proj"),
         bench={
             "num_key_value_heads": 4,
             "first_k_dense_replace": 1,

@@ -120,6 +120,7 @@ def checkpoints(table: str) -> tuple[tuple[str, str], ...]:
         ("models.checkpoint", "read_safetensors"),
         ("models.checkpoint", "checkpoint_files"),
         ("models.checkpoint", "checkpoint_state"),
+        ("models.checkpoint", "stacked_experts"),
         ("models.checkpoint", "load_checkpoint"),
         ("models.checkpoint", "checkpoint_command"),
         ("models.checkpoint", "cached_decode"),
