@@ -24,6 +24,7 @@ import safetensors.torch
 import torch
 import transformers
 
+import literate.models.checkpoint as hardened
 from literate.minimal.checkpoint import SAFETENSORS_DTYPES, load_safetensors
 from literate.models.checkpoint import (
     MODEL_TYPES,
@@ -182,6 +183,10 @@ def every_dtype() -> dict[str, torch.Tensor]:
     tensors["scalar"] = torch.tensor(2.5, dtype=torch.bfloat16)
     tensors["transposed"] = torch.arange(12.0).reshape(3, 4).t().contiguous()
     return tensors
+
+
+def test_the_two_readers_know_the_same_dtypes():  # each page's table, one format
+    assert hardened.SAFETENSORS_DTYPES == SAFETENSORS_DTYPES
 
 
 @pytest.mark.parametrize("reader", [load_safetensors, read_safetensors])

@@ -38,13 +38,20 @@ from torch import Tensor, nn
 
 from literate.decoding.generate import generate
 from literate.decoding.sampling import greedy, sampler
-from literate.minimal.checkpoint import SAFETENSORS_DTYPES
 from literate.models.families import FAMILIES
 
-__all__ = ["read_safetensors", "read_json", "checkpoint_config", "checkpoint_state",
+__all__ = ["SAFETENSORS_DTYPES", "read_safetensors", "read_json", "checkpoint_config", "checkpoint_state",
            "stacked_experts", "load_experts_apart", "load_checkpoint",
            "checkpoint_tokenizer", "end_ids", "cached_decode",
            "checkpoint_command", "MODEL_TYPES"]
+
+
+# --8<-- [start:safetensors_dtypes]
+SAFETENSORS_DTYPES = {  # the format's names for torch's dtypes
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+    "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+    "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+# --8<-- [end:safetensors_dtypes]
 
 
 # --8<-- [start:read_safetensors]

@@ -116,7 +116,7 @@ def checkpoints(table: str) -> tuple[tuple[str, str], ...]:
     with the era's table of loaders by model_type
     (`literate.models.checkpoint_loaders`)."""
     return (
-        ("minimal.checkpoint", "safetensors_dtypes"),
+        ("models.checkpoint", "safetensors_dtypes"),
         ("models.checkpoint", "read_safetensors"),
         ("models.checkpoint", "checkpoint_files"),
         ("models.checkpoint", "checkpoint_state"),
