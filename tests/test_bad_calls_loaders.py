@@ -481,7 +481,7 @@ BAD_CALLS += [
 ]
 
 
-# --- the parallel families' blocks: transformers configurations only ---------------
+# --- the parallel families' blocks: a configuration or its config.json only ---------
 def gptj_config(**fields) -> transformers.GPTJConfig:
     return transformers.GPTJConfig(
         **{
@@ -527,8 +527,7 @@ def cohere_config(**fields) -> transformers.CohereConfig:
 
 
 PARALLEL_ID = (
-    r"^config must be a transformers configuration \(GPTJConfig, GPTNeoXConfig, "
-    r"CohereConfig\), got "
+    r"^config must be a transformers configuration or the dict of a config\.json, got "
 )
 PARALLEL = {  # name: (config, from_hf_config, loader)
     "gptj": (gptj_config, gptj_block_from_hf_config, load_hf_gptj_block),
@@ -562,10 +561,10 @@ for name, (config, make, loader) in PARALLEL.items():
             PARALLEL_ID + "NoneType$",
         ),
         (
-            f"{name}-block-dict",
-            lambda m=make, c=config: m(c().to_dict()),
+            f"{name}-block-items",
+            lambda m=make, c=config: m(list(c().to_dict().items())),
             TypeError,
-            PARALLEL_ID + "dict$",
+            PARALLEL_ID + "list$",
         ),
         (
             f"load_{name}-block-state-none",

@@ -239,7 +239,7 @@ def test_a_damaged_file_is_refused_naming_the_tensor(header, message, tmp_path):
 
 def test_a_truncated_or_unparsable_file_is_refused(tmp_path):
     (tmp_path / "short.safetensors").write_bytes(b"\1\2")
-    with pytest.raises(ValueError, match="too short"):
+    with pytest.raises(ValueError, match="too short for safetensors"):
         read_safetensors(tmp_path / "short.safetensors")
     (tmp_path / "long.safetensors").write_bytes(struct.pack("<Q", 99) + b"{}")
     with pytest.raises(ValueError, match="header of 99 bytes in a file of 10"):

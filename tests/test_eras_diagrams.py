@@ -194,7 +194,17 @@ def test_the_alt_texts_state_what_the_functions_compute(splits, ratios):
     off_the_line = {
         n for n, r in ratios.items() if abs(r.ratios[1] - 1) > 1e-3
     }  # the tied heads
-    assert off_the_line == {"GPT-2 small", "GPT-2 XL", "Gemma 3 27B"}
+    assert off_the_line == {
+        "GPT-2 small",
+        "GPT-2 XL",
+        "Qwen3-0.6B",
+        "Gemma 3 27B",
+        "Command R v01",
+    }
+    assert ratio_text(ratios["Qwen3-0.6B"].ratios[1]) == "1.35"
+    assert "Qwen3-0.6B (1.35)" in flops
+    assert ratio_text(ratios["Command R v01"].ratios[1]) == "1.06"
+    assert "Command R v01 (1.06)" in flops
 
 
 def test_the_figures_are_on_the_page_at_column_zero_outside_folds():

@@ -99,9 +99,10 @@ def test_the_params_alt_text_states_the_library_numbers():
     assert min(totals, key=totals.get) == "GPT-2 small"
     assert max(totals, key=totals.get) == "DeepSeek-V3"
     assert per_token["GPT-2 small"] == 36 * KIB and "36 KiB" in alt
-    assert per_token["Llama 2 7B"] == 512 * KIB and "512 KiB" in alt
+    assert per_token["Command R v01"] == 1280 * KIB and "1,280 KiB" in alt
     assert min(per_token, key=per_token.get) == "GPT-2 small"
-    assert max(per_token, key=per_token.get) == "Llama 2 7B"
+    assert max(per_token, key=per_token.get) == "Command R v01"
+    assert per_token["Command R v01"] == 40 * 2 * 8192 * 2  # K and V, bfloat16
     assert (
         per_token["Mixtral 8x7B"]
         == per_token["Llama 3 8B"]

@@ -68,7 +68,7 @@ def runs(files, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     interpreter that imported torch: most of an interpreter's start is that import)."""
     probe = (
         "import runpy, sys\n"
-        "runpy.run_path(sys.argv[1], run_name='__main__')\n"
+        "runpy.run_path(sys.argv.pop(1), run_name='__main__')  # argv: as python FILE\n"
         "leaked = sorted(m for m in sys.modules if m == 'literate' or m.startswith('literate.'))\n"
         "sys.exit(f'imported {leaked}' if leaked else 0)\n"
     )

@@ -41,10 +41,14 @@ CAUSAL_LM = {
     "LlamaConfig": "LlamaForCausalLM",
     "MistralConfig": "MistralForCausalLM",
     "MixtralConfig": "MixtralForCausalLM",
+    "Qwen3Config": "Qwen3ForCausalLM",
     "Qwen3MoeConfig": "Qwen3MoeForCausalLM",
     "Gemma3TextConfig": "Gemma3ForCausalLM",
     "DeepseekV3Config": "DeepseekV3ForCausalLM",
     "GptOssConfig": "GptOssForCausalLM",
+    "GPTJConfig": "GPTJForCausalLM",
+    "GPTNeoXConfig": "GPTNeoXForCausalLM",
+    "CohereConfig": "CohereForCausalLM",
 }
 
 
@@ -84,7 +88,10 @@ def test_the_formula_counts_what_hugging_faces_model_holds(name):
 def kv_width(attention: torch.nn.Module) -> int:
     """How many values one position leaves in a layer's cache, read from Hugging Face's
     attention module: its key and value projections' outputs, GPT-2's fused c_attn's
-    last two thirds, or MLA's latent and RoPE key (`kv_a_proj_with_mqa`)."""
+    and GPT-NeoX's query_key_value's two thirds, or MLA's latent and RoPE key
+    (`kv_a_proj_with_mqa`)."""
+    if hasattr(attention, "query_key_value"):
+        return 2 * attention.query_key_value.out_features // 3
     if hasattr(attention, "kv_a_proj_with_mqa"):
         return attention.kv_a_proj_with_mqa.out_features
     if hasattr(attention, "c_attn"):
@@ -106,12 +113,20 @@ def hf_window(attention: torch.nn.Module) -> int | None:
 @pytest.mark.parametrize("name", list(PUBLISHED_CONFIGS))
 def test_the_cache_width_is_what_hugging_faces_layers_project(name):
     model = meta_model(name)
-    layers = (
-        model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    body = next(
+        getattr(model, n)
+        for n in ("transformer", "gpt_neox", "model")
+        if hasattr(model, n)
     )
+    layers = body.h if hasattr(body, "h") else body.layers
     shape = cache_shape(name)
     assert shape.n_layers == len(layers)
-    attention = [getattr(layer, "self_attn", None) or layer.attn for layer in layers]
+    attention = [
+        getattr(layer, "self_attn", None)
+        or getattr(layer, "attention", None)
+        or layer.attn
+        for layer in layers
+    ]
     assert {kv_width(a) for a in attention} == {shape.width}, name
     assert [hf_window(a) for a in attention] == list(shape.windows), name
 

@@ -23,6 +23,7 @@ from literate.figures import (
     bench,
     block_diagrams,
     cache_diagrams,
+    checkpoint_diagrams,
     decoding,
     encdec,
     encdec_diagrams,
@@ -245,10 +246,10 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec(
             "eras-params-cache",
             eras.params_cache_figure,
-            "The eleven published models on log-log axes: total parameters, from GPT-2 "
-            "small's 124 million to DeepSeek-V3's 671 billion, against KV-cache bytes per "
-            "token in bfloat16 within every window, from GPT-2 small's 36 KiB to Llama 2 "
-            "7B's 512 KiB. Colour marks the cache: full MHA or GQA, windowed layers (Mistral "
+            "The published models on log-log axes: total parameters, from GPT-2 small's "
+            "124 million to DeepSeek-V3's 671 billion, against KV-cache bytes per token in "
+            "bfloat16 within every window, from GPT-2 small's 36 KiB to Command R v01's "
+            "1,280 KiB (multi-head attention in 40 layers of width 8,192). Colour marks the cache: full MHA or GQA, windowed layers (Mistral "
             "7B, Gemma 3 27B, gpt-oss-120b) or latent (DeepSeek-V3). Mixtures of experts "
             "(Mixtral 8x7B, Qwen3-30B-A3B, gpt-oss-120b, DeepSeek-V3) are triangles, filled "
             "at the total, joined by a line to a hollow one at the active count; dense "
@@ -283,6 +284,7 @@ for _module in (
     sampling_diagrams,
     modern_diagrams,
     eras_diagrams,
+    checkpoint_diagrams,
 ):
     for _name, _draw, _alt in _module.SPECS:
         if _name in FIGURES:

@@ -54,7 +54,7 @@ PARAMS_CACHE_LABELS = {
 }
 
 PARAMS_TICKS = (10**8, 10**9, 10**10, 10**11, 10**12)
-KIB_TICKS = (32, 64, 128, 256, 512)
+KIB_TICKS = (32, 64, 128, 256, 512, 1024)
 
 # Where each name sits around its total's marker: (dx, dy) in points, horizontal
 # alignment. Placed by hand so that no two labels overlap (checked on the rendering).
@@ -158,7 +158,7 @@ def params_cache_figure(*, language: str = "en", theme: str = "light") -> Figure
         ax.minorticks_off()
         ax.set(
             xlim=(6e7, 2e12),
-            ylim=(27 * 1024, 700 * 1024),
+            ylim=(27 * 1024, 1700 * 1024),
             xlabel=t["x"],
             ylabel=t["y"],
             title=textwrap.fill(t["title"], 34),

@@ -550,9 +550,9 @@ SPECS: list[tuple] = [
         "One row per published model, with its 2N in GFLOPs: a decoding step's FLOPs "
         "divided by 2N on a log scale, at 1, 8,192 and 131,072 keys of context where "
         "the model's context holds them, a dashed line at 1. With one key every model "
-        "sits at 1 but GPT-2 small (1.45), GPT-2 XL and Gemma 3 27B, whose tied head 2N "
-        "leaves out. At 8,192 keys Llama 3 8B is at 1.29, Qwen3-30B-A3B at 2.06 and "
-        "DeepSeek-V3 at 2.90; at 131,072 keys Gemma 3 27B, its local layers windowed, "
+        "sits at 1 but GPT-2 small (1.45), GPT-2 XL, Qwen3-0.6B (1.35), Gemma 3 27B and "
+        "Command R v01 (1.06), whose tied head 2N leaves out. At 8,192 keys Llama 3 8B is at 1.29, "
+        "Qwen3-30B-A3B at 2.06 and DeepSeek-V3 at 2.90; at 131,072 keys Gemma 3 27B, its local layers windowed, "
         "is at 1.49, gpt-oss-120b at 4.77 and DeepSeek-V3 at 31.4.",
     ),
     (

@@ -53,6 +53,9 @@ def load_safetensors(path):
 
 
 # --8<-- [start:load_checkpoint]
+QUICK_MODEL_TYPES = ("llama", "qwen3")  # the config.json model_types it builds
+
+
 def checkpoint_tensors(directory):
     """Every tensor of a checkpoint directory: one model.safetensors, or the shards
     its model.safetensors.index.json names."""
@@ -72,7 +75,7 @@ def quick_model_from_checkpoint(directory):
     loaded, in eval mode (float32)."""
     config = json.loads((Path(directory) / "config.json").read_text())
     kind = config["model_type"]
-    if kind not in ("llama", "qwen3"):
+    if kind not in QUICK_MODEL_TYPES:
         raise ValueError(f"the quick path builds Llama and Qwen3, not {kind!r}")
     rope = config.get("rope_parameters") or config  # transformers 5 / older files
     scaling = (config.get("rope_scaling") or rope).get("rope_type", "default")

@@ -40,10 +40,11 @@ from literate.decoding.generate import generate
 from literate.decoding.sampling import greedy, sampler
 from literate.models.families import FAMILIES
 
-__all__ = ["SAFETENSORS_DTYPES", "read_safetensors", "read_json", "checkpoint_config", "checkpoint_state",
+__all__ = ["SAFETENSORS_DTYPES", "read_safetensors", "read_json",
+           "checkpoint_directory", "checkpoint_config", "checkpoint_state",
            "stacked_experts", "load_experts_apart", "load_checkpoint",
-           "checkpoint_tokenizer", "end_ids", "cached_decode",
-           "checkpoint_command", "MODEL_TYPES"]
+           "checkpoint_tokenizer", "end_ids", "token_list", "checkpoint_command",
+           "cached_decode", "MODEL_TYPES"]
 
 
 # --8<-- [start:safetensors_dtypes]
@@ -66,7 +67,7 @@ def read_safetensors(path: str | Path) -> dict[str, Tensor]:
     size = path.stat().st_size
     with open(path, "rb") as f:
         if size < 8:
-            raise ValueError(f"{path} is {size} bytes, too short for a safetensors file")
+            raise ValueError(f"{path} is {size} bytes: too short for safetensors")
         (n,) = struct.unpack("<Q", f.read(8))
         if n > size - 8:
             raise ValueError(f"{path}: header of {n} bytes in a file of {size}")
@@ -184,8 +185,9 @@ def stacked_experts(state: Mapping[str, Tensor], gate: str, up: str, down: str, 
         for old, new in renames:
             key = key.replace(old, new)
         match = apart.match(key)
-        if match:
-            found.setdefault(match[1], {}).setdefault(match[3], {})[int(match[2])] = value
+        if match:  # prefix, expert, matrix
+            expert = found.setdefault(match[1], {}).setdefault(match[3], {})
+            expert[int(match[2])] = value
         else:
             out[key] = value
     for prefix, parts in found.items():

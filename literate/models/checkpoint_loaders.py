@@ -13,13 +13,18 @@ from __future__ import annotations
 from functools import partial
 
 from literate.models.checkpoint import load_experts_apart
+from literate.models.cohere import cohere_from_hf_config, load_hf_cohere
 from literate.models.deepseek_v3 import deepseek_v3_from_hf_config, load_hf_deepseek_v3
 from literate.models.gemma3 import gemma3_from_hf_config, load_hf_gemma3
 from literate.models.gpt2 import gpt2_from_hf_config, load_hf_gpt2
+from literate.models.gpt_neox import gpt_neox_from_hf_config, load_hf_gpt_neox
 from literate.models.gpt_oss import gpt_oss_from_hf_config, load_hf_gpt_oss
+from literate.models.gptj import gptj_from_hf_config, load_hf_gptj
 from literate.models.llama import llama_from_hf_config, load_hf_llama
 from literate.models.mistral import load_hf_mistral, mistral_from_hf_config
 from literate.models.mixtral import load_hf_mixtral, mixtral_from_hf_config
+from literate.models.qwen3 import load_hf_qwen3, qwen3_from_hf_config
+from literate.models.qwen3_moe import load_hf_qwen3_moe, qwen3_moe_from_hf_config
 
 __all__ = ["GPT2_CHECKPOINTS", "LLAMA_CHECKPOINTS", "MIXTRAL_CHECKPOINTS",
            "LONG_CONTEXT_CHECKPOINTS"]
@@ -35,6 +40,10 @@ GPT2_CHECKPOINTS = {  # model_type: (build from config.json, load the weights)
 # --8<-- [start:llama]
 LLAMA_CHECKPOINTS = {  # model_type: (build from config.json, load the weights)
     "llama": (llama_from_hf_config, load_hf_llama),
+    "qwen3": (qwen3_from_hf_config, load_hf_qwen3),
+    "gpt_neox": (gpt_neox_from_hf_config, load_hf_gpt_neox),
+    "gptj": (gptj_from_hf_config, load_hf_gptj),
+    "cohere": (cohere_from_hf_config, load_hf_cohere),
 }
 # --8<-- [end:llama]
 
@@ -45,6 +54,9 @@ MIXTRAL_CHECKPOINTS = {  # the Llama file's, and chapter 9's
     "mixtral": (mixtral_from_hf_config,  # its files keep each expert apart
                 partial(load_experts_apart, load_hf_mixtral, names=("w1", "w3", "w2"),
                         renames=((".block_sparse_moe.", ".mlp."),))),
+    "qwen3_moe": (qwen3_moe_from_hf_config,
+                  partial(load_experts_apart, load_hf_qwen3_moe,
+                          names=("gate_proj", "up_proj", "down_proj"))),
 }
 # --8<-- [end:mixtral]
 

@@ -24,9 +24,8 @@ each is exported into a file that may import nothing.
 
 Adding a family: its module, its row, its equivalence test (and, if the site should
 count it, a published configuration in `literate/numbers/published.py`). The families
-whose blocks alone load (GPT-J, GPT-NeoX and Cohere in `parallel.py`, Qwen3 and OLMo 2
-in chapter 7's builders, the 2017 layers' PyTorch twins) are not in this table: they
-have no model loader.
+whose blocks alone load (OLMo 2 in chapter 7's builders, the 2017 layers' PyTorch
+twins) are not in this table: they have no model loader.
 """
 
 from __future__ import annotations
@@ -96,6 +95,16 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         model_type="llama",
     ),
     Family(
+        "qwen3",
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        "modern/modern-block.md",
+        "tests/test_qwen3.py::test_logits_and_every_gradient_equal_qwen3_for_causal_lm",
+        title="Qwen3",
+        model_type="qwen3",
+        bench={"head_dim": 64},
+    ),
+    Family(
         "mixtral",
         "MixtralConfig",
         "MixtralForCausalLM",
@@ -106,6 +115,24 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
         model_type="mixtral",
         experts_apart=("w1", "w3", "w2", (".block_sparse_moe.", ".mlp.")),
         bench={"num_local_experts": 8, "num_experts_per_tok": 2},
+    ),
+    Family(
+        "qwen3_moe",
+        "Qwen3MoeConfig",
+        "Qwen3MoeForCausalLM",
+        "moe/mixture-of-experts.md",
+        "tests/test_qwen3_moe.py::"
+        "test_logits_and_every_gradient_equal_qwen3_moe_for_causal_lm",
+        title="Qwen3-MoE",
+        model_type="qwen3_moe",
+        experts_apart=("gate_proj", "up_proj", "down_proj"),
+        bench={
+            "head_dim": 64,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 688,
+            "norm_topk_prob": True,
+        },
     ),
     Family(
         "mistral",
@@ -170,6 +197,41 @@ FAMILIES: tuple[Family, ...] = (  # in the order the chapters build them
             "v_head_dim": 64,
             "rope_scaling": None,
         },
+    ),
+    # chapter 7's parallel residual, as whole models (`parallel.py`'s blocks); the
+    # dense FFNs of width 4d hold what the shared shape's SwiGLU of 688 holds
+    Family(
+        "gpt_neox",
+        "GPTNeoXConfig",
+        "GPTNeoXForCausalLM",
+        "modern/modern-block.md",
+        "tests/test_parallel_models.py::"
+        "test_logits_and_every_gradient_equal_gpt_neox_for_causal_lm",
+        title="GPT-NeoX",
+        model_type="gpt_neox",
+        bench={"intermediate_size": 1024},
+    ),
+    Family(
+        "gptj",
+        "GPTJConfig",
+        "GPTJForCausalLM",
+        "modern/modern-block.md",
+        "tests/test_parallel_models.py::"
+        "test_logits_and_every_gradient_equal_gptj_for_causal_lm",
+        title="GPT-J",
+        model_type="gptj",
+        bench={"n_inner": 1024, "rotary_dim": 16},
+    ),
+    Family(
+        "cohere",
+        "CohereConfig",
+        "CohereForCausalLM",
+        "modern/modern-block.md",
+        "tests/test_parallel_models.py::"
+        "test_logits_and_every_gradient_equal_cohere_for_causal_lm",
+        title="Cohere",
+        model_type="cohere",
+        bench={"logit_scale": 0.0625},
     ),
 )
 

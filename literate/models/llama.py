@@ -362,20 +362,20 @@ def load_renamed(ours: nn.Module, state_dict: Mapping[str, Tensor],
 # --8<-- [start:load_hf_llama]
 
 
-def tied_head_state(ours: LlamaLanguageModel,
-                    state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def tied_head_state(ours: LlamaLanguageModel, state_dict: Mapping[str, Tensor], *,
+                    embedding: str = "model.embed_tokens.weight",
+                    head: str = "lm_head.weight") -> dict[str, Tensor]:
     """A Hugging Face state dict for `ours`: if our output projection is the embedding
-    (tied), HF's `lm_head.weight` must equal `embed_tokens` (or be absent) and is then
-    the embedding under both names."""
+    (tied), HF's `head` must equal its `embedding` (or be absent) and is then the
+    embedding under both names (Llama's names by default)."""
     state = dict(tensor_mapping("state_dict", state_dict))
     if ours.lm_head.weight is ours.token_embedding.weight:  # tied: one tensor, one name
-        head = state.pop("lm_head.weight", None)
-        embedding = state.get("model.embed_tokens.weight")
-        if head is not None and embedding is not None \
-                and not torch.equal(head, embedding):
-            raise ValueError("lm_head.weight differs from embed_tokens: ours is tied")
-        if embedding is not None:
-            state["lm_head.weight"] = embedding
+        given, table = state.pop(head, None), state.get(embedding)
+        if given is not None and table is not None and not torch.equal(given, table):
+            raise ValueError(f"{head} differs from {embedding.split('.')[-2]}: ours is "
+                             "tied")
+        if table is not None:
+            state[head] = table
     return state
 
 

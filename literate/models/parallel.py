@@ -1,12 +1,13 @@
-"""The parallel-residual families of Hugging Face transformers, block by block
-(chapter 7): GPT-J, GPT-NeoX and Cohere.
+"""The parallel-residual families of Hugging Face transformers (chapter 7): GPT-J,
+GPT-NeoX and Cohere, block by block, and what their whole models share.
 
 Each family's block is one of our builders (`literate.parts.blocks.gptj_block`, `neox_block`,
 `cohere_block`); what separates it from the Hugging Face layer is names, and for
 GPT-NeoX the layout of its packed projection:
 
 * `*_block_from_hf_config`: our block in the shape of a transformers configuration
-  (`GPTJConfig`, `GPTNeoXConfig`, `CohereConfig`; a model id is refused).
+  (`GPTJConfig`, `GPTNeoXConfig`, `CohereConfig`) or of its config.json (a dict, read
+  with transformers' defaults for what it leaves out; a model id is refused).
   Refused rather than silently changed: what the builders do not implement (dropout,
   RoPE scaling, other activations, QK-norm in Cohere, GPT-NeoX without biases).
   GPT-NeoX with `use_parallel_residual=False` is a `PreNormBlock` of the same parts.
@@ -16,22 +17,33 @@ GPT-NeoX the layout of its packed projection:
 * `load_hf_*_block(ours, state_dict, config)`: one HF layer's state dict, by name, all
   or nothing, after the configuration is checked against ours (shapes alone cannot
   tell 4 heads from 8, and GPT-NeoX's unpacking depends on the head count).
+* `parallel_model`, `check_parallel_model`, `in_layers`: what the three whole models
+  (`literate.models.gpt_neox`, `gptj`, `cohere`) share around these blocks.
 
 Shapes: d model width, H heads, d_head head width.
 """
+
+# Over 450 lines on purpose: the three families' blocks, their configuration readers
+# and loaders, and the whole-model frame they share, read together in chapter 7's one
+# section on the parallel residual; split, each module would import the other two.
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.models.llama import load_renamed, tensor_mapping
+from literate.models.llama import (
+    LlamaLanguageModel,
+    config_field,
+    load_renamed,
+    tensor_mapping,
+)
 from literate.parts.blocks import (
     ParallelBlock,
     PreNormBlock,
@@ -39,11 +51,24 @@ from literate.parts.blocks import (
     gptj_block,
     neox_block,
 )
-from literate.parts.checks import float_tensor, positive_float, positive_int
+from literate.parts.checks import (
+    boolean,
+    checked_entry,
+    float_tensor,
+    positive_float,
+    positive_int,
+)
 from literate.parts.ffn import gelu_tanh
 
 __all__ = [
-    "hf_config_field",
+    "GPTJ_DEFAULTS",
+    "GPT_NEOX_DEFAULTS",
+    "COHERE_DEFAULTS",
+    "gptj_field",
+    "gpt_neox_field",
+    "cohere_field",
+    "refuse_unsupported",
+    "plain_rope",
     "gptj_block_from_hf_config",
     "neox_block_from_hf_config",
     "cohere_block_from_hf_config",
@@ -54,43 +79,82 @@ __all__ = [
     "HF_GPTJ_BLOCK_NAMES",
     "HF_NEOX_BLOCK_NAMES",
     "HF_COHERE_BLOCK_NAMES",
+    "neox_unpacked",
     "load_hf_gptj_block",
     "load_hf_neox_block",
     "load_hf_cohere_block",
+    "hf_init_",
+    "parallel_model",
+    "model_settings",
+    "check_parallel_model",
+    "in_layers",
 ]
 
 
 # --8<-- [start:from_hf_config]
-def hf_config_field(config: object, name: str) -> object:
-    """`config.name` of a transformers configuration (a PretrainedConfig: a model id,
-    a dict or None is refused); refused if it has none, or if a flag is not a bool."""
-    if not any(c.__name__.lower() == "pretrainedconfig" for c in type(config).__mro__):
-        given = (f"the string {config!r}; load it with AutoConfig.from_pretrained "
-                 "first" if isinstance(config, str) else type(config).__name__)
-        raise TypeError(f"config must be a transformers configuration (GPTJConfig, "
-                        f"GPTNeoXConfig, CohereConfig), got {given}")
-    if not hasattr(config, name):
-        raise ValueError(f"config {type(config).__name__} has no {name!r} field")
-    value = getattr(config, name)
-    if name.startswith("use_") and not isinstance(value, bool):
-        raise TypeError(f"config {name} must be a bool, got {value!r}")
-    return value
+# transformers' defaults of each configuration, for what a config.json leaves out; the
+# RoPE fields of the files older transformers wrote (before `rope_parameters`) too
+GPTJ_DEFAULTS = {
+    "vocab_size": 50400, "n_positions": 2048, "n_embd": 4096, "n_layer": 28,
+    "n_head": 16, "rotary_dim": 64, "n_inner": None, "activation_function": "gelu_new",
+    "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+    "layer_norm_epsilon": 1e-5, "initializer_range": 0.02,
+    "tie_word_embeddings": False,
+}
+GPT_NEOX_DEFAULTS = {
+    "vocab_size": 50432, "hidden_size": 6144, "num_hidden_layers": 44,
+    "num_attention_heads": 64, "intermediate_size": 24576, "hidden_act": "gelu",
+    "attention_dropout": 0.0, "hidden_dropout": 0.0, "max_position_embeddings": 2048,
+    "initializer_range": 0.02, "layer_norm_eps": 1e-5, "tie_word_embeddings": False,
+    "use_parallel_residual": True, "attention_bias": True, "rope_parameters": None,
+    "rope_scaling": None, "rotary_pct": 0.25, "rotary_emb_base": 10_000.0,
+}
+COHERE_DEFAULTS = {
+    "vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528,
+    "logit_scale": 0.0625, "num_hidden_layers": 40, "num_attention_heads": 64,
+    "num_key_value_heads": None, "head_dim": None, "hidden_act": "silu",
+    "max_position_embeddings": 8192, "initializer_range": 0.02, "layer_norm_eps": 1e-5,
+    "tie_word_embeddings": True, "attention_bias": False, "attention_dropout": 0.0,
+    "use_qk_norm": False, "rope_parameters": None, "rope_scaling": None,
+    "rope_theta": 500_000.0,
+}
 
 
-def refuse_unsupported(config: object, needed: Mapping[str, object]) -> None:
+def gptj_field(config: object, name: str) -> object:
+    """`config.name` of a GPTJConfig, or `config[name]` of its config.json."""
+    return config_field(config, name, GPTJ_DEFAULTS)
+
+
+def gpt_neox_field(config: object, name: str) -> object:
+    """`config.name` of a GPTNeoXConfig, or `config[name]` of its config.json."""
+    return config_field(config, name, GPT_NEOX_DEFAULTS)
+
+
+def cohere_field(config: object, name: str) -> object:
+    """`config.name` of a CohereConfig, or `config[name]` of its config.json."""
+    return config_field(config, name, COHERE_DEFAULTS)
+
+
+def refuse_unsupported(config: object, needed: Mapping[str, object],
+                       defaults: Mapping[str, object]) -> None:
     """Refuse a configuration whose fields ask for what our builder does not do."""
     for name, value in needed.items():
-        if hf_config_field(config, name) != value:
-            raise ValueError(f"config {name}={hf_config_field(config, name)!r} is not "
-                             f"supported (ours: {value!r})")
+        given = config_field(config, name, defaults)
+        if given != value:
+            raise ValueError(f"config {name}={given!r} is not supported (ours: "
+                             f"{value!r})")
 
 
-def plain_rope(config: object) -> dict:
-    """The config's RoPE parameters, refusing any scaling we do not implement."""
-    parameters = dict(hf_config_field(config, "rope_parameters") or {})
-    if parameters.get("rope_type", "default") != "default":
-        raise ValueError(f"RoPE type {parameters['rope_type']!r} is not implemented "
-                         "(chapter 7 turns the plain frequencies)")
+def plain_rope(config: object, defaults: Mapping[str, object]) -> dict:
+    """The config's RoPE parameters (`rope_parameters`: empty in an older config.json),
+    refusing any scaling we do not implement, there or in an older `rope_scaling`."""
+    parameters = dict(config_field(config, "rope_parameters", defaults) or {})
+    scaling = config_field(config, "rope_scaling", defaults) or {}
+    for kind in (parameters.get("rope_type", "default"),
+                 scaling.get("rope_type", scaling.get("type", "default"))):
+        if kind != "default":
+            raise ValueError(f"RoPE type {kind!r} is not implemented (chapter 7 turns "
+                             "the plain frequencies)")
     return parameters
 
 
@@ -99,20 +163,20 @@ def gptj_block_from_hf_config(config: object) -> ParallelBlock:
     in its code. rotary_dim=None is refused: HF then builds a table as wide as the
     model, not a head."""
     refuse_unsupported(config, {"activation_function": "gelu_new", "resid_pdrop": 0.0,
-                                "attn_pdrop": 0.0})
-    rotary_dim = hf_config_field(config, "rotary_dim")
+                                "attn_pdrop": 0.0}, GPTJ_DEFAULTS)
+    rotary_dim = gptj_field(config, "rotary_dim")
     if rotary_dim is None:
         raise ValueError("config rotary_dim=None is not supported: give the rotated "
                          "width of a head")
-    d, heads = hf_config_field(config, "n_embd"), hf_config_field(config, "n_head")
+    d, heads = gptj_field(config, "n_embd"), gptj_field(config, "n_head")
     if positive_int("config rotary_dim", rotary_dim) % 2 or rotary_dim > positive_int(
             "config n_embd", d) // positive_int("config n_head", heads):
         raise ValueError(f"config rotary_dim={rotary_dim} must be even and <= the head "
                          f"width n_embd / n_head = {d // heads}")
-    d_ff = hf_config_field(config, "n_inner") or 4 * d  # HF: None means 4 d
+    d_ff = gptj_field(config, "n_inner") or 4 * d  # HF: None means 4 d
     return gptj_block(d, heads, d_ff,
                       rotary_dim=rotary_dim,
-                      eps=hf_config_field(config, "layer_norm_epsilon"))
+                      eps=gptj_field(config, "layer_norm_epsilon"))
 
 
 # hidden_act names of GPT-NeoX configs -> the functions they compute (exactly)
@@ -123,46 +187,53 @@ NEOX_ACTIVATIONS = {"gelu": F.gelu, "gelu_new": gelu_tanh,
 def neox_block_from_hf_config(config: object) -> ParallelBlock | PreNormBlock:
     """Our `neox_block` in the shape of a `GPTNeoXConfig`; with
     use_parallel_residual=False, a `PreNormBlock` of the very same parts (the one line
-    that differs: the FFN reads the stream after the attention has added to it)."""
+    that differs: the FFN reads the stream after the attention has added to it). An
+    older config.json's `rotary_pct` and `rotary_emb_base` are read as transformers
+    reads them: where `rope_parameters` has no share and no base."""
     refuse_unsupported(config, {"attention_bias": True, "attention_dropout": 0.0,
-                                "hidden_dropout": 0.0})
-    act = hf_config_field(config, "hidden_act")
+                                "hidden_dropout": 0.0}, GPT_NEOX_DEFAULTS)
+    act = gpt_neox_field(config, "hidden_act")
     if act not in NEOX_ACTIVATIONS:
         raise ValueError(f"config hidden_act={act!r} is not supported (ours: "
                          f"{sorted(NEOX_ACTIVATIONS)}; gelu_fast rounds sqrt(2/pi) to "
                          "10 digits, so it is not the tanh form to float64)")
-    rope = plain_rope(config)
-    pct = positive_float("config partial_rotary_factor",
-                         rope.get("partial_rotary_factor", 1.0))
+    rope = plain_rope(config, GPT_NEOX_DEFAULTS)
+    pct = positive_float("config partial_rotary_factor", rope.get(
+        "partial_rotary_factor", gpt_neox_field(config, "rotary_pct")))
     if pct > 1:
         raise ValueError(f"config partial_rotary_factor={pct} must be <= 1: the share "
                          "of each head's coordinates that turn")
-    block = neox_block(hf_config_field(config, "hidden_size"),
-                       hf_config_field(config, "num_attention_heads"),
-                       hf_config_field(config, "intermediate_size"),
+    block = neox_block(gpt_neox_field(config, "hidden_size"),
+                       gpt_neox_field(config, "num_attention_heads"),
+                       gpt_neox_field(config, "intermediate_size"),
                        rotary_pct=pct,
-                       rope_base=rope["rope_theta"],
-                       eps=hf_config_field(config, "layer_norm_eps"),
+                       rope_base=rope.get("rope_theta",
+                                          gpt_neox_field(config, "rotary_emb_base")),
+                       eps=gpt_neox_field(config, "layer_norm_eps"),
                        activation=NEOX_ACTIVATIONS[act])
-    if hf_config_field(config, "use_parallel_residual"):
+    if gpt_neox_field(config, "use_parallel_residual"):
         return block
     return PreNormBlock(block.attn, block.ffn, block.attn_norm, block.ffn_norm)
 
 
 def cohere_block_from_hf_config(config: object) -> ParallelBlock:
-    """Our `cohere_block` in the shape of a `CohereConfig` (QK-norm refused)."""
+    """Our `cohere_block` in the shape of a `CohereConfig` (QK-norm refused); an older
+    config.json's base is its `rope_theta`."""
     refuse_unsupported(config, {"hidden_act": "silu", "attention_bias": False,
-                                "use_qk_norm": False, "attention_dropout": 0.0})
-    d, heads = hf_config_field(config, "hidden_size"), hf_config_field(
-        config, "num_attention_heads")
-    head_dim = getattr(config, "head_dim", None)
+                                "use_qk_norm": False, "attention_dropout": 0.0},
+                       COHERE_DEFAULTS)
+    d = cohere_field(config, "hidden_size")
+    heads = cohere_field(config, "num_attention_heads")
+    head_dim = cohere_field(config, "head_dim")
     if head_dim not in (None, d // heads):
         raise ValueError(f"config head_dim={head_dim} is not hidden_size / heads = "
                          f"{d // heads}: not supported by cohere_block")
-    return cohere_block(d, heads, hf_config_field(config, "num_key_value_heads"),
-                        hf_config_field(config, "intermediate_size"),
-                        rope_base=plain_rope(config)["rope_theta"],
-                        eps=hf_config_field(config, "layer_norm_eps"))
+    rope = plain_rope(config, COHERE_DEFAULTS)
+    return cohere_block(d, heads, cohere_field(config, "num_key_value_heads") or heads,
+                        cohere_field(config, "intermediate_size"),
+                        rope_base=rope.get("rope_theta",
+                                           cohere_field(config, "rope_theta")),
+                        eps=cohere_field(config, "layer_norm_eps"))
 # --8<-- [end:from_hf_config]
 
 
@@ -270,8 +341,28 @@ HF_COHERE_BLOCK_NAMES = [  # CohereDecoderLayer (q_proj ... down_proj: the same 
     (r"^mlp\.", "ffn."),
 ]
 # buffers older GPT-NeoX checkpoints store in each layer (the causal mask, RoPE's
-# frequencies): HF ignores them on loading, so do we
-NEOX_IGNORED = re.compile(r"^attention\.(bias|masked_bias|rotary_emb\.inv_freq)$")
+# frequencies), alone or under a model's prefix: HF ignores them on loading, so do we
+NEOX_IGNORED = re.compile(
+    r"(^|\.)(attention\.(bias|masked_bias)|rotary_emb\.inv_freq)$")
+NEOX_PACKED = re.compile(r"^(?P<layer>(.*\.)?)attention\.query_key_value\."
+                         r"(?P<kind>weight|bias)$")
+
+
+def neox_unpacked(state_dict: Mapping[str, Tensor], n_heads: int) -> dict[str, Tensor]:
+    """A GPT-NeoX state dict (one layer's, or a whole model's) with every packed
+    `attention.query_key_value` weight and bias split into `attention.q_proj`,
+    `k_proj` and `v_proj` head by head (`neox_unpack_qkv`), and without the buffers
+    HF ignores (`NEOX_IGNORED`)."""
+    state = {}
+    for key, value in tensor_mapping("state_dict", state_dict).items():
+        packed = NEOX_PACKED.match(key)
+        if packed is None:
+            if not NEOX_IGNORED.search(key):
+                state[key] = value
+            continue
+        for name, part in zip("qkv", neox_unpack_qkv(value, n_heads)):
+            state[f"{packed['layer']}attention.{name}_proj.{packed['kind']}"] = part
+    return state
 
 
 def load_hf_gptj_block(ours: ParallelBlock, state_dict: Mapping[str, Tensor],
@@ -286,16 +377,10 @@ def load_hf_neox_block(ours: ParallelBlock | PreNormBlock,
                        state_dict: Mapping[str, Tensor],
                        config: object) -> ParallelBlock | PreNormBlock:
     """Load one `GPTNeoXLayer`'s state dict into `ours`, its packed query_key_value
-    unpacked head by head (`neox_unpack_qkv`), after `check_block_config`."""
+    unpacked head by head (`neox_unpacked`), after `check_block_config`."""
     check_block_config(ours, neox_block_from_hf_config(config))
-    state = {k: v for k, v in tensor_mapping("state_dict", state_dict).items()
-             if not NEOX_IGNORED.match(k)}
-    for kind in ("weight", "bias"):
-        packed = state.pop(f"attention.query_key_value.{kind}", None)
-        if packed is not None:
-            for name, part in zip("qkv", neox_unpack_qkv(packed, ours.attn.n_heads)):
-                state[f"attention.{name}_proj.{kind}"] = part
-    return load_renamed(ours, state, HF_NEOX_BLOCK_NAMES)
+    return load_renamed(ours, neox_unpacked(state_dict, ours.attn.n_heads),
+                        HF_NEOX_BLOCK_NAMES)
 
 
 def load_hf_cohere_block(ours: ParallelBlock, state_dict: Mapping[str, Tensor],
@@ -305,3 +390,87 @@ def load_hf_cohere_block(ours: ParallelBlock, state_dict: Mapping[str, Tensor],
     check_block_config(ours, cohere_block_from_hf_config(config))
     return load_renamed(ours, state_dict, HF_COHERE_BLOCK_NAMES)
 # --8<-- [end:load_hf_blocks]
+
+
+# --8<-- [start:parallel_model]
+def hf_init_(model: LlamaLanguageModel, *, std: float) -> LlamaLanguageModel:
+    """Hugging Face's initialisation, in place: every linear map and the embedding
+    ~ N(0, std^2) (initializer_range), their biases 0; norms as built (gains 1)."""
+    std = positive_float("std", std)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight.normal_(0.0, std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                module.bias.zero_()
+    return model
+
+
+def parallel_model(vocab_size: int, context: int, blocks: Sequence[nn.Module],
+                   final_norm: nn.Module, lm_head: nn.Linear, *, tied: bool,
+                   std: float) -> LlamaLanguageModel:
+    """A whole model around GPT-J's, GPT-NeoX's or Cohere's blocks: chapter 7's
+    `LlamaLanguageModel` (token embedding, the blocks with RoPE inside each attention,
+    `final_norm`, `lm_head`), so chapter 5's and chapter 8's `generate` run it. The
+    output projection is the family's own (GPT-J's has a bias, Cohere's scales its
+    logits); `tied`: its weight is the embedding's, one tensor (a bias stays its own).
+    Hugging Face-initialised (`hf_init_`)."""
+    blocks, tied = list(blocks), boolean("tied", tied)
+    if not blocks:
+        raise ValueError("blocks must hold at least one block")
+    d_model = blocks[0].d_model
+    with checked_entry():  # the blocks' builders checked their arguments
+        model = LlamaLanguageModel(nn.Embedding(positive_int("vocab_size", vocab_size),
+                                                d_model),
+                                   blocks, final_norm, lm_head, context=context)
+    if tied:
+        model.lm_head.weight = model.token_embedding.weight
+    return hf_init_(model, std=std)
+
+
+def model_settings(model: nn.Module) -> dict[str, object]:
+    """What a model of `parallel_model` computes around its blocks, read from its
+    parts: vocabulary, width, layers, the final norm, the output projection (its
+    class, bias and logit scale) and whether it is the embedding."""
+    if not isinstance(model, LlamaLanguageModel):
+        raise TypeError(f"ours must be a LlamaLanguageModel (gptj_from_hf_config, "
+                        f"gpt_neox_from_hf_config, cohere_from_hf_config), got "
+                        f"{type(model).__name__}")
+    norm, head = model.final_norm, model.lm_head
+    return {
+        "vocab_size": model.vocab_size, "d_model": model.d_model,
+        "n_layers": len(model.blocks),
+        "final_norm": (type(norm).__name__, getattr(norm, "eps", None),
+                       getattr(norm, "bias", None) is not None),
+        "lm_head": (type(head).__name__, head.bias is not None,
+                    getattr(head, "scale", None)),
+        "tied": head.weight is model.token_embedding.weight,
+    }
+
+
+def check_parallel_model(ours: nn.Module, theirs: nn.Module) -> None:
+    """Refuse to copy weights into `ours` unless it computes what `theirs` (the model
+    built from the configuration, on the meta device) does: the first setting of the
+    model (`model_settings`), then of a block (`check_block_config`), that differs
+    is named."""
+    mine, expected = model_settings(ours), model_settings(theirs)
+    for name, value in expected.items():
+        if mine[name] != value:
+            raise ValueError(f"ours has {name}={mine[name]!r}, the configuration's "
+                             f"model {name}={value!r}")
+    for i, (block, reference) in enumerate(zip(ours.blocks, theirs.blocks)):
+        try:
+            check_block_config(block, reference)
+        except ValueError as error:
+            raise ValueError(f"blocks[{i}]: {error}") from None
+
+
+def in_layers(layers: str, names: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    r"""A layer's (pattern, replacement) names under the prefix of a model's layers (a
+    pattern, such as `gpt_neox\.layers\.`): `^input_layernorm\.` -> `attn_norm.`
+    becomes `^gpt_neox\.layers\.(\d+)\.input_layernorm\.` -> `blocks.\1.attn_norm.`;
+    what a layer holds under no pattern goes to its block under the same name."""
+    renamed = [(rf"^{layers}(\d+)\.{pattern.removeprefix('^')}", rf"blocks.\1.{new}")
+               for pattern, new in names]
+    return renamed + [(rf"^{layers}(\d+)\.", r"blocks.\1.")]
+# --8<-- [end:parallel_model]

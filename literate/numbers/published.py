@@ -1,4 +1,4 @@
-"""Chapter 11's numbers per published configuration: the eleven published models'
+"""Chapter 11's numbers per published configuration: the published models'
 configurations, their total and active parameters by formula, their KV caches, and the
 figures their authors publish. Each formula is checked in tests/test_published.py against
 Hugging Face's model of that configuration built on the meta device (shapes, no storage:
@@ -8,10 +8,11 @@ a 671-billion-parameter model costs no memory).
 of its config.json that differ from that class's defaults (sources in the comments);
 `parameter_counts(name)` is (total, active) from chapter 5's and chapter 9's formulas
 (`gpt2_params`, `moe_params`, `mla_params`) and the extra norms, biases and sinks of
-Gemma 3 and gpt-oss written out below.
+Gemma 3 and gpt-oss written out below, as are the layers of chapter 7's parallel-residual
+families (`parallel_counts`: GPT-J 6B, Pythia-1.4B, Command R v01).
 
 `cache_shape(name)` is each model's KV cache (chapter 10's `CacheShape`: the ledger's
-six, and the five it does not hold), whose width the tests check against the key and
+six, and those it does not hold), whose width the tests check against the key and
 value projections of the meta models. `published_model(name)` is the model our loader
 builds from the configuration (on the meta device); `built_published_model` keeps one.
 The FLOPs of a step are in `literate.numbers.flops`.
@@ -42,6 +43,7 @@ __all__ = [
     "published_config",
     "published_model",
     "gpt_oss_counts",
+    "parallel_counts",
     "IN_THE_LEDGER",
     "built_published_model",
 ]
@@ -75,6 +77,12 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
     # mistralai/Mixtral-8x7B-v0.1
     "Mixtral 8x7B": ("MixtralConfig", {"max_position_embeddings": 32768,
                                        "router_aux_loss_coef": 0.02}),
+    # Qwen/Qwen3-0.6B (vocabulary, head_dim 128, eps: Qwen3Config's defaults)
+    "Qwen3-0.6B": ("Qwen3Config", {
+        "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+        "num_attention_heads": 16, "num_key_value_heads": 8,
+        "max_position_embeddings": 40960, "tie_word_embeddings": True,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0}}),
     # Qwen/Qwen3-30B-A3B
     "Qwen3-30B-A3B": ("Qwen3MoeConfig", {
         "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
@@ -100,6 +108,19 @@ PUBLISHED_CONFIGS: dict[str, tuple[str, dict]] = {
                          "original_max_position_embeddings": 4096}}),
     # openai/gpt-oss-120b: GptOssConfig's defaults
     "gpt-oss-120b": ("GptOssConfig", {}),
+    # Chapter 7's parallel residual. EleutherAI/gpt-j-6b: GPTJConfig's defaults (d 4096,
+    # 28 layers of 16 heads, rotary_dim 64, FFN 4d, vocab 50400, context 2048, untied)
+    "GPT-J 6B": ("GPTJConfig", {}),
+    # EleutherAI/pythia-1.4b (the exact GELU, rotary_pct 0.25, rotary_emb_base 10000,
+    # the parallel residual, context 2048, untied: GPTNeoXConfig's defaults)
+    "Pythia-1.4B": ("GPTNeoXConfig", {
+        "vocab_size": 50304, "hidden_size": 2048, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "intermediate_size": 8192, "eos_token_id": 0}),
+    # CohereForAI/c4ai-command-r-v01 (d 8192, 40 layers of 64 heads, 64 key/value
+    # heads, FFN 22528, vocab 256000, context 8192, logit_scale 0.0625, tied:
+    # CohereConfig's defaults)
+    "Command R v01": ("CohereConfig", {
+        "rope_parameters": {"rope_type": "default", "rope_theta": 8_000_000.0}}),
 }
 # --8<-- [end:published_configs]
 
@@ -114,10 +135,15 @@ PUBLISHED_FIGURES: dict[str, tuple[str, str | None, str, str]] = {
     "Llama 3 70B": ("70B", None, "Dubey et al. 2024, table 3", "dubey-2024"),
     "Mistral 7B v0.1": ("7B", None, "Jiang et al. 2023, abstract", "jiang-2023"),
     "Mixtral 8x7B": ("47B", "13B", "Jiang et al. 2024, abstract", "jiang-2024"),
+    "Qwen3-0.6B": ("0.6B", None, "Qwen Team 2025, the model's name", "qwen-2025"),
     "Qwen3-30B-A3B": ("30B", "3B", "Qwen Team 2025, the model's name", "qwen-2025"),
     "Gemma 3 27B": ("27B", None, "Gemma Team 2025, the model's name", "gemma-2025"),
     "DeepSeek-V3": ("671B", "37B", "DeepSeek-AI 2024b, abstract", "deepseek-2024"),
     "gpt-oss-120b": ("116.83B", "5.13B", "OpenAI 2025, table 1", "openai-2025"),
+    "GPT-J 6B": ("6B", None, "Wang & Komatsuzaki 2021, the model's name", "wang-2021"),
+    "Pythia-1.4B": ("1.4B", None, "Biderman et al. 2023, table 1", "biderman-2023"),
+    "Command R v01": ("35B", None, "Cohere For AI 2024, the model card",
+                      "cohere-2024"),
 }
 
 
@@ -154,6 +180,11 @@ def parameter_counts(name: str) -> tuple[int, int]:
     if kind == "mixtral":
         return moe_params(d, layers, c.num_local_experts, c.num_experts_per_tok,
                           c.intermediate_size, h, c.num_key_value_heads, vocab)
+    if kind == "qwen3":  # Llama's count with QK-norm's two gains of d_head a layer
+        return moe_params(d, layers, 1, 1, c.intermediate_size, h,
+                          c.num_key_value_heads, vocab, d_head=c.head_dim,
+                          dense_layers=layers, dense_d_ff=c.intermediate_size,
+                          tied=c.tie_word_embeddings, qk_norm=True)
     if kind == "qwen3_moe":
         return moe_params(d, layers, c.num_experts, c.num_experts_per_tok,
                           c.moe_intermediate_size, h, c.num_key_value_heads, vocab,
@@ -182,6 +213,9 @@ def parameter_counts(name: str) -> tuple[int, int]:
                               kv_heads=c.num_key_value_heads, d_head=c.head_dim,
                               experts=c.num_local_experts, top_k=c.num_experts_per_tok,
                               d_ff=c.intermediate_size, vocab=vocab)
+    if kind in ("gptj", "gpt_neox", "cohere"):  # chapter 7's parallel residual
+        n = parallel_counts(c)
+        return n, n
     raise ValueError(f"{name}: no formula here for a {kind} model")
 
 
@@ -199,6 +233,27 @@ def gpt_oss_counts(*, d: int, layers: int, heads: int, kv_heads: int, d_head: in
     outside = 2 * vocab * d + d
     return (always + layers * experts * expert + outside,
             always + layers * top_k * expert + outside)
+
+
+def parallel_counts(c: object) -> int:
+    """The parameters of a GPT-J, GPT-NeoX or Cohere configuration (dense: all of them
+    active). A layer: attention (q, k, v, o), the FFN, the norms. GPT-J: no attention
+    biases, a dense FFN with biases, one LayerNorm; its head has a bias (its weight
+    the embedding if tied). GPT-NeoX: biases everywhere, two LayerNorms. Cohere: GQA
+    without biases, SwiGLU, one LayerNorm without a bias. Each ends in a final norm."""
+    d, layers, vocab = c.hidden_size, c.num_hidden_layers, c.vocab_size
+    table = vocab * d * (1 if c.tie_word_embeddings else 2)  # embedding, head
+    if c.model_type == "gptj":
+        f = c.n_inner or 4 * d
+        layer = 4 * d * d + 2 * d * f + f + d + 2 * d
+        return layers * layer + 2 * d + table + vocab  # + the head's bias
+    if c.model_type == "gpt_neox":
+        f = c.intermediate_size
+        layer = 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d
+        return layers * layer + 2 * d + table
+    kv = c.num_key_value_heads * (d // c.num_attention_heads)  # Cohere: GQA
+    layer = 2 * d * d + 2 * d * kv + 3 * d * c.intermediate_size + d
+    return layers * layer + d + table
 # --8<-- [end:parameter_counts]
 
 
@@ -209,9 +264,10 @@ IN_THE_LEDGER = {"Llama 3 8B": "Llama 3 8B", "Llama 3 70B": "Llama 3 70B",
 
 
 def cache_shape(name: str) -> CacheShape:
-    """The KV cache of a published model: chapter 10's ledger entry, or for the five it
-    does not hold (MHA for GPT-2 and Llama 2 7B, GQA for Mixtral and Qwen3-30B-A3B; no
-    window) the layers, heads and key/value heads of its configuration."""
+    """The KV cache of a published model: chapter 10's ledger entry, or for those it
+    does not hold (MHA for GPT-2, Llama 2 7B and the parallel families, GQA for Mixtral
+    and the Qwen3s; no window) the layers, heads and key/value heads of its
+    configuration."""
     if published_name(name) in IN_THE_LEDGER:
         return next(s for s in PUBLISHED_CACHES if s.name == IN_THE_LEDGER[name])
     c = published_config(name)  # refuses an unknown name
@@ -247,8 +303,7 @@ def published_config(name: str) -> object:
 def published_model(name: str) -> nn.Module:
     """Our model of a published configuration (`published_config`), built by the
     loader of its family (`literate.models.families`) on the meta device: shapes only,
-    so DeepSeek-V3 costs no memory. A new model at each call. Qwen3-30B-A3B has no
-    loader here."""
+    so DeepSeek-V3 costs no memory. A new model at each call."""
     config = published_config(name)
     try:
         family = family_of_config(PUBLISHED_CONFIGS[name][0])

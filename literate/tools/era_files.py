@@ -5,11 +5,12 @@ tests/test_export.py proves it equal to. `literate.tools.export` assembles them.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from literate.models.families import family
 
-__all__ = ["Era", "ERAS", "production"]
+__all__ = ["Era", "ERAS", "production", "checkpoint_model_types"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,16 @@ class Era:
     # `python FILE generate CHECKPOINT_DIR ...`: the expressions the file's main passes
     # to `checkpoint_command` as `load` (a directory -> the model) and `decode`
     command: tuple[str, str] | None = None
+    # the table (module under literate, name) of the model_types the command loads
+    checkpoint_table: tuple[str, str] | None = None
+
+
+def checkpoint_model_types(era: Era) -> list[str]:
+    """The config.json model_types the era file's `generate` command loads."""
+    if era.checkpoint_table is None:
+        return []
+    module, name = era.checkpoint_table
+    return list(getattr(importlib.import_module(f"literate.{module}"), name))
 
 
 def production(family_name: str) -> str:
@@ -206,12 +217,14 @@ ERAS: dict[str, Era] = {
         (production("gpt2"),),
         library=LIBRARY,
         command=command("GPT2_CHECKPOINTS"),
+        checkpoint_table=("models.checkpoint_loaders", "GPT2_CHECKPOINTS"),
     ),
     "llama": Era(
         "The modern block (chapter 7): RMSNorm, SwiGLU, the Llama block and language\n"
-        "model with generate and Hugging Face Llama loading; QK-norm, the sandwich, the\n"
-        "output norm and the parallel residual (Qwen3, OLMo 2, Gemma 3, GPT-J, GPT-NeoX,\n"
-        "Cohere); decoding with a KV cache and beam search (chapter 8)",
+        "model with generate; QK-norm, the sandwich, the output norm and the parallel\n"
+        "residual (Qwen3, OLMo 2, Gemma 3, GPT-J, GPT-NeoX, Cohere); whole models that\n"
+        "load Hugging Face's Llama, Qwen3, GPT-NeoX, GPT-J and Cohere; decoding with a\n"
+        "KV cache and beam search (chapter 8)",
         "chapters 1-8",
         (
             ("parts.ffn", "gelu_tanh"),
@@ -247,6 +260,25 @@ ERAS: dict[str, Era] = {
             ("models.llama", "check_llama_config"),
             ("models.llama", "load_renamed"),
             ("models.llama", "load_hf_llama"),
+            ("models.qwen3", "qwen3_model"),
+            ("models.qwen3", "qwen3_from_hf_config"),
+            ("models.qwen3", "check_qwen3_config"),
+            ("models.qwen3", "load_hf_qwen3"),
+            ("models.parallel", "neox_qkv"),
+            ("models.parallel", "from_hf_config"),
+            ("models.parallel", "check_block_config"),
+            ("models.parallel", "load_hf_blocks"),
+            ("models.parallel", "parallel_model"),
+            ("models.gpt_neox", "gpt_neox_from_hf_config"),
+            ("models.gpt_neox", "check_gpt_neox_config"),
+            ("models.gpt_neox", "load_hf_gpt_neox"),
+            ("models.gptj", "gptj_from_hf_config"),
+            ("models.gptj", "check_gptj_config"),
+            ("models.gptj", "load_hf_gptj"),
+            ("models.cohere", "logit_scaled_head"),
+            ("models.cohere", "cohere_from_hf_config"),
+            ("models.cohere", "check_cohere_config"),
+            ("models.cohere", "load_hf_cohere"),
         )
         + DECODING
         + checkpoints("llama"),
@@ -254,6 +286,7 @@ ERAS: dict[str, Era] = {
         (production("llama"),),
         library=LIBRARY,
         command=command("LLAMA_CHECKPOINTS"),
+        checkpoint_table=("models.checkpoint_loaders", "LLAMA_CHECKPOINTS"),
     ),
 }
 MOE = tuple(
@@ -297,21 +330,33 @@ MIXTRAL = tuple(
     ("numbers.moe_training", s)
     for s in ("tiny_moe_task", "train_tiny_moe", "imbalance")
 )
+QWEN3_MOE = tuple(
+    ("models.qwen3_moe", s)
+    for s in (
+        "qwen3_moe_block",
+        "qwen3_moe_model",
+        "qwen3_moe_from_hf_config",
+        "check_qwen3_moe_config",
+        "load_hf_qwen3_moe",
+    )
+)
 ERAS["mixtral"] = Era(
     "Mixture of experts (chapter 9) on the modern block: the routers of Switch,\n"
     "Mixtral, Qwen3-MoE, DeepSeek-V3 and gpt-oss, the experts, dropless and capacity\n"
-    "dispatch, the balancing loss and the loss-free bias, and Mixtral with Hugging\n"
-    "Face Mixtral loading; the tiny MoE of its notebook; with everything of the\n"
+    "dispatch, the balancing loss and the loss-free bias, and Mixtral and Qwen3-MoE\n"
+    "with Hugging Face loading; the tiny MoE of its notebook; with everything of the\n"
     "Llama file (chapters 1-8)",
     "chapters 1-9",
     ERAS["llama"].sections
     + MOE
     + MIXTRAL
+    + QWEN3_MOE
     + (("models.checkpoint_loaders", "mixtral"),),
     "check_mixtral",
     (production("mixtral"),),
     library=LIBRARY,
     command=command("MIXTRAL_CHECKPOINTS"),
+    checkpoint_table=("models.checkpoint_loaders", "MIXTRAL_CHECKPOINTS"),
 )
 
 LONG_CONTEXT = (  # chapter 10, in reading order (yarn before the MLA layer uses it)
@@ -362,6 +407,7 @@ ERAS["long_context"] = Era(
     ),
     library=LIBRARY,
     command=command("LONG_CONTEXT_CHECKPOINTS"),
+    checkpoint_table=("models.checkpoint_loaders", "LONG_CONTEXT_CHECKPOINTS"),
 )
 
 ERAS["quick"] = Era(
@@ -400,4 +446,5 @@ ERAS["quick"] = Era(
     (production("llama"), "transformers.Qwen3ForCausalLM"),
     check_module="minimal.check",
     command=("quick_model_from_checkpoint", "quick_decode"),
+    checkpoint_table=("minimal.checkpoint", "QUICK_MODEL_TYPES"),
 )

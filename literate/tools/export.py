@@ -20,9 +20,10 @@ import argparse
 import ast
 import re
 import sys
+import textwrap
 from pathlib import Path
 
-from literate.tools.era_files import ERAS, Era
+from literate.tools.era_files import ERAS, Era, checkpoint_model_types
 from literate.tools.standalone import check_module_source, library
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +154,20 @@ def assemble(name: str) -> str:
         "very sections the pages show and test, in dependency order, written by\n"
         f"`python -m literate.tools.export {name}`. It needs only Python >= 3.11 and\n"
         f"torch >= 2.7. `python {name}.py` runs its self-check ({era.self_check}).\n"
-        '"""'
+        + (
+            textwrap.fill(
+                f"`python {name}.py generate CHECKPOINT_DIR --prompt TEXT` continues "
+                "a prompt with a Hugging Face checkpoint directory (config.json and "
+                "safetensors) whose model_type is one of: "
+                f"{', '.join(checkpoint_model_types(era))} (text in and out needs "
+                "`pip install tokenizers`; without it, give token ids with --ids).",
+                width=80,
+            )
+            + "\n"
+            if era.command is not None
+            else ""
+        )
+        + '"""'
     )
     main = '\n\n\nif __name__ == "__main__":\n'
     if era.command is not None:
@@ -200,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name:16} {era.chapters:13} {len(era.sections):3} sections  {title}"
             )
+            loads = checkpoint_model_types(era)
+            if loads:
+                print(f"{'':30} generate CHECKPOINT_DIR loads: {', '.join(loads)}")
         return 0
     if args.name is None:
         parser.error("name an era, or pass --list")
