@@ -39,6 +39,7 @@ from literate.models.checkpoint_loaders import (
 )
 from literate.models.families import FAMILIES
 from literate.tools.bench.models import configuration
+from literate.tools.era_files import checkpoint_model_types
 from literate.tools.export import ERAS, assemble
 
 from harness import F32_BOUND, randomise_, run_in_fresh_interpreters
@@ -385,3 +386,22 @@ def test_the_files_without_a_command_still_run_their_self_check():
             f"{ERAS[era].self_check}()"
         )
         assert "if len(sys.argv) > 1:" in main
+
+
+def test_the_home_page_says_which_checkpoints_each_download_loads():
+    """Each download's item on the home page names the model_types its command loads:
+    all of them, or those it adds to the file it builds on ("also loads")."""
+    text = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    items = re.split(r"\n- ", text.split("## The downloads")[1].split("\n\n")[2])
+    said = {}
+    for item in items:
+        name = re.search(r"\[(\w+)\.py\]", item)[1]
+        listed = re.search(
+            r"loads (?:checkpoints of model_type )?(.*?)[;.]\s*$", item, re.S
+        )
+        said[name] = re.findall(r"`(\w+)`", listed[1]) if listed else []
+    for name, era in ERAS.items():
+        loads = checkpoint_model_types(era)
+        base = {"mixtral": "llama", "long_context": "mixtral"}.get(name)
+        before = set(checkpoint_model_types(ERAS[base])) if base else set()
+        assert said[name] == [k for k in loads if k not in before], name
