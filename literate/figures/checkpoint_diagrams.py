@@ -657,14 +657,14 @@ def run_figure(*, language: str = "en", theme: str = "light") -> Figure:
             ("text", "tokenizer.json", t["text"], t["ids"]),
         ]
         left, right = 0.12, WIDTH - 0.12
-        line_h, step_h, gap = 0.2, 0.48, 0.17
+        line_h, step_h, gap, row_h = 0.2, 0.46, 0.13, 0.17
         rows = len(run.model_types)  # the table's lines, under the first step
         files = (  # two columns, then where shards are listed
             ("config.json", "tokenizer.json"),
             ("model.safetensors", "generation_config.json"),
         )
         folder_h = 0.36 + (len(files) + 1) * line_h
-        height = 0.45 + folder_h + len(steps) * (step_h + gap) + rows * 0.19 + 0.07
+        height = 0.45 + folder_h + len(steps) * (step_h + gap) + rows * row_h + 0.07
         fig, ax = canvas(WIDTH, height)
         y = height - 0.22
         ax.text(
@@ -726,7 +726,7 @@ def run_figure(*, language: str = "en", theme: str = "light") -> Figure:
         # The steps
         for name, reads, title, detail in steps:
             lines = rows if name == "pick" else 0
-            h = step_h + lines * 0.19
+            h = step_h + lines * row_h
             arrow(ax, (left + 0.5, y - 0.02), (left + 0.5, y - gap + 0.02), p.muted)
             y -= gap + h
             box(
@@ -772,7 +772,7 @@ def run_figure(*, language: str = "en", theme: str = "light") -> Figure:
                 kind, build, load = run.model_types[k]
                 ax.text(
                     left + 0.36,
-                    y + h - 0.54 - k * 0.19,
+                    y + h - 0.54 - k * row_h,
                     f"{kind}: ({build}, {load})",
                     fontsize=10,
                     family=MONO,

@@ -31,24 +31,25 @@ SAFETENSORS_DTYPES = {  # the format's names for torch's dtypes
 
 
 # --8<-- [start:load_safetensors]
+def tensor_at(data, start, entry):
+    """One tensor of a safetensors file: bytes start + [begin, end) of `data`."""
+    dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+    begin, end = entry["data_offsets"]  # counted from the end of the header
+    count = (end - begin) // dtype.itemsize
+    if count == 0:  # torch.frombuffer refuses to read no bytes
+        return torch.empty(entry["shape"], dtype=dtype)
+    flat = torch.frombuffer(data, dtype=dtype, count=count, offset=start + begin)
+    return flat.reshape(entry["shape"])
+
+
 def load_safetensors(path):
-    """{name: tensor} of one .safetensors file, memory-mapped: nothing is read from
-    disk until a tensor's values are used."""
+    """{name: tensor} of a .safetensors file, memory-mapped: read when first used."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))  # the header's length in bytes
         header = json.loads(f.read(n))
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # the whole file
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":  # free-form strings, not a tensor
-            continue
-        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
-        begin, end = entry["data_offsets"]  # counted after the header
-        count = (end - begin) // dtype.itemsize
-        flat = (torch.frombuffer(data, dtype=dtype, count=count, offset=8 + n + begin)
-                if count else torch.empty(0, dtype=dtype))
-        tensors[name] = flat.reshape(entry["shape"])
-    return tensors
+    header.pop("__metadata__", None)  # free-form strings, not a tensor
+    return {name: tensor_at(data, 8 + n, entry) for name, entry in header.items()}
 # --8<-- [end:load_safetensors]
 
 
@@ -70,30 +71,34 @@ def checkpoint_tensors(directory):
     return tensors
 
 
-def quick_model_from_checkpoint(directory):
-    """The quick path's LlamaModel for a Llama or Qwen3 checkpoint directory, weights
-    loaded, in eval mode (float32)."""
-    config = json.loads((Path(directory) / "config.json").read_text())
-    kind = config["model_type"]
-    if kind not in QUICK_MODEL_TYPES:
-        raise ValueError(f"the quick path builds Llama and Qwen3, not {kind!r}")
+def quick_model_settings(config):
+    """LlamaModel's keywords for a Llama or Qwen3 config.json (a dict)."""
     rope = config.get("rope_parameters") or config  # transformers 5 / older files
     scaling = (config.get("rope_scaling") or rope).get("rope_type", "default")
     if scaling != "default":
         raise ValueError(f"RoPE scaling {scaling!r} is not in the quick path")
     heads = config["num_attention_heads"]
-    model = LlamaModel(
-        vocab_size=config["vocab_size"], d_model=config["hidden_size"],
-        n_layers=config["num_hidden_layers"], n_heads=heads,
-        n_kv_heads=config.get("num_key_value_heads") or heads,
-        d_ff=config["intermediate_size"], d_head=config.get("head_dim"),
-        rope_base=rope.get("rope_theta", 10000.0), eps=config["rms_norm_eps"],
-        qk_norm=kind == "qwen3", tied=config.get("tie_word_embeddings", False))
+    return dict(vocab_size=config["vocab_size"], d_model=config["hidden_size"],
+                n_layers=config["num_hidden_layers"], n_heads=heads,
+                n_kv_heads=config.get("num_key_value_heads") or heads,
+                d_ff=config["intermediate_size"], d_head=config.get("head_dim"),
+                rope_base=rope.get("rope_theta", 10000.0), eps=config["rms_norm_eps"],
+                qk_norm=config["model_type"] == "qwen3",
+                tied=config.get("tie_word_embeddings", False))
+
+
+def quick_model_from_checkpoint(directory):
+    """The quick path's LlamaModel for a Llama or Qwen3 checkpoint directory, weights
+    loaded, in eval mode (float32)."""
+    config = json.loads((Path(directory) / "config.json").read_text())
+    if config["model_type"] not in QUICK_MODEL_TYPES:
+        raise ValueError(f"the quick path builds {QUICK_MODEL_TYPES}, not "
+                         f"{config['model_type']!r}")
+    model = LlamaModel(**quick_model_settings(config))
     tensors = checkpoint_tensors(directory)
     if config.get("tie_word_embeddings", False):  # the embedding is the head
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
-    load_hf_llama(model, tensors)
-    return model.eval()
+    return load_hf_llama(model, tensors).eval()
 # --8<-- [end:load_checkpoint]
 
 
