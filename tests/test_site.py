@@ -584,8 +584,9 @@ def test_search_finds_the_chapter_that_teaches_it(session: Session) -> None:
     for term, _ in SEARCHES:
         box.fill("")
         box.type(term)  # key by key, as a reader types
-        # the list is redrawn for the new query: its links then carry the new term (h=)
-        wanted = "h=" + term.split()[0].lower()
+        # the list is redrawn for each prefix typed: wait for the links that carry the
+        # whole term (h=kv+cache), not a prefix of it (h=kv+c, whose first hit differs)
+        wanted = "h=" + term.lower().replace(" ", "+")
         tab.page.wait_for_function(
             "([selector, wanted]) => { const a = document.querySelector(selector);"
             " return a && a.getAttribute('href').toLowerCase().includes(wanted); }",
