@@ -47,6 +47,7 @@ from literate.models.llama import (
 )
 from literate.parts.blocks import llama_block
 from literate.parts.norms import RMSNorm
+from literate.parts.positions import Llama3RotaryEmbedding, llama3_inverse_frequencies
 from literate.tools.syncs import host_reads
 
 from harness import (
@@ -486,12 +487,114 @@ def test_a_config_json_of_the_older_layout_is_read():
         model.blocks[0].attn.rope.base == 5e5 and model.blocks[0].attn.d_head == D // H
     )
     check_llama_config(model, old)
-    for scaling in (
-        {"type": "linear", "factor": 2.0},
-        {"rope_type": "llama3", "factor": 8.0},
-    ):
-        with pytest.raises(ValueError, match=r"^RoPE scaling '(linear|llama3)' is not"):
-            llama_from_hf_config(old | {"rope_scaling": scaling})
+    with pytest.raises(ValueError, match=r"^RoPE scaling 'linear' is not"):
+        llama_from_hf_config(old | {"rope_scaling": {"type": "linear", "factor": 2.0}})
+    with pytest.raises(ValueError, match=r"llama3 RoPE scaling lacks \['high_freq"):
+        llama_from_hf_config(
+            old | {"rope_scaling": {"rope_type": "llama3", "factor": 8}}
+        )
+    llama3 = llama_from_hf_config(old | {"rope_scaling": LLAMA3 | {"type": "llama3"}})
+    assert llama3.blocks[0].attn.rope.llama3["original_context"] == 1024
+    check_llama_config(llama3, old | {"rope_scaling": LLAMA3})
+
+
+# Llama 3.1's RoPE scaling on heads of 8: pairs 0 and 1 (wavelengths 6 and 63) are kept,
+# pair 2 (628) is mixed, pair 3 (6,283) divided by the factor
+LLAMA3 = {
+    "rope_type": "llama3",
+    "rope_theta": 10_000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 8.0,
+    "original_max_position_embeddings": 1024,
+}
+
+
+@pytest.mark.parametrize(
+    "d_head, theta, factor, original, high",
+    [
+        (128, 500_000.0, 8.0, 8192, 4.0),
+        (64, 500_000.0, 32.0, 8192, 4.0),
+        (8, 10_000.0, 8.0, 1024, 8.0),
+    ],
+    ids=["llama-3.1-8b", "llama-3.2-1b", "tiny"],
+)
+def test_llama3_frequencies_equal_hf_bit_for_bit(d_head, theta, factor, original, high):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    settings = {"low_freq_factor": 1.0, "high_freq_factor": high}
+    config = hf_config(
+        hidden_size=d_head * H,
+        head_dim=d_head,
+        max_position_embeddings=131_072,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": theta,
+            "factor": factor,
+            "original_max_position_embeddings": original,
+            **settings,
+        },
+    )
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    ours = llama3_inverse_frequencies(
+        d_head, base=theta, factor=factor, original_context=original, **settings
+    )
+    assert torch.equal(ours, theirs)
+    plain = 1.0 / theta ** (torch.arange(0, d_head, 2).float() / d_head)
+    assert (ours == plain).any() and (ours == plain / factor).any()  # both ends
+    assert ((ours != plain) & (ours != plain / factor)).any()  # and the band
+
+
+def test_llama3_settings_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"low_freq_factor=4 must be below high"):
+        llama3_inverse_frequencies(
+            8,
+            base=1e4,
+            factor=8,
+            low_freq_factor=4,
+            high_freq_factor=4,
+            original_context=64,
+        )
+    with pytest.raises(ValueError, match=r"factor must be"):
+        llama3_inverse_frequencies(
+            8,
+            base=1e4,
+            factor=0,
+            low_freq_factor=1,
+            high_freq_factor=4,
+            original_context=64,
+        )
+
+
+@pytest.fixture(scope="module")
+def llama3_pair():
+    config = hf_config(rope_parameters=LLAMA3, max_position_embeddings=2048)
+    theirs = random_gains_hf_model(LlamaForCausalLM, config, seed=3)
+    ours = llama_from_hf_config(theirs.config).double()
+    load_hf_llama(ours, theirs.state_dict(), theirs.config)
+    return ours, theirs
+
+
+def test_logits_gradients_and_tokens_equal_hf_with_llama3_scaling(llama3_pair):
+    ours, theirs = llama3_pair
+    assert all(isinstance(b.attn.rope, Llama3RotaryEmbedding) for b in ours.blocks)
+    assert_equal_to_hf(
+        lambda: hf_model_grads(ours, theirs, ids(t=40), hf_renamer(HF_LLAMA_NAMES)),
+        hf_in_input_dtype(theirs, modeling_llama),
+        tol=F64_TOL,
+    )
+    prompt = ids(4, 5)
+    want = theirs.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=10,
+        do_sample=False,
+    )
+    assert torch.equal(ours.generate(prompt, 10), want)
+    plain = llama_from_hf_config(hf_config(max_position_embeddings=2048)).double()
+    plain.load_state_dict(ours.state_dict())
+    with torch.no_grad():  # the scaling moves the logits far beyond float64 rounding
+        assert (plain(ids(t=40)) - ours(ids(t=40))).abs().max() > 1e-6
 
 
 def test_a_field_is_read_from_an_object_or_a_dict_alike():

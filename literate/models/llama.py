@@ -27,6 +27,7 @@ from literate.parts.blocks import llama_block, same_width
 from literate.parts.checks import boolean, checked_entry, positive_float, positive_int
 from literate.parts.multi_head import MultiHeadAttention
 from literate.parts.norms import RMSNorm
+from literate.parts.positions import Llama3RotaryEmbedding
 
 __all__ = [
     "LlamaLanguageModel",
@@ -205,19 +206,41 @@ def llama_field(config: object, name: str) -> object:
     return config_field(config, name, LLAMA_DEFAULTS)
 
 
+def llama_rope_parameters(config: object) -> dict:
+    """A Llama config's RoPE settings as one dict ({"rope_type", "rope_theta", ...}):
+    transformers 5 keeps them in `rope_parameters`; older config.json files have
+    `rope_theta` and `rope_scaling` (whose kind was "type" before it was
+    "rope_type"). A kind other than "default" and Llama 3.1's "llama3" is refused."""
+    scaling = dict(llama_field(config, "rope_scaling") or {})
+    if "type" in scaling:
+        scaling.setdefault("rope_type", scaling.pop("type"))
+    parameters = {"rope_type": "default",
+                  "rope_theta": llama_field(config, "rope_theta"), **scaling,
+                  **(llama_field(config, "rope_parameters") or {})}
+    if parameters["rope_type"] not in ("default", "llama3"):
+        raise ValueError(f"RoPE scaling {parameters['rope_type']!r} is not implemented "
+                         "(Llama turns the plain frequencies, or Llama 3.1's)")
+    return parameters
+
+
 def llama_rope_base(config: object) -> float:
-    """The RoPE base of a Llama config, refusing a RoPE scaling we do not implement:
-    transformers 5 keeps both in `rope_parameters` ({"rope_type", "rope_theta", ...});
-    older config.json files have `rope_theta` and `rope_scaling` (whose kind was
-    "type" before it was "rope_type")."""
-    parameters = llama_field(config, "rope_parameters") or {}
-    scaling = llama_field(config, "rope_scaling") or {}
-    for kind in (parameters.get("rope_type", "default"),
-                 scaling.get("rope_type", scaling.get("type", "default"))):
-        if kind != "default":
-            raise ValueError(f"RoPE scaling {kind!r} is not implemented (chapter 7 "
-                             "turns the plain frequencies)")
-    return float(parameters.get("rope_theta", llama_field(config, "rope_theta")))
+    """The RoPE base of a Llama config (`llama_rope_parameters`)."""
+    return float(llama_rope_parameters(config)["rope_theta"])
+
+
+def llama3_settings(config: object) -> dict | None:
+    """`Llama3RotaryEmbedding`'s options for a config whose rope_type is "llama3"
+    (Llama 3.1, 3.2), else None."""
+    parameters = llama_rope_parameters(config)
+    if parameters["rope_type"] != "llama3":
+        return None
+    names = {"factor": "factor", "low_freq_factor": "low_freq_factor",
+             "high_freq_factor": "high_freq_factor",
+             "original_context": "original_max_position_embeddings"}
+    missing = sorted(theirs for theirs in names.values() if theirs not in parameters)
+    if missing:
+        raise ValueError(f"config's llama3 RoPE scaling lacks {missing}")
+    return {ours: parameters[theirs] for ours, theirs in names.items()}
 
 
 LLAMA_UNSUPPORTED = {  # a field, and the one value our Llama has for it
@@ -247,7 +270,7 @@ def llama_from_hf_config(
     d = llama_field(config, "hidden_size")
     heads = llama_field(config, "num_attention_heads")
     kv = llama_field(config, "num_key_value_heads") or heads
-    return llama_model(llama_field(config, "vocab_size"),
+    model = llama_model(llama_field(config, "vocab_size"),
                        llama_field(config, "max_position_embeddings"), d, heads, kv,
                        llama_field(config, "num_hidden_layers"),
                        llama_field(config, "intermediate_size"),
@@ -257,6 +280,13 @@ def llama_from_hf_config(
                        tied=bool(llama_field(config, "tie_word_embeddings")),
                        std=llama_field(config, "initializer_range"),
                        attention=attention)
+    longer = llama3_settings(config)
+    if longer is not None:  # Llama 3.1's frequencies in every block's RoPE
+        for block in model.blocks:
+            rope = block.attn.rope
+            block.attn.rope = Llama3RotaryEmbedding(rope.d_head, base=rope.base,
+                                                    **longer)
+    return model
 # --8<-- [end:llama_from_hf_config]
 
 
@@ -295,6 +325,8 @@ def check_llama_config(ours: LlamaLanguageModel, config: object) -> None:
         ("eps", block.attn_norm.eps, "rms_norm_eps",
          llama_field(config, "rms_norm_eps")),
         ("rope_base", block.attn.rope.base, "rope_theta", llama_rope_base(config)),
+        ("llama3 RoPE", getattr(block.attn.rope, "llama3", None), "rope_parameters",
+         llama3_settings(config)),
         ("tied", ours.lm_head.weight is ours.token_embedding.weight,
          "tie_word_embeddings", bool(llama_field(config, "tie_word_embeddings"))),
     ]

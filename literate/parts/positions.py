@@ -21,6 +21,7 @@ Shapes: B batch, T positions, d_model model width, d_head head width (even for R
 
 from __future__ import annotations
 
+import math
 from numbers import Integral
 
 import torch
@@ -47,6 +48,8 @@ __all__ = [
     "interleaved_to_half_permutation",
     "ROPE_LAYOUTS",
     "RotaryEmbedding",
+    "llama3_inverse_frequencies",
+    "Llama3RotaryEmbedding",
 ]
 
 # --8<-- [start:checks]
@@ -398,3 +401,64 @@ def interleaved_to_half_permutation(d_head: int) -> Tensor:
     d_head = even_int("d_head", d_head)
     return torch.cat((torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)))
 # --8<-- [end:interleaved_to_half_permutation]
+
+
+# --8<-- [start:llama3_rope]
+def llama3_inverse_frequencies(d_rope: int, *, base: float, factor: float,
+                               low_freq_factor: float, high_freq_factor: float,
+                               original_context: int) -> Tensor:
+    """Llama 3.1's RoPE frequencies [d_rope / 2] for a context longer than training
+    (Hugging Face's rope_type "llama3"), in its float32 steps. A pair whose wavelength
+    2 pi / theta_i is shorter than original_context / high_freq_factor keeps theta_i
+    (it turns many times within the trained context); one longer than
+    original_context / low_freq_factor is divided by `factor` (as linear
+    interpolation would); in between, theta_i is mixed with theta_i / factor, linearly
+    in original_context / wavelength. Llama 3.1 and 3.2: factor 8 (32 for 3.2), 1 and
+    4 over 8,192 positions."""
+    d_rope = even_int("d_rope", d_rope)
+    base = base_above_one("base", base)
+    factor = positive_float("factor", factor)
+    low = positive_float("low_freq_factor", low_freq_factor)
+    high = positive_float("high_freq_factor", high_freq_factor)
+    if not low < high:
+        raise ValueError(f"low_freq_factor={low_freq_factor} must be below "
+                         f"high_freq_factor={high_freq_factor}")
+    original = positive_int("original_context", original_context)
+    pair = torch.arange(0, d_rope, 2, dtype=torch.int64).float()  # 2i
+    theta = 1.0 / (base ** (pair / d_rope))  # [d_rope / 2], float32
+    wavelength = 2 * math.pi / theta
+    divided = torch.where(wavelength > original / low, theta / factor, theta)
+    smooth = (original / wavelength - low) / (high - low)  # 0 -> 1 across the band
+    mixed = (1 - smooth) * divided / factor + smooth * divided
+    between = ~(wavelength < original / high) * ~(wavelength > original / low)
+    return torch.where(between, mixed, divided)
+
+
+class Llama3RotaryEmbedding(RotaryEmbedding):
+    """RotaryEmbedding with Llama 3.1's frequencies (`llama3_inverse_frequencies`),
+    its cos and sin tables grown as chapter 2's are."""
+
+    def __init__(self, d_head: int, *, base: float, factor: float,
+                 low_freq_factor: float, high_freq_factor: float,
+                 original_context: int) -> None:
+        super().__init__(d_head, base=base)
+        self.llama3 = {"factor": factor, "low_freq_factor": low_freq_factor,
+                       "high_freq_factor": high_freq_factor,
+                       "original_context": original_context}
+        llama3_inverse_frequencies(d_head, base=base, **self.llama3)  # checks them
+
+    def tables(self, length: int) -> tuple[Tensor, Tensor]:
+        """cos and sin [>= length, d_head], float32."""
+        current = self.cos.shape[0]
+        if length > current or self.cos.dtype != torch.float32:
+            n = current if length <= current else max(length, 2 * current)
+            device = self.cos.device
+            inv_freq = llama3_inverse_frequencies(self.rotary_dim, base=self.base,
+                                                  **self.llama3).to(device)
+            angles = torch.outer(torch.arange(n, device=device).float(), inv_freq)
+            angles = torch.cat((angles, angles), dim=-1)  # [n, d_head]: both halves
+            self.cos, self.sin = angles.cos(), angles.sin()
+            h = self.rotary_dim // 2
+            self.signed_sin = torch.cat((-self.sin[:, :h], self.sin[:, h:]), dim=-1)
+        return self.cos, self.sin
+# --8<-- [end:llama3_rope]

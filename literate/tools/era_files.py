@@ -85,6 +85,7 @@ ATTENTION = (  # chapters 1-3, in reading order
     ("parts.positions", "apply_rope_interleaved"),
     ("parts.positions", "interleaved_to_half_permutation"),
     ("parts.positions", "rotary_embedding"),
+    ("parts.positions", "llama3_rope"),
     ("parts.multi_head", "split_heads"),
     ("parts.multi_head", "merge_heads"),
     ("parts.multi_head", "grouped_attention"),
