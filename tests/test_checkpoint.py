@@ -210,6 +210,9 @@ def damaged(path: Path, header: dict, data: bytes = b"\0" * 16) -> Path:
     return path
 
 
+F32_AT = {"dtype": "F32", "shape": [2]}  # 8 bytes
+
+
 @pytest.mark.parametrize(
     ("header", "message"),
     [
@@ -218,16 +221,34 @@ def damaged(path: Path, header: dict, data: bytes = b"\0" * 16) -> Path:
             r"'w' has dtype 'F8_E9'",
         ),
         (
+            {"w": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}},
+            r"'w' has dtype \['F32'\]",
+        ),
+        (
             {"w": {"dtype": "F32", "shape": [8], "data_offsets": [0, 32]}},
-            r"'w': bytes \[0, 32\) of 16, for 32 bytes",
+            r"the tensors cover 32 bytes of the data's 16",
         ),
         (
             {"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}},
-            r"'w': bytes \[0, 16\) of 16, for 12 bytes",
+            r"'w': bytes \[0, 16\) for the 12 bytes of shape \[3\] F32",
         ),
         (
             {"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}},
             r"'w': shape \[-1\]",
+        ),
+        (  # two tensors on the same bytes
+            {
+                "a": F32_AT | {"data_offsets": [0, 8]},
+                "b": F32_AT | {"data_offsets": [0, 8]},
+            },
+            r"tensor 'b' starts at byte 0 of the data, the tensors before it end at 8",
+        ),
+        (  # a gap between them
+            {
+                "a": F32_AT | {"data_offsets": [0, 8]},
+                "b": {"dtype": "F32", "shape": [1], "data_offsets": [12, 16]},
+            },
+            r"tensor 'b' starts at byte 12 .* end at 8",
         ),
         ([1, 2], "not a JSON object"),
     ],
@@ -245,6 +266,10 @@ def test_a_truncated_or_unparsable_file_is_refused(tmp_path):
     (tmp_path / "long.safetensors").write_bytes(struct.pack("<Q", 99) + b"{}")
     with pytest.raises(ValueError, match="header of 99 bytes in a file of 10"):
         read_safetensors(tmp_path / "long.safetensors")
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 9\n"
+    (tmp_path / "lfs.safetensors").write_bytes(pointer)
+    with pytest.raises(ValueError, match="is a Git LFS pointer, not the weights"):
+        read_safetensors(tmp_path / "lfs.safetensors")
     (tmp_path / "junk.safetensors").write_bytes(struct.pack("<Q", 3) + b"{x}")
     with pytest.raises(ValueError, match="the header is not JSON"):
         read_safetensors(tmp_path / "junk.safetensors")
@@ -299,6 +324,10 @@ def test_the_command_refuses_what_it_cannot_do_by_name(saved, capsys, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     code, _, err = command(["generate", str(tmp_path), "--ids", "1"], capsys)
     assert code == 1 and "the weights are 'mxfp4'-quantized" in err
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    code, _, err = command(["generate", str(tmp_path), "--ids", "1"], capsys)
+    assert code == 1 and "tokenizer.json: the tokenizers package cannot read it" in err
     for argv, message in [
         (["--prompt", "hi"], "needs the checkpoint's tokenizer.json"),
         (["--ids", "1,x"], "is not ids like 1,2,3"),
@@ -405,3 +434,37 @@ def test_the_home_page_says_which_checkpoints_each_download_loads():
         base = {"mixtral": "llama", "long_context": "mixtral"}.get(name)
         before = set(checkpoint_model_types(ERAS[base])) if base else set()
         assert said[name] == [k for k in loads if k not in before], name
+
+
+def test_end_of_sequence_ids_are_read_and_checked(tmp_path):
+    from literate.models.checkpoint import end_ids
+
+    assert end_ids(tmp_path, {"eos_token_id": 7}) == {7}
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [1, 2]}')
+    assert end_ids(tmp_path, {"eos_token_id": 7}) == {1, 2}  # the generation config's
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": "2"}')
+    with pytest.raises(ValueError, match=r"eos_token_id must be an int or a list"):
+        end_ids(tmp_path, {})
+
+
+def test_a_tied_checkpoint_that_stores_its_head_too_loads(saved, tmp_path):
+    """Some tied checkpoints store lm_head.weight as well, equal to the embedding: it
+    loads; a head that differs is refused (ours cannot hold two matrices)."""
+    import shutil
+
+    from literate.models.checkpoint import load_checkpoint
+
+    folder = tmp_path / "qwen3"
+    shutil.copytree(saved["qwen3"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(
+        json.dumps(config | {"tie_word_embeddings": True})
+    )
+    state = safetensors.torch.load_file(folder / "model.safetensors")
+    state["lm_head.weight"] = state["model.embed_tokens.weight"].clone()
+    safetensors.torch.save_file(state, folder / "model.safetensors")
+    load_checkpoint(folder, MODEL_TYPES)
+    state["lm_head.weight"][0, 0] += 1
+    safetensors.torch.save_file(state, folder / "model.safetensors")
+    with pytest.raises(ValueError, match="lm_head.weight differs from embed_tokens"):
+        load_checkpoint(folder, MODEL_TYPES)

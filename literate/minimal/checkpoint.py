@@ -7,7 +7,8 @@ A `.safetensors` file is an 8-byte little-endian length n, a JSON header of n by
 from the end of the header. A directory holds `config.json` and either one
 `model.safetensors` or shards listed by `model.safetensors.index.json` ("weight_map":
 name -> file). Memory-mapped, a tensor's bytes are read from disk when they are first
-touched, and the model's own copy is the only one held in memory.
+touched (and then sit in the system's page cache): loading makes no copy of the
+weights but the model's own.
 """
 
 from __future__ import annotations
@@ -91,9 +92,9 @@ def quick_model_from_checkpoint(directory):
     """The quick path's LlamaModel for a Llama or Qwen3 checkpoint directory, weights
     loaded, in eval mode (float32)."""
     config = json.loads((Path(directory) / "config.json").read_text())
-    if config["model_type"] not in QUICK_MODEL_TYPES:
-        raise ValueError(f"the quick path builds {QUICK_MODEL_TYPES}, not "
-                         f"{config['model_type']!r}")
+    if config["model_type"] not in QUICK_MODEL_TYPES or "quantization_config" in config:
+        raise ValueError(f"the quick path builds unquantized {QUICK_MODEL_TYPES}, not "
+                         f"this {config['model_type']!r}")
     model = LlamaModel(**quick_model_settings(config))
     tensors = checkpoint_tensors(directory)
     if config.get("tie_word_embeddings", False):  # the embedding is the head

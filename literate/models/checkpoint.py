@@ -4,14 +4,20 @@ the command the downloads run, `python llama.py generate CHECKPOINT_DIR --prompt
 
 The minimal reader (`literate.minimal.checkpoint.load_safetensors`) is the format in 20
 lines; `read_safetensors` is the same with the file checked first (a header that does
-not parse, an unknown dtype, a tensor whose bytes lie outside the file or do not match
-its shape: a ValueError naming the file and the tensor) and refuses to run on a
+not parse, an unknown dtype, a tensor whose bytes do not match its shape, gaps or
+overlaps, a Git LFS pointer in place of the file: a ValueError naming the file and the tensor) and refuses to run on a
 big-endian machine, where the raw little-endian bytes would be read wrongly.
 `checkpoint_state` reads a directory (one `model.safetensors` or the shards of its
 index); `load_checkpoint` builds the family's model from config.json and loads the
 weights with the family's own loader (whatever the loader refuses, e.g. a RoPE scaling
-it does not implement, is refused here too). Tensors are memory-mapped, so the model's
-float32 parameters are the only copy held in memory.
+it does not implement, is refused here too). Tensors are memory-mapped: the file's
+bytes are read as the model's parameters are filled from them and stay in the
+system's page cache (reclaimable, but counted in the process's resident memory while
+mapped); no second copy of the weights is made, except for a mixture of experts whose
+files keep each expert apart (`stacked_experts` stacks them: one more copy of the
+experts, in the file's dtype, while loading). `mmap.ACCESS_COPY` gives a writable
+mapping (torch warns on a read-only buffer) whose pages are copied only if written,
+which loading never does.
 
 Text goes in and out through the checkpoint's `tokenizer.json` when the `tokenizers`
 package is installed (imported by name, so that the downloads import only torch);
@@ -40,7 +46,8 @@ from literate.decoding.generate import generate
 from literate.decoding.sampling import greedy, sampler
 from literate.models.families import FAMILIES
 
-__all__ = ["SAFETENSORS_DTYPES", "read_safetensors", "read_json",
+__all__ = ["SAFETENSORS_DTYPES", "safetensors_header", "tensor_span",
+           "read_safetensors", "read_json",
            "checkpoint_directory", "checkpoint_config", "checkpoint_state",
            "stacked_experts", "load_experts_apart", "load_checkpoint",
            "checkpoint_tokenizer", "end_ids", "token_list", "checkpoint_command",
@@ -56,53 +63,77 @@ SAFETENSORS_DTYPES = {  # the format's names for torch's dtypes
 
 
 # --8<-- [start:read_safetensors]
+def safetensors_header(path: Path, f: object, size: int) -> tuple[int, dict]:
+    """(n, header) of an open .safetensors file of `size` bytes, checked."""
+    if size < 8:
+        raise ValueError(f"{path} is {size} bytes: too short for safetensors")
+    first = f.read(8)
+    if first == b"version ":  # "version https://git-lfs.github.com/spec/v1"
+        raise ValueError(f"{path} is a Git LFS pointer, not the weights: fetch them "
+                         "(git lfs pull, or hf download)")
+    (n,) = struct.unpack("<Q", first)
+    if n > size - 8:
+        raise ValueError(f"{path}: header of {n} bytes in a file of {size}")
+    try:
+        header = json.loads(f.read(n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: the header is not JSON ({error})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: the header is not a JSON object")
+    header.pop("__metadata__", None)  # free-form strings
+    return n, header
+
+
+def tensor_span(where: str, entry: object) -> tuple[torch.dtype, list[int], int, int]:
+    """(dtype, shape, begin, end) of one header entry, checked: a known dtype, a
+    shape of ints >= 0, and data_offsets [begin, end) spanning what the shape needs."""
+    got = entry.get("dtype") if isinstance(entry, dict) else entry
+    if not isinstance(got, str) or got not in SAFETENSORS_DTYPES:
+        raise ValueError(f"{where} has dtype {got!r}; this reader knows "
+                         f"{sorted(SAFETENSORS_DTYPES)}")
+    dtype = SAFETENSORS_DTYPES[got]
+    shape, offsets = entry.get("shape"), entry.get("data_offsets")
+    if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)
+            and isinstance(offsets, list) and len(offsets) == 2
+            and all(type(o) is int for o in offsets)):
+        raise ValueError(f"{where}: shape {shape!r} and data_offsets {offsets!r} "
+                         "must be lists of non-negative ints")
+    begin, end = offsets
+    if end - begin != math.prod(shape) * dtype.itemsize:
+        raise ValueError(f"{where}: bytes [{begin}, {end}) for the "
+                         f"{math.prod(shape) * dtype.itemsize} bytes of shape {shape} "
+                         f"{got}")
+    return dtype, shape, begin, end
+
+
 def read_safetensors(path: str | Path) -> dict[str, Tensor]:
     """{name: tensor} of one .safetensors file, memory-mapped, after checking its
-    header: every tensor of a known dtype, its bytes inside the file and as many as
-    its shape needs."""
+    header (`safetensors_header`, `tensor_span`) and that the tensors' bytes tile the
+    data, with neither gap nor overlap, as the format requires."""
     path = Path(path)
     if sys.byteorder != "little":
         raise ValueError("safetensors holds little-endian bytes; this machine is "
                          "big-endian")
     size = path.stat().st_size
     with open(path, "rb") as f:
-        if size < 8:
-            raise ValueError(f"{path} is {size} bytes: too short for safetensors")
-        (n,) = struct.unpack("<Q", f.read(8))
-        if n > size - 8:
-            raise ValueError(f"{path}: header of {n} bytes in a file of {size}")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path}: the header is not JSON ({error})") from None
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: the header is not a JSON object")
+        n, header = safetensors_header(path, f, size)
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # writable, lazy
+    spans = {name: tensor_span(f"{path}: tensor {name!r}", entry)
+             for name, entry in header.items()}
+    covered = 0
+    for name, (_, _, begin, end) in sorted(spans.items(), key=lambda s: s[1][2:]):
+        if begin != covered:
+            raise ValueError(f"{path}: tensor {name!r} starts at byte {begin} of the "
+                             f"data, the tensors before it end at {covered}")
+        covered = end
+    if covered != size - 8 - n:
+        raise ValueError(f"{path}: the tensors cover {covered} bytes of the data's "
+                         f"{size - 8 - n}")
     tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        where = f"{path}: tensor {name!r}"
-        if not isinstance(entry, dict) or entry.get("dtype") not in SAFETENSORS_DTYPES:
-            got = entry.get("dtype") if isinstance(entry, dict) else entry
-            raise ValueError(f"{where} has dtype {got!r}; this reader knows "
-                             f"{sorted(SAFETENSORS_DTYPES)}")
-        dtype = SAFETENSORS_DTYPES[entry["dtype"]]
-        shape, offsets = entry.get("shape"), entry.get("data_offsets")
-        if not (isinstance(shape, list)
-                and all(type(s) is int and s >= 0 for s in shape)
-                and isinstance(offsets, list) and len(offsets) == 2
-                and all(type(o) is int for o in offsets)):
-            raise ValueError(f"{where}: shape {shape!r} and data_offsets {offsets!r} "
-                             "must be lists of non-negative ints")
-        begin, end = offsets
-        needed = math.prod(shape) * dtype.itemsize
-        if not 0 <= begin <= end <= size - 8 - n or end - begin != needed:
-            raise ValueError(f"{where}: bytes [{begin}, {end}) of {size - 8 - n}, for "
-                             f"{needed} bytes of shape {shape} {entry['dtype']}")
-        flat = (torch.frombuffer(data, dtype=dtype, count=needed // dtype.itemsize,
-                                 offset=8 + n + begin)
-                if needed else torch.empty(0, dtype=dtype))
+    for name, (dtype, shape, begin, end) in spans.items():
+        count = (end - begin) // dtype.itemsize
+        flat = (torch.frombuffer(data, dtype=dtype, count=count, offset=8 + n + begin)
+                if count else torch.empty(0, dtype=dtype))
         tensors[name] = flat.reshape(shape)
     return tensors
 # --8<-- [end:read_safetensors]
@@ -246,7 +277,13 @@ def checkpoint_tokenizer(directory: Path) -> object | None:
     except ImportError:
         return None
     path = directory / "tokenizer.json"
-    return tokenizers.Tokenizer.from_file(str(path)) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return tokenizers.Tokenizer.from_file(str(path))
+    except Exception as error:  # the package raises a bare Exception
+        raise ValueError(f"{path}: the tokenizers package cannot read it "
+                         f"({error})") from None
 
 
 def end_ids(directory: Path, config: dict) -> set[int]:
@@ -257,7 +294,11 @@ def end_ids(directory: Path, config: dict) -> set[int]:
         found = read_json(directory / "generation_config.json",
                           "generation settings").get("eos_token_id")
     found = config.get("eos_token_id") if found is None else found
-    return set(found if isinstance(found, list) else [] if found is None else [found])
+    ids = found if isinstance(found, list) else [] if found is None else [found]
+    if not all(type(i) is int for i in ids):
+        raise ValueError(f"{directory}: eos_token_id must be an int or a list of "
+                         f"ints, got {found!r}")
+    return set(ids)
 
 
 def token_list(text: str) -> list[int]:
@@ -322,17 +363,17 @@ def checkpoint_command(argv: list[str], *, prog: str,
         out = decode(model, ids, args.max_new_tokens, temperature=args.temperature,
                      top_k=args.top_k, top_p=args.top_p, generator=generator)
         seconds = time.perf_counter() - start
+        ends = end_ids(directory, config)
     except (ValueError, TypeError, OSError) as error:
         print(f"python {prog}: error: {error}", file=sys.stderr)
         return 1
     new = out[0, len(prompt):].tolist()
-    ends = end_ids(directory, config)
     shown = next((new[:i + 1] for i, t in enumerate(new) if t in ends), new)
     if tokenizer is not None:
         print(tokenizer.decode(prompt + shown))
     print(f"new token ids: {shown}")
     print(f"{len(new)} tokens in {seconds:.2f} s ({len(new) / seconds:.1f} tokens/s, "
-          "prompt included)")
+          "the prompt's prefill included)")
     return 0
 # --8<-- [end:checkpoint_command]
 
