@@ -468,3 +468,16 @@ def test_a_tied_checkpoint_that_stores_its_head_too_loads(saved, tmp_path):
     safetensors.torch.save_file(state, folder / "model.safetensors")
     with pytest.raises(ValueError, match="lm_head.weight differs from embed_tokens"):
         load_checkpoint(folder, MODEL_TYPES)
+
+
+@pytest.mark.parametrize("row", FAMILIES, ids=[f.name for f in FAMILIES])
+def test_a_config_of_another_family_is_refused_by_its_model_type(row):
+    """Each family's builder reads only its own model_type: a Qwen3 config given to the
+    Llama builder would build a Llama without QK-norm, silently."""
+    config = getattr(transformers, row.hf_config)(**(configuration(row) | SMALL))
+    fields = config.to_dict()
+    build = row.function("from_hf_config")
+    build(fields, **row.inference_options)  # its own is built
+    other = "gpt2" if row.model_type != "gpt2" else "llama"
+    with pytest.raises((ValueError, TypeError), match=rf"model_type.*{other}"):
+        build(fields | {"model_type": other}, **row.inference_options)

@@ -29,7 +29,12 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor, nn
 
-from literate.models.llama import LlamaLanguageModel, load_renamed, tied_head_state
+from literate.models.llama import (
+    LlamaLanguageModel,
+    check_model_type,
+    load_renamed,
+    tied_head_state,
+)
 from literate.models.parallel import (
     HF_COHERE_BLOCK_NAMES,
     check_parallel_model,
@@ -87,6 +92,7 @@ def cohere_from_hf_config(config: object) -> LlamaLanguageModel:
     or its config.json dict): `num_hidden_layers` of `cohere_block_from_hf_config`'s
     block, a final LayerNorm without a bias, a `LogitScaledHead` (the embedding if
     `tie_word_embeddings`, as in Command R)."""
+    check_model_type(config, "cohere")
     d = cohere_field(config, "hidden_size")
     vocab = cohere_field(config, "vocab_size")
     n_layers = positive_int("config num_hidden_layers",

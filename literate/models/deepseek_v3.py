@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from literate.models.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
+    check_model_type,
     config_field,
     load_renamed,
     refuse_mismatches,
@@ -191,6 +192,7 @@ def deepseek_v3_from_hf_config(config: object) -> LlamaLanguageModel:
     `LlamaLanguageModel` of `PreNormBlock`s, each an MLA layer, RMSNorms, and a dense
     SwiGLU FFN for the first `first_k_dense_replace` blocks, DeepSeek-V3's MoE after.
     The multi-token-prediction module is not built (HF's model has none either)."""
+    check_model_type(config, "deepseek_v3")
     check_deepseek_supported(config)
     field = partial(deepseek_field, config)  # field(name): the config's value
     d, eps = field("hidden_size"), field("rms_norm_eps")

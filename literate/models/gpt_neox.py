@@ -27,7 +27,12 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor, nn
 
-from literate.models.llama import LlamaLanguageModel, load_renamed, tied_head_state
+from literate.models.llama import (
+    LlamaLanguageModel,
+    check_model_type,
+    load_renamed,
+    tied_head_state,
+)
 from literate.models.parallel import (
     HF_NEOX_BLOCK_NAMES,
     check_parallel_model,
@@ -54,6 +59,7 @@ def gpt_neox_from_hf_config(config: object) -> LlamaLanguageModel:
     `GPTNeoXConfig` or its config.json dict): `num_hidden_layers` of
     `neox_block_from_hf_config`'s block, a final LayerNorm, an output projection
     without a bias (tied if `tie_word_embeddings`)."""
+    check_model_type(config, "gpt_neox")
     d = gpt_neox_field(config, "hidden_size")
     vocab = gpt_neox_field(config, "vocab_size")
     n_layers = positive_int("config num_hidden_layers",

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from literate.models.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
+    check_model_type,
     config_field,
     load_renamed,
     refuse_mismatches,
@@ -271,6 +272,7 @@ def gpt_oss_from_hf_config(config: object) -> LlamaLanguageModel:
     or its config.json dict). Refused rather than changed: `check_gpt_oss_supported`.
     (HF's `hidden_act` is not read by its gpt-oss: the experts' activation is
     `clamped_swiglu` of `swiglu_alpha` and `swiglu_limit`.)"""
+    check_model_type(config, "gpt_oss")
     check_gpt_oss_supported(config)
     field = partial(gpt_oss_field, config)
     heads = field("num_attention_heads")

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from literate.models.llama import (
     LlamaLanguageModel,
+    check_model_type,
     load_renamed,
     tensor_mapping,
     tied_head_state,
@@ -58,6 +59,7 @@ def gptj_from_hf_config(config: object) -> LlamaLanguageModel:
     its config.json dict): `n_layer` of `gptj_block_from_hf_config`'s block, a final
     LayerNorm, an output projection with a bias (its weight tied to the embedding if
     `tie_word_embeddings`). The embedding's dropout is refused, as the blocks' is."""
+    check_model_type(config, "gptj")
     refuse_unsupported(config, {"embd_pdrop": 0.0}, GPTJ_DEFAULTS)
     d, vocab = gptj_field(config, "n_embd"), gptj_field(config, "vocab_size")
     n_layers = positive_int("config n_layer", gptj_field(config, "n_layer"))

@@ -168,6 +168,18 @@ def config_object(name: str, value: object) -> object:
                     f"config.json, got {given}")
 
 
+def check_model_type(config: object, *kinds: str) -> None:
+    """Refuse a configuration of another family by its `model_type` (a config.json
+    without one is taken as the family's): read as this family's, a Qwen3's or a
+    Qwen2's would build a model without their QK-norm or biases."""
+    kind = (config.get("model_type") if isinstance(config, Mapping)
+            else getattr(config, "model_type", None))
+    if kind is not None and kind not in kinds:
+        wanted = " or ".join(map(repr, kinds))
+        raise ValueError(f"config model_type={kind!r} is not {wanted}: load it with "
+                         "its own family's loader")
+
+
 CONFIG_COUNTS = {  # fields that count something: an int >= 1 where given
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
@@ -266,6 +278,8 @@ def llama_from_hf_config(
     """Our model in the shape of a Hugging Face Llama configuration (a LlamaConfig or
     its config.json dict). Refused rather than changed: `check_llama_supported`.
     `attention`: `llama_model`'s (chapter 10's sliding window)."""
+    check_model_type(config_object("config", config), "llama",
+                     "mistral")  # Mistral without a window is a Llama
     check_llama_supported(config)
     d = llama_field(config, "hidden_size")
     heads = llama_field(config, "num_attention_heads")

@@ -18,6 +18,8 @@ from torch import Tensor
 from literate.models.llama import (
     LlamaLanguageModel,
     check_llama_config,
+    check_model_type,
+    config_object,
     llama_field,
     llama_from_hf_config,
     llama_model,
@@ -88,6 +90,7 @@ def mistral_from_hf_config(config: object) -> LlamaLanguageModel:
     """Our model in the shape of a Hugging Face Mistral configuration: chapter 7's
     `llama_from_hf_config`, every attention a SlidingWindowAttention of the config's
     window (none: a Llama)."""
+    check_model_type(config_object("config", config), "mistral")
     window = mistral_window(config)
     attention = (MultiHeadAttention if window is None
                  else partial(SlidingWindowAttention, window=window))

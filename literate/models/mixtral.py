@@ -29,6 +29,7 @@ from literate.models.llama import (
     LLAMA_DEFAULTS,
     LlamaLanguageModel,
     check_llama_supported,
+    check_model_type,
     config_field,
     llama_rope_base,
     load_renamed,
@@ -170,6 +171,7 @@ def mixtral_rope_base(config: object) -> float:
 def mixtral_from_hf_config(config: object) -> LlamaLanguageModel:
     """Our model in the shape of a Hugging Face Mixtral configuration (a MixtralConfig
     or its config.json dict). Refused rather than changed: `check_mixtral_supported`."""
+    check_model_type(config, "mixtral")
     check_mixtral_supported(config)
     heads = mixtral_field(config, "num_attention_heads")
     return mixtral_model(

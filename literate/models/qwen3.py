@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from literate.models.llama import (
     HF_LLAMA_NAMES,
     LlamaLanguageModel,
+    check_model_type,
     config_field,
     llama_init_,
     llama_rope_base,
@@ -123,6 +124,7 @@ def qwen3_from_hf_config(config: object) -> LlamaLanguageModel:
     """Our model in the shape of a Hugging Face Qwen3 configuration (a Qwen3Config or
     its config.json dict). Refused rather than changed: `check_qwen3_supported`, and
     a RoPE scaling (`llama_rope_base`)."""
+    check_model_type(config, "qwen3")
     check_qwen3_supported(config)
     d = qwen3_field(config, "hidden_size")
     heads = qwen3_field(config, "num_attention_heads")

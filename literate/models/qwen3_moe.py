@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from literate.models.llama import (
     LlamaLanguageModel,
+    check_model_type,
     config_field,
     llama_rope_base,
     load_renamed,
@@ -200,6 +201,7 @@ def qwen3_moe_from_hf_config(config: object) -> LlamaLanguageModel:
     """Our model in the shape of a Hugging Face Qwen3-MoE configuration (a
     Qwen3MoeConfig or its config.json dict). Refused rather than changed:
     `check_qwen3_moe_supported`, and a RoPE scaling (`llama_rope_base`)."""
+    check_model_type(config, "qwen3_moe")
     check_qwen3_moe_supported(config)
     d = qwen3_moe_field(config, "hidden_size")
     heads = qwen3_moe_field(config, "num_attention_heads")
