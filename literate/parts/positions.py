@@ -19,6 +19,10 @@ Attention alone is permutation equivariant (chapter 1), so order must be put in:
 Shapes: B batch, T positions, d_model model width, d_head head width (even for RoPE).
 """
 
+# Over 450 lines on purpose: chapter 2 in reading order, the tables, the rotations, the
+# layer and the frequencies of longer contexts; the era files take its sections as a
+# library, and split modules would import each other's checks.
+
 from __future__ import annotations
 
 import math
