@@ -3,6 +3,9 @@ dependency order, the self-check it ends with and the production classes
 tests/test_export.py proves it equal to. `literate.tools.export` assembles them.
 """
 
+# Over 450 lines on purpose: one table, the sections of every standalone file in the
+# order the chapters show them; split, a file's sections would be read in two places.
+
 from __future__ import annotations
 
 import importlib
