@@ -13,11 +13,14 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_rgba
+from matplotlib.text import Text
 
+import literate.figures.bench as bench_figures
 import literate.tools.bench as bench
 import literate.tools.bench.results as bench_results
 from literate.figures import FIGURES
@@ -215,49 +218,150 @@ def test_the_page_prints_the_run_and_one_table_row_per_result(committed):
     assert page.count('{ .output title="Output" }') == 2
 
 
-def test_the_figure_plots_each_rows_ratio_and_min_max_from_the_file(committed):
-    fig = FIGURES["bench-ratios"].draw(theme="dark")
-    ax = fig.axes[0]
-    rows = committed["rows"]
+def _read_back(fig) -> list[dict]:
+    """What one chart draws, row by row from the top: its label (lines joined), the
+    number at its right, its dot and its bar, with their heights."""
+    (ax,) = fig.axes
     (dots,) = [
         c
         for c in ax.collections
         if isinstance(c, PathCollection) and c.get_gid() == "ratio"
-    ]
-    assert dots.get_offsets().tolist() == [
-        [row["ratio"], i] for i, row in enumerate(rows)
     ]
     (bars,) = [
         c
         for c in ax.collections
         if isinstance(c, LineCollection) and c.get_gid() == "spread"
     ]
-    assert [s.tolist() for s in bars.get_segments()] == [
-        [[row["min"], i], [row["max"], i]] for i, row in enumerate(rows)
+    labels = [t for t in ax.texts if t.get_gid() == "label"]
+    values = [t for t in ax.texts if t.get_gid() == "value"]
+    assert (
+        len(labels)
+        == len(values)
+        == len(dots.get_offsets())
+        == len(bars.get_segments())
+    )
+    return [
+        {
+            "label": label.get_text().replace("\n", " "),
+            "label_y": label.get_position()[1],
+            "value": value.get_text(),
+            "value_y": value.get_position()[1],
+            "ratio": float(dot[0]),
+            "y": float(dot[1]),
+            "bar": segment.tolist(),
+        }
+        for label, value, dot, segment in zip(
+            labels, values, dots.get_offsets(), bars.get_segments()
+        )
     ]
-    (one,) = [line for line in ax.lines if line.get_linestyle() == "--"]
-    assert list(one.get_xdata()) == [1.0, 1.0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == [
-        f"{row['name']}  vs  {row['reference']}" for row in rows
-    ]
-    assert ax.get_xscale() == "log"
-    assert ax.get_ylim() == (len(rows) - 0.5, -0.5)  # the first row on top
-    fig.clear()
 
 
-def test_the_figure_colours_faster_and_slower_rows_apart():
+def test_the_charts_plot_every_rows_ratio_and_min_max_from_the_file_once(committed):
+    """Read back from the charts, each row of the file appears once, in one chart,
+    labelled "name vs reference", its median printed and drawn as a dot at its ratio,
+    its bar from its min to its max at the dot's height, below its label; in each chart
+    the rows keep the file's order, on a log axis with a dashed line at 1.0."""
+    by_label = {
+        f"{row['name']} vs {row['reference']}": row for row in committed["rows"]
+    }
+    assert len(by_label) == len(committed["rows"])
+    drawn: list[str] = []
+    for chart in bench_figures.CHARTS:
+        fig = FIGURES[chart.name].draw(theme="dark")
+        ax = fig.axes[0]
+        rows = _read_back(fig)
+        assert rows, chart.name
+        for got in rows:
+            row = by_label[got["label"]]
+            assert (
+                got["ratio"] == row["ratio"] and got["value"] == f"{row['ratio']:.2f}"
+            )
+            assert got["bar"] == [[row["min"], got["y"]], [row["max"], got["y"]]]
+            assert (
+                got["label_y"] == got["value_y"] < got["y"]
+            )  # above, the first on top
+            drawn.append(got["label"])
+        order = [list(by_label).index(got["label"]) for got in rows]
+        assert order == sorted(order), chart.name  # the file's order
+        assert [got["y"] for got in rows] == sorted(got["y"] for got in rows)
+        low, high = ax.get_ylim()
+        assert low > high  # y grows downwards: the first row on top
+        (one,) = [c for c in ax.collections if c.get_gid() == "one"]
+        assert {x for s in one.get_segments() for x in s[:, 0]} == {1.0}
+        assert one.get_linestyle()[0][1] is not None  # dashed
+        assert ax.get_xscale() == "log"
+        left, right = ax.get_xlim()
+        assert left < min(r["bar"][0][0] for r in rows) and right > 1.0
+        fig.clear()
+    assert sorted(drawn) == sorted(by_label)  # every row, each once
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_the_charts_read_on_a_phone_and_fit_a_window(language):
+    """Each chart is at most 5.2 inches wide; its smallest text renders at 9 px or more
+    at a phone's 358 px (f pt in a W-inch figure: f * 358 / (72 * W) px); it is no
+    taller than a 900 px window at the 824 px column; no text leaves the figure and no
+    label runs into the number at its right."""
+    for chart in bench_figures.CHARTS:
+        fig = FIGURES[chart.name].draw(language=language, theme="light")
+        width, height = fig.get_size_inches()
+        assert width <= 5.2 and height * 824 / width <= 900, (chart.name, height)
+        fig.draw_without_rendering()  # places the axis label and the ticks
+        renderer = fig.canvas.get_renderer()
+        texts = [
+            t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+        ]
+        assert min(t.get_fontsize() for t in texts) * 358 / (72 * width) >= 9
+        box = fig.bbox
+        for t in texts:
+            extent = t.get_window_extent(renderer)
+            assert box.x0 <= extent.x0 and extent.x1 <= box.x1, (chart.name, t)
+            assert box.y0 <= extent.y0 and extent.y1 <= box.y1, (chart.name, t)
+        ax = fig.axes[0]
+        labels = [t for t in ax.texts if t.get_gid() == "label"]
+        values = [t for t in ax.texts if t.get_gid() == "value"]
+        for label, value in zip(labels, values):
+            assert not label.get_window_extent(renderer).overlaps(
+                value.get_window_extent(renderer)
+            ), (chart.name, label.get_text())
+        plt.close(fig)
+
+
+def test_the_charts_colour_faster_and_slower_rows_apart():
     data = _valid()
+    data["rows"][0]["group"] = "gpt2"
     data["rows"].append(
         {**data["rows"][0], "name": "c", "ratio": 0.5, "min": 0.25, "max": 0.75}
     )
-    fig = FIGURES["bench-ratios"].draw(theme="light", results=data)
+    fig = FIGURES["bench-gpt2"].draw(theme="light", results=data)
     (dots,) = [c for c in fig.axes[0].collections if c.get_gid() == "ratio"]
     series = PALETTES["light"].series
     assert [tuple(c) for c in dots.get_facecolors()] == [
         to_rgba(series[1]),
         to_rgba(series[0]),
     ]
+    values = [t for t in fig.axes[0].texts if t.get_gid() == "value"]
+    assert [(t.get_text(), t.get_color()) for t in values] == [
+        ("2.00", series[1]),
+        ("0.50", series[0]),
+    ]
     fig.clear()
+    with pytest.raises(ValueError, match="bench-decoding: no row of groups"):
+        FIGURES["bench-decoding"].draw(results=data)
+
+
+def test_the_ticks_are_powers_of_two_over_a_wide_range_else_round_decimals():
+    positions, formatter = bench_figures.ticks(0.8, 1.25)
+    assert positions == [0.8, 0.9, 1.0, 1.1, 1.2]
+    assert [formatter(x) for x in positions] == ["0.8", "0.9", "1", "1.1", "1.2"]
+    positions, formatter = bench_figures.ticks(0.012, 1.25)
+    assert positions == [2.0**e for e in range(-6, 1)]
+    assert [formatter(x) for x in positions[:2]] + [formatter(1.0)] == [
+        "1/64",
+        "1/32",
+        "1",
+    ]
+    assert bench_figures.ticks(0.5, 1.4)[0] == [0.6, 0.8, 1.0, 1.2, 1.4]
 
 
 # ---------------------------------------------------------------------------------------

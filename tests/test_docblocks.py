@@ -343,10 +343,12 @@ EXERCISE = re.compile(
 @pytest.mark.parametrize(
     "page", chapter_pages(), ids=lambda p: str(p.relative_to(DOCS))
 )
-def test_chapters_end_with_two_to_four_exercises_with_runnable_solutions(page):
+def test_chapters_end_with_three_to_six_exercises_with_runnable_solutions(page):
+    """At least three (one of them builds something: issue 29), at most six, each with
+    a folded solution that runs."""
     text = page.read_text(encoding="utf-8")
     exercises = list(EXERCISE.finditer(text))
-    assert 2 <= len(exercises) <= 4, f"{page}: {len(exercises)} exercises"
+    assert 3 <= len(exercises) <= 6, f"{page}: {len(exercises)} exercises"
     headings = [m.start() for m in re.finditer(r"^## ", text, re.M)]
     assert text.rfind("\n## Exercises\n") == max(headings) - 1, (
         "Exercises must be the last section"

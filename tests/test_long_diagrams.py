@@ -4,7 +4,6 @@ YaRN's divisors are the code's frequencies, unscaled over scaled."""
 
 from __future__ import annotations
 
-import math
 import re
 
 import matplotlib.pyplot as plt
@@ -18,10 +17,9 @@ from literate.figures.style import ORANGE
 from literate.minimal.window import RingKVCache as MinimalRing
 from literate.numbers.cache_ledger import published_cache
 from literate.numbers.published import published_config
-from literate.parts.rope_scaling import yarn_inverse_frequencies
 from literate.parts.window import RingKVCache
 
-NAMES = ("ring-cache", "mla-compression", "yarn-divisor")
+NAMES = ("ring-cache", "mla-compression")
 GROUPING = r"(?<=\d)[,\u2009](?=\d{3})"  # 40,960 and 40\u2009960: one number
 
 
@@ -172,80 +170,6 @@ def test_the_mla_figure_prints_the_widths_and_the_cache_floats():
 
 
 # ---------------------------------------------------------------------------------------
-# YaRN
-
-
-def deepseek_yarn_ratio() -> list[float]:
-    """The code's frequencies for DeepSeek-V3's published YaRN, without the stretch
-    over with it."""
-    from literate.models.deepseek_v3 import deepseek_rope
-
-    rope, _ = deepseek_rope(published_config("DeepSeek-V3"))
-    scaled = yarn_inverse_frequencies(rope.rotary_dim, base=rope.base, **rope.yarn)
-    plain = 1.0 / (
-        rope.base ** (torch.arange(0, rope.rotary_dim, 2).double() / rope.rotary_dim)
-    )
-    return (plain / scaled.double()).tolist()
-
-
-def test_the_yarn_curve_is_the_codes_frequency_ratio():
-    y = long_diagrams.yarn_divisors()
-    c = published_config("DeepSeek-V3")
-    settings = c.rope_parameters
-    assert y.factor == settings["factor"] == 40
-    assert y.original_context == settings["original_max_position_embeddings"] == 4096
-    assert (y.beta_fast, y.beta_slow) == (settings["beta_fast"], settings["beta_slow"])
-    ratio = deepseek_yarn_ratio()
-    assert len(y.divisors) == c.qk_rope_head_dim // 2 == 32
-    assert y.divisors == pytest.approx(ratio, rel=1e-6)
-    assert y.divisors[0] == 1.0 and y.divisors[-1] == pytest.approx(40, rel=1e-6)
-    assert all(a <= b * (1 + 1e-6) for a, b in zip(y.divisors, y.divisors[1:]))
-
-
-def test_the_ramps_ends_are_where_the_turns_cross_the_betas():
-    """The last pair kept turns at least beta_fast times over the original context and
-    the next fewer; the first divided by the whole factor turns fewer than beta_slow
-    times and the one before it more (the ends rounded outwards, as the code does)."""
-    y = long_diagrams.yarn_divisors()
-    assert (y.last_kept, y.first_divided) == (10, 23)
-    c = published_config("DeepSeek-V3")
-    base, d = c.rope_parameters["rope_theta"], c.qk_rope_head_dim
-    theta = [base ** (-2 * i / d) for i in range(d // 2)]
-    turns = [y.original_context * th / (2 * math.pi) for th in theta]
-    assert turns[y.last_kept] >= y.beta_fast > turns[y.last_kept + 1]
-    assert turns[y.first_divided - 1] > y.beta_slow > turns[y.first_divided]
-    assert all(d == 1.0 for d in y.divisors[: y.last_kept + 1])
-    assert y.divisors[y.last_kept + 1] > 1.05
-    assert y.divisors[y.first_divided - 1] < 0.5 * y.factor
-    assert all(d == pytest.approx(40, rel=1e-6) for d in y.divisors[y.first_divided :])
-
-
-def test_the_yarn_figure_draws_the_curve_and_marks_the_ramp():
-    y = long_diagrams.yarn_divisors()
-    fig = FIGURES["yarn-divisor"].draw(language="en", theme="light")
-    try:
-        ax = fig.axes[0]
-        (curve,) = [line for line in ax.lines if line.get_marker() == "o"]
-        assert list(curve.get_xdata()) == list(range(32))
-        assert list(curve.get_ydata()) == pytest.approx(deepseek_yarn_ratio(), rel=1e-6)
-        verticals = sorted(
-            line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "--"
-        )
-        assert verticals == [y.last_kept, y.first_divided]
-        ticks = [t.get_text() for t in ax.get_xticklabels()]
-        assert ticks == [
-            "0",
-            "10\n$\\beta_{fast}$ = 32",
-            "23\n$\\beta_{slow}$ = 1",
-            "31",
-        ]
-        assert "divided\nby $s$ = 40" in texts(fig)
-        assert "kept: > 32\nturns in 4,096" in texts(fig)
-    finally:
-        plt.close(fig)
-
-
-# ---------------------------------------------------------------------------------------
 # Both languages, and the alt texts' numbers
 
 
@@ -285,10 +209,3 @@ def test_the_alt_texts_state_the_numbers_the_code_gives():
     for number in (m.d_model, m.latent_floats, m.mha_floats):
         assert f"{number:,}" in alt
     assert f"{round(m.mha_floats / m.latent_floats)} times as many" in alt
-    y = long_diagrams.yarn_divisors()
-    alt = FIGURES["yarn-divisor"].alt
-    assert f"1 for pairs 0 to {y.last_kept}" in alt
-    assert f"40 for pairs {y.first_divided} to 31" in alt
-    assert f"{y.divisors[11]:.2f} at pair 11" in alt
-    assert f"{y.divisors[18]:.1f} at pair 18" in alt
-    assert f"{y.divisors[22]:.0f} at pair 22" in alt

@@ -78,6 +78,7 @@ def test_the_installed_package_has_its_layers_and_data(installed):
     } <= packages
     assert {p.name for p in (installed / "literate" / "data").glob("*.json")} == {
         "bench.json",
+        "decode_batch.json",
         "reference.json",
     }
 

@@ -43,6 +43,8 @@ from literate.figures import (
     positions_diagrams,
     sampling,
     sampling_diagrams,
+    traffic_diagrams,
+    yarn_diagrams,
 )
 from literate.figures.style import LANGUAGES, THEMES, recolour_dark, svg_bytes
 
@@ -258,16 +260,7 @@ FIGURES: dict[str, FigureSpec] = {
             "Gemma 3 27B nearly as much.",
         ),
         *(FigureSpec(*spec) for spec in block_diagrams.ERA_SPECS),
-        FigureSpec(
-            "bench-ratios",
-            bench.ratios_figure,
-            "One line per row of the benchmark table, in the table's order: our layer's "
-            "time per call divided by the reference's, the median over the interleaved "
-            "rounds as a dot and the smallest to the largest round's ratio as a bar, on "
-            "a log scale, with a dashed line at 1.0 where both are as fast. Dots left of "
-            "the line (blue) are rows where ours is faster, right of it (orange) where "
-            "the reference is; the table above gives every number.",
-        ),
+        *(FigureSpec(*spec) for spec in bench.SPECS),  # one chart per group of rows
     ]
 }
 # The diagrams, each module's own list (issue 26)
@@ -285,6 +278,8 @@ for _module in (
     modern_diagrams,
     eras_diagrams,
     checkpoint_diagrams,
+    yarn_diagrams,
+    traffic_diagrams,
 ):
     for _name, _draw, _alt in _module.SPECS:
         if _name in FIGURES:

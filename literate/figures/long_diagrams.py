@@ -9,12 +9,12 @@ Chapter 10's diagrams, each drawn from what the code computes:
   each of positions 0 to 9 is written into it (`ring_snapshots`);
 * "mla-compression": MLA's widths for DeepSeek-V3, read from its published configuration
   (`mla_widths`), the floats a token leaves in a `LatentCache` against those of
-  multi-head attention with the same heads (`expanded_cache_bytes_per_token`);
-* "yarn-divisor": what YaRN divides each rotary pair's frequency by, for DeepSeek-V3's
-  YaRN (`yarn_divisors`: `yarn_inverse_frequencies` without the stretch over with it).
+  multi-head attention with the same heads (`expanded_cache_bytes_per_token`).
+
+(YaRN's divisors are drawn by `literate.figures.yarn_diagrams`.)
 """
 
-# Over 450 lines on purpose: chapter 10's three diagrams are one module, the one whose
+# Over 450 lines on purpose: chapter 10's two diagrams are one module, the one whose
 # SPECS list `literate.figures` registers (issue 26); each is laid out in inches, one
 # argument a line as `ruff format` writes it.
 
@@ -31,7 +31,6 @@ from literate.figures.style import BOX_INK, GREEN, ORANGE, style, text
 from literate.minimal.window import RingKVCache
 from literate.numbers.published import published_config
 from literate.parts.mla import LatentCache, expanded_cache_bytes_per_token
-from literate.parts.rope_scaling import yarn_inverse_frequencies
 
 # ---------------------------------------------------------------------------------------
 # The ring cache
@@ -576,147 +575,6 @@ def mla_figure(*, language: str = "en", theme: str = "light") -> Figure:
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# YaRN's divisor per pair
-
-
-@dataclass(frozen=True)
-class YarnDivisors:
-    divisors: tuple[float, ...]  # per pair: theta_i / YaRN's frequency
-    factor: float
-    original_context: int
-    beta_fast: float
-    beta_slow: float
-    last_kept: int  # the last pair whose divisor is 1: the ramp's start
-    first_divided: int  # the first pair divided by the whole factor: the ramp's end
-
-
-def yarn_divisors(name: str = "DeepSeek-V3") -> YarnDivisors:
-    """What YaRN divides each rotary pair's frequency by, for the published model's
-    RoPE (`deepseek_rope` of its configuration): `yarn_inverse_frequencies` with a
-    factor of 1 (no stretch: chapter 2's theta_i) over the same with its settings,
-    in float64 from the float32 frequencies, and the ramp's ends read off the curve."""
-    from literate.models.deepseek_v3 import deepseek_rope
-
-    rope, _ = deepseek_rope(published_config(name))
-    settings = dict(rope.yarn)
-    scaled = yarn_inverse_frequencies(rope.rotary_dim, base=rope.base, **settings)
-    plain = yarn_inverse_frequencies(
-        rope.rotary_dim, base=rope.base, **(settings | {"factor": 1.0})
-    )
-    divisors = (plain.double() / scaled.double()).tolist()
-    factor = float(settings["factor"])
-    last_kept = max(i for i, x in enumerate(divisors) if x == 1.0)
-    first_divided = min(i for i, x in enumerate(divisors) if abs(x / factor - 1) < 1e-6)
-    return YarnDivisors(
-        tuple(divisors),
-        factor,
-        int(settings["original_context"]),
-        float(settings["beta_fast"]),
-        float(settings["beta_slow"]),
-        last_kept,
-        first_divided,
-    )
-
-
-YARN_LABELS = {
-    "en": {
-        "title": "YaRN, DeepSeek-V3: each pair's $\\theta_i$ divided by",
-        "x": "rotary pair $i$ (fast pairs on the left)",
-        "y": "divisor (log scale)",
-        "kept": "kept: > {b}\nturns in {L}",
-        "divided": "divided\nby $s$ = {s}",
-        "start": "{i}\n$\\beta_{{fast}}$ = {b}",
-        "end": "{i}\n$\\beta_{{slow}}$ = {b}",
-        "ramp": "ramp",
-    },
-    "ru": {
-        "title": "YaRN, DeepSeek-V3: во сколько раз делится $\\theta_i$",
-        "x": "пара $i$ (быстрые пары слева)",
-        "y": "делитель (лог. шкала)",
-        "kept": "как есть:\n> {b} оборотов\nза {L}",
-        "divided": "делятся\nна $s$ = {s}",
-        "start": "{i}\n$\\beta_{{fast}}$ = {b}",
-        "end": "{i}\n$\\beta_{{slow}}$ = {b}",
-        "ramp": "переход",
-    },
-}
-
-
-def _plain(x: float) -> str:
-    return f"{x:g}"
-
-
-def yarn_figure(*, language: str = "en", theme: str = "light") -> Figure:
-    """The divisor of each rotary pair's frequency: 1 up to the ramp's start, the
-    factor from its end, and the ramp between, its ends marked."""
-    t = text(YARN_LABELS, language)
-    y = yarn_divisors()
-    pairs = range(len(y.divisors))
-    lo, hi, s = y.last_kept, y.first_divided, y.factor
-    with style(theme) as p:
-        fig, ax = plt.subplots(figsize=(5.2, 3.6), layout="constrained")
-        ax.axvspan(lo, hi, color=p.empty, zorder=0)
-        for x in (lo, hi):
-            ax.axvline(x, color=p.muted, lw=1.0, ls="--", zorder=1)
-        ax.plot(
-            pairs, y.divisors, color=p.series[0], lw=1.6, marker="o", ms=4, zorder=3
-        )
-        ax.set_yscale("log")
-        ax.set_ylim(0.7, s * 2.2)
-        ticks = [1, 2, 5, 10, 20, s]
-        ax.set_yticks(ticks, [_plain(v) for v in ticks])
-        ax.minorticks_off()
-        ax.set_xlim(-1, len(y.divisors))
-        last = len(y.divisors) - 1
-        ax.set_xticks(
-            [0, lo, hi, last],
-            [
-                "0",
-                t["start"].format(i=lo, b=_plain(y.beta_fast)),
-                t["end"].format(i=hi, b=_plain(y.beta_slow)),
-                str(last),
-            ],
-        )
-        ax.set_xlabel(t["x"], fontsize=10.5)
-        ax.set_ylabel(t["y"], fontsize=10.5)
-        ax.set_title(t["title"], fontsize=11.5)
-        ax.grid(axis="y", alpha=0.6)
-        for spine in ("top", "right"):
-            ax.spines[spine].set_visible(False)
-        context = _number(y.original_context, language)
-        ax.text(
-            0,
-            1.35,
-            t["kept"].format(b=_plain(y.beta_fast), L=context),
-            ha="left",
-            va="bottom",
-            fontsize=10,
-            color=p.ink,
-            linespacing=1.2,
-        )
-        ax.text(
-            last,
-            s / 1.4,
-            t["divided"].format(s=_plain(s)),
-            ha="right",
-            va="top",
-            fontsize=10,
-            color=p.ink,
-            linespacing=1.2,
-        )
-        ax.text(
-            (lo + hi) / 2,
-            s * 1.3,
-            t["ramp"],
-            ha="center",
-            va="bottom",
-            fontsize=10,
-            color=p.muted,
-        )
-    return fig
-
-
 SPECS: list[tuple] = [
     (
         "ring-cache",
@@ -742,15 +600,5 @@ SPECS: list[tuple] = [
         "it is, 576 wide, W_uv applied after the weighted sum. Bars to scale: MLA "
         "caches 576 floats per token and layer, multi-head attention with the same "
         "heads 128 times (192 + 128) = 40,960, 71 times as many.",
-    ),
-    (
-        "yarn-divisor",
-        yarn_figure,
-        "What YaRN divides each of the 32 rotary pairs' frequencies by in DeepSeek-V3 "
-        "(factor s = 40, original context 4,096, beta_fast 32, beta_slow 1), on a log "
-        "scale: 1 for pairs 0 to 10, which turn more than 32 times in 4,096 positions; "
-        "then rising, 1.08 at pair 11, 2.5 at pair 18 and 10 at pair 22; 40 for pairs "
-        "23 to 31. Dashed lines mark the ramp's ends, pair 10 (beta_fast) and pair 23 "
-        "(beta_slow).",
     ),
 ]
