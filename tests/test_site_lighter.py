@@ -24,7 +24,9 @@ pytestmark = pytest.mark.site
 # The budgets of the largest chapter, with what the build of 2026-12-06 measured (before
 # issue 26's point 8: long-context 1,001 KB and 27,557 elements as served, 31,053 in
 # Chromium).
-MAX_HTML_KB = 400  # measured: 360 KB (long-context/long-context)
+# Issue 29 added chapter 10's MLA equations, YaRN's section and StreamingLLM's cache
+# (+46 KB, most of it folded code): measured 406 KB (long-context/long-context).
+MAX_HTML_KB = 420
 MAX_ELEMENTS = 4_000  # as served (html.parser); measured: 3,610 (appendix/claims)
 # In Chromium once KaTeX and Material's scripts ran, folds closed; measured: 10,353
 # (moe/mixture-of-experts, 6,879 of them KaTeX's).
