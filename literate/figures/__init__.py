@@ -39,10 +39,12 @@ from literate.figures import (
     modern_diagrams,
     moe,
     moe_diagrams,
+    paged_diagrams,
     positions,
     positions_diagrams,
     sampling,
     sampling_diagrams,
+    sink_diagrams,
     traffic_diagrams,
     yarn_diagrams,
 )
@@ -268,6 +270,7 @@ for _module in (
     attention_diagrams,
     block_diagrams,
     cache_diagrams,
+    paged_diagrams,
     moe_diagrams,
     long_diagrams,
     positions_diagrams,
@@ -280,6 +283,7 @@ for _module in (
     checkpoint_diagrams,
     yarn_diagrams,
     traffic_diagrams,
+    sink_diagrams,
 ):
     for _name, _draw, _alt in _module.SPECS:
         if _name in FIGURES:
