@@ -147,7 +147,16 @@ def test_bad_input_is_refused_alike_by_formulas_and_modules(form):
     norm = FORMS[form]
     w = torch.ones(4)
     cases = [
-        (torch.randn(2, 5), w, ValueError, r"^x must have last axis 4, got \(2, 5\)$"),
+        (
+            torch.randn(2, 5),
+            w,
+            ValueError,
+            # a formula is given its gains: either side may be wrong, both are named
+            r"^x has last axis 5 and weight 4 entries: one gain per feature, they must "
+            r"agree$"
+            if form in ("layer_norm", "rms_norm")
+            else r"^x must have last axis 4, got \(2, 5\)$",
+        ),
         (torch.tensor(1.0), w, ValueError, r"^x must have last axis 4, got \(\)$"),
         (
             torch.ones(2, 4, dtype=torch.long),

@@ -26,10 +26,19 @@ from literate.parts.checks import (
     positive_int,
 )
 
-__all__ = ["LayerNorm", "RMSNorm", "ZeroCentredRMSNorm", "layer_norm", "rms_norm"]
+__all__ = ["LayerNorm", "RMSNorm", "ZeroCentredRMSNorm", "agree", "layer_norm",
+           "rms_norm"]
 
 
 # --8<-- [start:layer_norm]
+def agree(name: str, x: object, gains: str, d: int) -> None:
+    """A width mismatch between an input and the gains passed with it, named on both
+    sides (either may be the wrong one)."""
+    if isinstance(x, Tensor) and x.ndim and x.shape[-1] != d:
+        raise ValueError(f"{name} has last axis {x.shape[-1]} and {gains} {d} entries: "
+                         "one gain per feature, they must agree")
+
+
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias, over the last axis.
 
@@ -38,6 +47,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     PyTorch does (its squares would overflow float16 from |x| ~ 256), and cast back.
     """
     d = float_tensor("weight", weight, ndim=1).shape[0]
+    agree("x", x, "weight", d)
     x = features("x", x, width=d, like=weight)
     if features("bias", bias, width=d, like=weight).shape != weight.shape:
         raise ValueError(f"bias must be [{d}] like weight, got {tuple(bias.shape)}")
@@ -56,6 +66,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     inside the root, as in Llama's code and PyTorch's). Half precision is normalised
     in float32 and cast back, as in PyTorch."""
     d = float_tensor("weight", weight, ndim=1).shape[0]
+    agree("x", x, "weight", d)
     x = features("x", x, width=d, like=weight)
     eps = positive_float("eps", eps)
     h = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
