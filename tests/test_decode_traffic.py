@@ -206,7 +206,7 @@ def test_the_committed_measurement_is_well_formed_and_written_by_dump():
 
 
 def test_the_pages_claim_holds_for_the_committed_measurement():
-    """decoding.batch-is-nearly-free: the slowest round at batch 8 beats the fastest at
+    """decoding.batch-shares-the-step: the slowest round at batch 8 beats the fastest at
     batch 1, and batch 64's median is below 64 times batch 1's."""
     rows = {row["batch"]: row for row in load_decode_batch()["rows"]}
     assert rows[8]["min"] > rows[1]["max"]

@@ -5,9 +5,9 @@ of the model: 2 FLOPs (a multiply and an add) per weight per sequence, and to do
 reads every weight once, whatever B is. Each sequence's query also reads its own keys
 and values so far, t of them at position t. So (Pope et al. 2022, sec. 2)
 
-    bytes(B, t) = N b + B t c,    FLOPs(B, t) = B (2 N + t a)
+    bytes(B, t) = N b + B t c b,    FLOPs(B, t) = B (2 N + t a)
 
-with N the weights read, b bytes per value, c the cache's values per token (times b),
+with N the weights read, b bytes per value, c the cache's values per token,
 and a the attention's FLOPs per key read (4 L H d_head: the scores and the weighted sum).
 Their ratio, the arithmetic intensity, is about B FLOPs per byte in bfloat16 while the
 weights dominate, and tends to H / H_kv (the query heads per key/value head) as the
@@ -67,15 +67,15 @@ class DecodeStep(NamedTuple):
 def decode_step(*, n_weights: int, kv_per_token: int, attention_per_key: int,
                 batch: int, position: int, bytes_per_value: int = 2) -> DecodeStep:
     """One step of `batch` rows whose new tokens sit at `position` (each query reads
-    that many keys, its own included): N b + B t c bytes, B (2 N + t a) FLOPs."""
+    that many keys, its own included): N b + B t c b bytes, B (2 N + t a) FLOPs."""
     n, c = positive_int("n_weights", n_weights), positive_int("kv_per_token",
                                                              kv_per_token)
     a = positive_int("attention_per_key", attention_per_key)
-    b, t = positive_int("batch", batch), positive_int("position", position)
-    size = positive_int("bytes_per_value", bytes_per_value)
-    weight_bytes = n * size  # read once, however many rows share it
-    cache_bytes = b * t * c * size  # each row reads its own keys and values
-    flops = b * (2 * n + t * a)  # a multiply and an add per weight, per row
+    rows, t = positive_int("batch", batch), positive_int("position", position)
+    b = positive_int("bytes_per_value", bytes_per_value)  # the page's b
+    weight_bytes = n * b  # read once, however many rows share it
+    cache_bytes = rows * t * c * b  # each row reads its own keys and values
+    flops = rows * (2 * n + t * a)  # a multiply and an add per weight, per row
     return DecodeStep(weight_bytes, cache_bytes, flops)
 # --8<-- [end:decode_step]
 
