@@ -118,11 +118,9 @@ link](../downloads/x.py) and `[not](a-link.md)` in code.
 --8<-- "snip.py:part"
 ```
 
-!!! claim "demo.one"
-    One is one,
-    always.
-
-    Even here.
+<!-- claim: demo.one -->
+One is one,
+always.
 
 ??? proof "Proof"
     Because:
@@ -171,7 +169,7 @@ SMALL_CELLS = [
     ("code", "x = 1"),
     (
         "markdown",
-        "> **Claim `demo.one`**\n>\n> One is one,\n> always.\n>\n> Even here.\n\n"
+        "**Claim `demo.one`:**\nOne is one,\nalways.\n\n"
         "**Proof**\n\nBecause:",
     ),
     ("code", "assert 1 == 1"),
@@ -333,7 +331,7 @@ def test_the_prose_is_all_there_and_every_box_reads_as_text(relative, page):
     assert missing == [], f"{page}: prose lines not in the notebook: {missing[:5]}"
     assert not _MARKER.search(markdown), _MARKER.search(markdown)
     for claim in iter_claims(text):
-        assert f"> **Claim `{claim.id}`**" in markdown, claim.id
+        assert f"**Claim `{claim.id}`:**" in markdown, claim.id
     for kind, title in re.findall(
         r'^[ \t]*\?\?\?\+? (exercise|success) "([^"]*)"', text, re.M
     ):

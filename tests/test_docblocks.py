@@ -273,20 +273,20 @@ def test_every_claim_on_the_site_is_proved_and_ids_are_unique():
     "text, problem",
     [
         (
-            '!!! claim "a.b"\n    A sentence.\n\nSome prose.\n\n```python\nassert True\n```\n',
+            '<!-- claim: a.b -->\nA sentence.\n\nSome prose.\n\n```python\nassert True\n```\n',
             "followed directly",
         ),
-        ('!!! claim "a.b"\n    A sentence.\n\n```python\nx = 1\n```\n', "no assert"),
+        ('<!-- claim: a.b -->\nA sentence.\n\n```python\nx = 1\n```\n', "no assert"),
         (
-            '!!! claim "a.b"\n    A sentence.\n\n```text\nassert\n```\n',
+            '<!-- claim: a.b -->\nA sentence.\n\n```text\nassert\n```\n',
             "followed directly",
         ),
-        ('!!! claim "a.b"\n    A sentence.\n', "followed directly"),
+        ('<!-- claim: a.b -->\nA sentence.\n', "followed directly"),
         (
-            '!!! claim "Bad Id"\n    A sentence.\n\n```python\nassert True\n```\n',
+            '<!-- claim: Bad_Id -->\nA sentence.\n\n```python\nassert True\n```\n',
             "lowercase",
         ),
-        ('!!! claim "a.b"\n\n```python\nassert True\n```\n', "no sentence"),
+        ('<!-- claim: a.b -->\n\n```python\nassert True\n```\n', "no sentence"),
     ],
 )
 def test_claim_problems_are_reported(text, problem):
@@ -295,7 +295,7 @@ def test_claim_problems_are_reported(text, problem):
 
 
 def test_a_claim_may_fold_its_proof():
-    text = '!!! claim "a.b"\n    A sentence.\n\n??? proof "Proof"\n    ```python\n    assert 1 + 1 == 2\n    ```\n'
+    text = '<!-- claim: a.b -->\nA sentence.\n\n??? proof "Proof"\n    ```python\n    assert 1 + 1 == 2\n    ```\n'
     (claim,) = iter_claims(text)
     assert claim_problems(text) == []
     assert claim.proof.source.strip() == "assert 1 + 1 == 2"
@@ -305,8 +305,8 @@ def test_a_claim_may_fold_its_proof():
 
 def test_a_claim_inside_a_fold_keeps_its_proof_fold_inside_it():
     text = (
-        '??? note "A study"\n    Some prose.\n\n    !!! claim "a.b"\n        A sentence\n'
-        '        on two lines.\n\n    ??? proof "Proof"\n        ```python\n'
+        '??? note "A study"\n    Some prose.\n\n    <!-- claim: a.b -->\n    A sentence\n'
+        '    on two lines.\n\n    ??? proof "Proof"\n        ```python\n'
         "        assert 1 + 1 == 2\n        ```\n\n    More of the study.\n"
     )
     (claim,) = iter_claims(text)
@@ -316,8 +316,22 @@ def test_a_claim_inside_a_fold_keeps_its_proof_fold_inside_it():
     assert claim.line == 4
 
 
+def test_the_old_claim_box_is_refused():
+    text = '!!! claim "a.b"\n    A sentence.\n\n```python\nassert True\n```\n'
+    (problem,) = claim_problems(text)
+    assert "'<!-- claim: some-id -->'" in problem and problem.startswith("<page>:1:")
+    quoted = "````markdown\n" + text + "````\n"  # a page may show the old form in code
+    assert claim_problems(quoted) == []
+
+
+def test_a_claim_is_its_paragraph_only():
+    text = "<!-- claim: a.b -->\nA sentence.\n\nNext paragraph.\n\n```python\nassert 1\n```\n"
+    (claim,) = iter_claims(text)
+    assert claim.text == "A sentence." and claim.proof is None  # prose came between
+
+
 def test_a_good_claim_passes():
-    text = '!!! claim "a.b"\n    A sentence\n    on two lines.\n\n```python\nassert 1 + 1 == 2\n```\n'
+    text = '<!-- claim: a.b -->\nA sentence\non two lines.\n\n```python\nassert 1 + 1 == 2\n```\n'
     (claim,) = iter_claims(text)
     assert claim_problems(text) == []
     assert claim.text == "A sentence\non two lines."

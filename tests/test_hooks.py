@@ -10,8 +10,8 @@ from literate.site.docblocks import iter_claims, nav_order
 
 PAGE = """# A page
 
-!!! claim "demo.sum"
-    One and one make two.
+<!-- claim: demo.sum -->
+One and one make two.
 
 ```python
 assert 1 + 1 == 2
@@ -26,7 +26,7 @@ def test_a_claim_becomes_its_sentence_marked_verified_and_linked_to_its_proof():
     assert ">verified</a>" in out
     anchor = out.index('<div class="claim-proof" id="proof-demo.sum"></div>')
     assert anchor < out.index("```python\nassert 1 + 1 == 2\n```")  # then the proof
-    assert "!!! claim" not in out
+    assert "<!-- claim" not in out
 
 
 def test_a_claim_inside_a_fold_renders_inside_it():
@@ -37,7 +37,7 @@ def test_a_claim_inside_a_fold_renders_inside_it():
     assert '\n    <div class="claim" id="claim-demo.sum" markdown>\n' in out
     assert "\n    One and one make two. <a" in out
     assert '\n    <div class="claim-proof" id="proof-demo.sum"></div>\n' in out
-    assert "!!! claim" not in out
+    assert "<!-- claim" not in out
 
 
 def test_ledger_links_every_claim_and_names_its_pytest_id():

@@ -44,8 +44,8 @@ b = 2
     hidden = 1
     ```
 
-!!! claim "demo.one"
-    One claim sentence.
+<!-- claim: demo.one -->
+One claim sentence.
 
 ```python
 assert a == 1
@@ -81,8 +81,20 @@ def test_a_fold_ends_where_the_text_comes_back_to_its_indent():
     assert opened.code == 1
 
 
+def test_blank_lines_in_a_visible_block_count_as_code():
+    page = "```python\nx = 1\n\ny = 2\n```\n"
+    r = measure(page)
+    assert (r.code, r.longest) == (3, 3)  # as the shared checker counts them
+
+
+def test_a_claims_paragraph_is_read_and_the_block_after_it_is_its_proof():
+    page = "<!-- claim: x -->\nSaid here,\nand here.\n\n```python\nassert 1\n```\n"
+    r = measure(page)
+    assert (r.claims, r.words, r.proof) == (1, 4, 1)
+
+
 def test_prose_after_a_claim_ends_its_proof():
-    page = '!!! claim "x"\n    Said.\n\nProse.\n\n```python\nx = 1\n```\n'
+    page = '<!-- claim: x -->\nSaid.\n\nProse.\n\n```python\nx = 1\n```\n'
     assert measure(page).proof == 0
     assert measure(page.replace("Prose.\n\n", "")).proof == 1
 

@@ -8,9 +8,9 @@ becomes `downloads/notebooks/<NN>-<page>.ipynb` (nbformat 4.5):
   shown as a listing, not run) becomes a code cell, its `--8<--` includes expanded by the
   expander the tests use, so a cell is exactly the code pytest runs; the blocks inside
   boxes (proofs, solutions, notes) are cells too, in the page's order;
-* a box (`!!! claim "id"`, `??? proof`, `??? exercise "..."`, `??? success "Solution"`,
-  a tab `=== "..."`) becomes a bold title line followed by its body, dedented; a claim is
-  a quote, `> **Claim `id`**`, its sentence under it;
+* a box (`??? proof`, `??? exercise "..."`, `??? success "Solution"`, a tab `=== "..."`)
+  becomes a bold title line followed by its body, dedented; a claim (its paragraph under
+  `<!-- claim: id -->`) opens with `**Claim `id`:**`, the rest of its paragraph after it;
 * a downloaded notebook works anywhere (Jupyter, Colab, a file opened from disk): every
   relative link points at the site when `site_url` is set in the MkDocs config, as an
   absolute URL (`<site_url>attention/positions/#rope`); without one it becomes plain text
@@ -98,6 +98,7 @@ BOX = re.compile(
 TAB = re.compile(r'^(?P<indent>[ \t]*)===\+?[ \t]+"(?P<title>[^"]*)"[ \t]*$')
 HEADING = re.compile(r"^#{1,6}[ \t]")
 COMMENT_LINE = re.compile(r"^[ \t]*<!--.*-->[ \t]*$")
+CLAIM_LINE = re.compile(r"^(?P<indent>[ \t]*)<!-- claim: (?P<id>\S+) -->[ \t]*$")
 # An inline code span (left alone) or a link or image: [text](target "title").
 LINK = re.compile(
     r"(?P<code>`+)(?:(?!\n[ \t>#]*\n)[^`]|(?!(?P=code))`+)*?(?P=code)(?!`)"
@@ -317,7 +318,6 @@ def _new_cell(
 @dataclass
 class _Box:
     body: int  # the indentation of its body
-    quote: bool  # its body is a Markdown quote (a claim)
 
 
 def code_cells(
@@ -384,14 +384,10 @@ def chapter_cells(
         if not line.strip():
             pending_blank += 1
             return
-        quote = any(b.quote for b in boxes)
         if pending_blank and markdown:  # in prose one blank line is as good as two
-            markdown.extend(
-                [(">" if quote else "", prose)] * (pending_blank if not prose else 1)
-            )
+            markdown.extend([("", prose)] * (pending_blank if not prose else 1))
         pending_blank = 0
-        out = _strip(line, boxes[-1].body if boxes else 0)
-        markdown.append((("> " + out) if quote else out, prose))
+        markdown.append((_strip(line, boxes[-1].body if boxes else 0), prose))
 
     i = text.count("\n", 0, skipped) if skipped else 0
     while i < len(lines):
@@ -427,6 +423,8 @@ def chapter_cells(
         if not boxes and HEADING.match(line):
             flush()
             emit(line)
+        elif claim := CLAIM_LINE.match(line):
+            emit(claim.group("indent") + f"**Claim `{claim.group('id')}`:**")
         elif COMMENT_LINE.match(line) or DARK_ONLY.match(line):
             pass
         elif (box := BOX.match(line)) or (tab := TAB.match(line)):
@@ -434,17 +432,12 @@ def chapter_cells(
             indent = len(match.group("indent").expandtabs(4))
             kind = match.group("kind") if box else "tab"
             title = match.group("title")
-            if kind == "claim":
-                emit("")
-                emit(match.group("indent") + f"> **Claim `{title}`**")
-                boxes.append(_Box(indent + 4, quote=True))
-            else:
-                if title is None:
-                    title = kind.capitalize()
-                emit("")
-                if title:
-                    emit(match.group("indent") + f"**{title}**")
-                boxes.append(_Box(indent + 4, quote=False))
+            if title is None:
+                title = kind.capitalize()
+            emit("")
+            if title:
+                emit(match.group("indent") + f"**{title}**")
+            boxes.append(_Box(indent + 4))
             emit("")
         else:
             emit(line)

@@ -1,5 +1,5 @@
-"""The claims of the site, rendered and listed: a `!!! claim "id"` admonition becomes its
-sentence marked "verified", linked to its proof (`render_claims`), and the page holding `<!-- claim-ledger -->` gets
+"""The claims of the site, rendered and listed: a claim (its paragraph under a
+`<!-- claim: id -->` line) becomes its sentence marked "verified", linked to its proof (`render_claims`), and the page holding `<!-- claim-ledger -->` gets
 the table of every claim, its statement and the pytest id of its proof
 (`ledger_markdown`). A claim without a proving block, or an id used twice, fails the
 build (`collect_claims`). How a claim and its proof are read from a page:
@@ -64,7 +64,7 @@ def collect_claims(files: Files, order: list[str]) -> list[PageClaim]:
 
 
 def render_claims(markdown: str) -> str:
-    """`!!! claim "id"` + indented sentence -> the sentence on the reading line, marked
+    """`<!-- claim: id -->` + its paragraph -> the sentence on the reading line, marked
     "verified" with a link to its proof (the block or fold right after it, anchored
     `proof-<id>`); the claim itself is anchored `claim-<id>` for the ledger."""
 

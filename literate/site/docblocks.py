@@ -13,9 +13,11 @@ Conventions, all checked:
   (inside an admonition or a collapsed solution).
 * A block whose body holds a ``--8<--`` include is expanded by pymdownx.snippets' own
   preprocessor, configured exactly as in `mkdocs.yml`, before it runs.
-* A claim is the admonition ``!!! claim "some-id"`` followed, after its indented sentence, by
-  a Python block that proves it (it must contain an ``assert``), either directly or folded
-  in a collapsed ``??? proof "Proof"`` block (indented under it).
+* A claim is a plain paragraph of the text marked by the comment line above it,
+  ``<!-- claim: some-id -->``, followed by a Python block that proves it (it must contain an
+  ``assert``), either directly or folded in a collapsed ``??? proof "Proof"`` block
+  (indented under it). The paragraph is prose, in the Markdown as on the page; the old
+  admonition form (``!!! claim "id"``) is refused.
 """
 
 from __future__ import annotations
@@ -35,18 +37,20 @@ MKDOCS_YML = ROOT / "mkdocs.yml"
 # An opening or closing fence, with the indentation (prefix) it sits at.
 FENCE = re.compile(r"^(?P<prefix>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 PYTHON_INFO = re.compile(r"^(?:python|py)(?:\s|$)")
-# A claim at column 0, or inside a fold (indented by a multiple of four, its sentence four
-# further): `indent` is the fold's indentation.
+# A claim at column 0, or inside a fold (indented by a multiple of four): the marker line,
+# then its paragraph at the same indentation (the lines up to the first blank one).
 CLAIM = re.compile(
-    r'^(?P<indent>(?: {4})*)!!! claim "(?P<id>[^"]*)"[ \t]*\n'
-    r"(?P<body>(?:(?:(?P=indent)[ \t]{4}.*)?\n)*)",
+    r"^(?P<indent>(?: {4})*)<!-- claim: (?P<id>\S*) -->[ \t]*\n"
+    r"(?P<body>(?:(?P=indent)\S.*\n)*)",
     re.M,
 )
+# The admonition form the site used before: refused, so no claim is missed silently.
+OLD_CLAIM = re.compile(r"^\s*!!!\s+claim\b", re.M)
 
 
 def claim_sentence(match: re.Match[str]) -> str:
     """The sentence(s) of a CLAIM match, dedented."""
-    width = len(match.group("indent")) + 4
+    width = len(match.group("indent"))
     return "\n".join(line[width:] for line in match.group("body").split("\n")).strip()
 CLAIM_ID = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
 # A claim's proof may sit in a collapsed block right under it: `??? proof "Proof"`.
@@ -174,7 +178,7 @@ def default_expander() -> SnippetExpander:
 class Claim:
     id: str
     text: str  # the claim's sentence(s), dedented
-    line: int  # 1-based line of the `!!! claim` marker
+    line: int  # 1-based line of the `<!-- claim: id -->` marker
     proof: Block | None  # the Python block right after it
 
 
@@ -200,7 +204,13 @@ def iter_claims(text: str, *, where: str = "<page>") -> list[Claim]:
 
 def claim_problems(text: str, *, where: str = "<page>") -> list[str]:
     """Everything wrong with a page's claims, as readable sentences (empty if all is well)."""
-    problems = []
+    blocks = iter_blocks(text)
+    problems = [
+        f"{where}:{text.count(chr(10), 0, m.start()) + 1}: write a claim as its paragraph "
+        "under a '<!-- claim: some-id -->' line, not as a '!!! claim' box"
+        for m in OLD_CLAIM.finditer(text)
+        if not any(b.start <= m.start() < b.end for b in blocks)  # code may quote it
+    ]
     for claim in iter_claims(text, where=where):
         label = f"{where}:{claim.line}: claim {claim.id!r}"
         if not CLAIM_ID.match(claim.id):

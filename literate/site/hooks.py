@@ -3,7 +3,7 @@
 * Figures: every figure is drawn in a light and a dark variant into `.cache/figures/`,
   cached by content (`literate/site/figure_files.py`), in a background thread while the
   pages are read; its alt text on the page is the one registered with it.
-* Claims: claim admonitions become anchored boxes, a claim without a proving block fails
+* Claims: each claim's paragraph is marked verified and anchored, a claim without a proving block fails
   the build, and the ledger page lists them all (`literate/site/claims.py`).
 * Notebooks: executed ahead in kernels forked from one warm server, cached with the code
   of `literate/` in the key, cell ids stable, figures with alt text

@@ -9,11 +9,13 @@ line:
 
 * a collapsed block (`??? kind "title"`, not `???+`) hides its indented body: folded;
 * `words`: the words of visible text outside code fences (claim sentences included:
-  a reader reads them), HTML comments and the front matter excluded;
-* `code`: the visible lines inside code fences, fence lines excluded; `longest`: the
-  longest visible code block;
-* `proof`: the visible code lines that prove a claim: the fences after a `!!! claim`
-  box before the next paragraph of prose;
+  a claim is a paragraph of the text under a `<!-- claim: id -->` line), HTML comments
+  and the front matter excluded;
+* `code`: the visible lines inside code fences, blank ones included (a reader scrolls
+  past them), fence lines excluded; `longest`: the longest visible code block. Counted
+  this way the minutes equal those of the shared checker (`shared/tools/reading.py`);
+* `proof`: the visible code lines that prove a claim: the fences after a claim's
+  paragraph before the next paragraph of prose;
 * `minutes`: words / 200 + code / 8 (a careful reader of code reads 8 lines a minute);
 * `figures`, and the minutes read before the first one (`first`) and in the longest
   stretch without one (`gap`, the page's end included).
@@ -60,7 +62,7 @@ READING_TIMES = "<!-- reading-times -->"
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
 FOLD = re.compile(r"^(\s*)\?\?\?(?!\+)")
-CLAIM = re.compile(r"^(\s*)!!!\s+claim\b")
+CLAIM = re.compile(r"^(\s*)<!-- claim: ")
 FIGURE = re.compile(r"^\s*!\[")
 WORD = re.compile(r"[A-Za-z0-9$\\][^\s]*")
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?\n)---[ \t]*\n", re.S)
@@ -111,7 +113,7 @@ def measure(markdown: str, *, page: str = "<page>") -> PageReading:
     block = 0  # lines of the visible code block being read
     fence: str | None = None  # the open fence's marker
     fold_body: int | None = None  # the indent a collapsed block's body has
-    claim_body: int | None = None  # the indent of a claim box's sentence
+    in_claim = False  # reading a claim's paragraph (up to its first blank line)
     after_claim = False  # the fences that follow prove the claim
     marks: list[float] = []  # minutes read at each visible figure
 
@@ -124,8 +126,8 @@ def measure(markdown: str, *, page: str = "<page>") -> PageReading:
         if outside and stripped:
             if fold_body is not None and _indent(line) < fold_body:
                 fold_body = None
-            if claim_body is not None and _indent(line) < claim_body:
-                claim_body = None
+        if outside and not stripped:
+            in_claim = False
         if fold_body is not None:
             folded += 1
             opened = FENCE.match(line)
@@ -148,21 +150,19 @@ def measure(markdown: str, *, page: str = "<page>") -> PageReading:
                 fence, longest = None, max(longest, block)
             continue
         if fence is not None:
-            if stripped:
-                code, block, visible = code + 1, block + 1, visible + 1
-                proof += after_claim
+            code, block, visible = code + 1, block + 1, visible + 1
+            proof += after_claim
+            continue
+        if CLAIM.match(line):
+            claims, after_claim, in_claim = claims + 1, True, True
             continue
         if not stripped or stripped.startswith("<!--"):
             continue
         if FOLD.match(line):
             fold_body, folded = _indent(line) + 4, folded + 1
             continue
-        if CLAIM.match(line):
-            claims, after_claim = claims + 1, True
-            claim_body = _indent(line) + 4
-            continue
         visible += 1
-        if claim_body is None and not stripped.startswith(("|", "#")):
+        if not in_claim and not stripped.startswith(("|", "#")):
             after_claim = False
         if FIGURE.match(line):
             if "#only-dark" not in line and "-dark." not in line:
