@@ -169,8 +169,7 @@ SMALL_CELLS = [
     ("code", "x = 1"),
     (
         "markdown",
-        "**Claim `demo.one`:**\nOne is one,\nalways.\n\n"
-        "**Proof**\n\nBecause:",
+        "**Claim `demo.one`:**\nOne is one,\nalways.\n\n**Proof**\n\nBecause:",
     ),
     ("code", "assert 1 == 1"),
     ("markdown", "## Exercises\n\n**Exercise 1: two**\n\nMake two.\n\n**Solution**"),

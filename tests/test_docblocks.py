@@ -273,20 +273,20 @@ def test_every_claim_on_the_site_is_proved_and_ids_are_unique():
     "text, problem",
     [
         (
-            '<!-- claim: a.b -->\nA sentence.\n\nSome prose.\n\n```python\nassert True\n```\n',
+            "<!-- claim: a.b -->\nA sentence.\n\nSome prose.\n\n```python\nassert True\n```\n",
             "followed directly",
         ),
-        ('<!-- claim: a.b -->\nA sentence.\n\n```python\nx = 1\n```\n', "no assert"),
+        ("<!-- claim: a.b -->\nA sentence.\n\n```python\nx = 1\n```\n", "no assert"),
         (
-            '<!-- claim: a.b -->\nA sentence.\n\n```text\nassert\n```\n',
+            "<!-- claim: a.b -->\nA sentence.\n\n```text\nassert\n```\n",
             "followed directly",
         ),
-        ('<!-- claim: a.b -->\nA sentence.\n', "followed directly"),
+        ("<!-- claim: a.b -->\nA sentence.\n", "followed directly"),
         (
-            '<!-- claim: Bad_Id -->\nA sentence.\n\n```python\nassert True\n```\n',
+            "<!-- claim: Bad_Id -->\nA sentence.\n\n```python\nassert True\n```\n",
             "lowercase",
         ),
-        ('<!-- claim: a.b -->\n\n```python\nassert True\n```\n', "no sentence"),
+        ("<!-- claim: a.b -->\n\n```python\nassert True\n```\n", "no sentence"),
     ],
 )
 def test_claim_problems_are_reported(text, problem):
@@ -331,7 +331,7 @@ def test_a_claim_is_its_paragraph_only():
 
 
 def test_a_good_claim_passes():
-    text = '<!-- claim: a.b -->\nA sentence\non two lines.\n\n```python\nassert 1 + 1 == 2\n```\n'
+    text = "<!-- claim: a.b -->\nA sentence\non two lines.\n\n```python\nassert 1 + 1 == 2\n```\n"
     (claim,) = iter_claims(text)
     assert claim_problems(text) == []
     assert claim.text == "A sentence\non two lines."

@@ -275,7 +275,9 @@ def test_every_figure_cell_of_the_notebook_pages_has_alt_text():
     assert len(notebooks) == 3
     for path in notebooks:
         for cell in jupytext.read(path).cells:
-            if "plt.show()" in cell.source:
+            # a figure is shown by plt.show(), or drawn light and dark by the
+            # notebook's `show` (its first cell)
+            if "plt.show()" in cell.source or "\nshow(draw)" in cell.source:
                 alt = cell.metadata.get("alt", "")
                 assert len(alt.split()) >= 15, (
                     f"{path.name}: a figure cell's alt text is {alt!r}"
@@ -300,6 +302,30 @@ def test_a_pointer_to_a_test_file_becomes_a_link_to_the_served_copy():
     served = pointed_files()
     assert served and all(uri.startswith("source/tests/") for uri in served)
     assert all(path.is_file() for path in served.values())
+
+
+def test_every_pointer_to_a_test_file_is_one_the_build_links():
+    """A page names a test file only in inline code in its prose (which the build turns
+    into a link to the served copy), never as bare text or in a code comment, where a
+    reader could not open it."""
+    import re
+
+    from literate.site.docblocks import ROOT
+    from literate.site.sources import _prose_lines
+
+    bare = re.compile(r"tests/[A-Za-z0-9_/]+\.py")
+    found = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for number, (prose, line) in enumerate(
+            _prose_lines(page.read_text(encoding="utf-8")), 1
+        ):
+            if prose:
+                linked = re.sub(r"`tests/[^`]*`", "", line)
+            else:  # in code only a comment points; a string is the program's own
+                linked = line.split("#", 1)[1] if "#" in line else ""
+            if bare.search(linked):
+                found.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == [], "\n".join(found)
 
 
 def test_search_reads_prose_and_plain_math():

@@ -94,7 +94,7 @@ def test_a_claims_paragraph_is_read_and_the_block_after_it_is_its_proof():
 
 
 def test_prose_after_a_claim_ends_its_proof():
-    page = '<!-- claim: x -->\nSaid.\n\nProse.\n\n```python\nx = 1\n```\n'
+    page = "<!-- claim: x -->\nSaid.\n\nProse.\n\n```python\nx = 1\n```\n"
     assert measure(page).proof == 0
     assert measure(page.replace("Prose.\n\n", "")).proof == 1
 

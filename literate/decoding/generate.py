@@ -99,7 +99,7 @@ def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
     start, padded = cache.next_pos, cache.padded
     key_valid, positions = cache.advance(ids.shape[1], valid)
     try:
-        with checked_entry():  # the layers do not check again
+        with checked_entry(model):  # the layers do not check again
             x = model.embed(ids, offset=start, positions=positions)  # [B, T, d]
             for block, layer_cache in zip(model.blocks, cache.layers, strict=True):
                 x = block(x, key_valid=key_valid, cache=layer_cache,

@@ -69,7 +69,7 @@ class DecoderLanguageModel(nn.Module):
     def run(self, ids: Tensor) -> Tensor:
         """ids [B, T] -> logits [B, T, V], unchecked: the blocks and parts it calls do
         not check the hidden states again (`checked_entry`)."""
-        with checked_entry():
+        with checked_entry(self):  # a weight that does not fit is named
             x = self.embed(ids)  # [B, T, d]
             for block in self.blocks:
                 x = block(x)  # causal: position t reads positions 0..t only

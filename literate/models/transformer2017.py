@@ -287,7 +287,7 @@ class EncoderDecoder(nn.Module):
         """`forward` without the checks; the layers it calls do not check either."""
         decoder_input = shift_right(targets, self.bos_id)  # [B, T]
         source_valid = source != self.pad_id  # [B, S]: True = a real token
-        with checked_entry():
+        with checked_entry(self):  # a weight that does not fit is named
             memory = self.encode(self.embed(source), source_valid)  # [B, S, d]
             hidden = self.decode(self.embed(decoder_input), memory,
                                  decoder_input != self.pad_id,
@@ -324,7 +324,7 @@ class EncoderDecoder(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            with checked_entry():  # the layers do not check again
+            with checked_entry(self):  # the layers do not check again
                 b, device = source.shape[0], source.device
                 source_valid = source != self.pad_id  # [B, S]
                 memory = self.encode(self.embed(source), source_valid)  # [B, S, d]

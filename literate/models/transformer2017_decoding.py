@@ -155,7 +155,7 @@ def cached_decode_step(model: EncoderDecoder, tokens: Tensor,
                          f"capacity={cache.capacity}")
     cache.target_valid[:, start:end] = tokens != model.pad_id  # PAD: hidden from now on
     target_valid = cache.target_valid[:, :end]  # [B, end]: every key the queries see
-    with checked_entry():  # the layers do not check again
+    with checked_entry(model):  # the layers do not check again
         y = model.embed(tokens, offset=start)  # [B, T, d]: positions start .. end - 1
         parts = zip(model.decoder, cache.layers, cache.memory, strict=True)
         for layer, kv, memory in parts:  # memory: this layer's keys and values of it

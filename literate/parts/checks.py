@@ -28,11 +28,13 @@ from collections.abc import Iterator, Mapping
 from numbers import Integral, Real
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 __all__ = [
+    "misfit_weight",
     "checked_entry",
     "input_checked",
+    "weights_fit",
     "positive_int",
     "non_negative_int",
     "positive_float",
@@ -49,6 +51,31 @@ __all__ = [
 ]
 
 
+# --8<-- [start:misfit_weight]
+def misfit_weight(module: nn.Module) -> str | None:
+    """The first Linear or Embedding weight (or bias) in `module` whose shape is not the
+    one its layer was built for, as a sentence naming it; None if all fit. Reads shapes
+    only: a weight replaced by hand (`layer.weight = nn.Parameter(...)`) is found here,
+    where torch would say "mat1 and mat2 shapes cannot be multiplied"."""
+    for path, part in module.named_modules():
+        if isinstance(part, nn.Linear):
+            shapes = {"weight": (part.out_features, part.in_features),
+                      "bias": (part.out_features,)}
+        elif isinstance(part, nn.Embedding):
+            shapes = {"weight": (part.num_embeddings, part.embedding_dim)}
+        else:
+            continue
+        for name, shape in shapes.items():
+            tensor = getattr(part, name)
+            if tensor is not None and tuple(tensor.shape) != shape:
+                where = f"{path}.{name}" if path else name
+                return (f"{where} has shape {tuple(tensor.shape)}, but its "
+                        f"{type(part).__name__} was built for {shape}: a replaced "
+                        "weight must keep its shape")
+    return None
+# --8<-- [end:misfit_weight]
+
+
 # --8<-- [start:checked_entry]
 class _Entry(threading.local):
     checked = False  # per thread: True inside an entry that has checked its input
@@ -63,15 +90,36 @@ def input_checked() -> bool:
 
 
 @contextlib.contextmanager
-def checked_entry() -> Iterator[None]:
+def checked_entry(module: nn.Module | None = None) -> Iterator[None]:
     """The body runs on input its entry has checked: the checks of this module return
-    their argument at once (a flag per thread; torch.compile traces it away)."""
+    their argument at once (a flag per thread; torch.compile traces it away). Given the
+    entry's `module`, an error raised inside (torch's, or a check's that blames a
+    tensor the caller never passed) is told again naming the weight that does not fit,
+    if one does not (`misfit_weight`: read only after a failure)."""
     before, _ENTRY.checked = _ENTRY.checked, True
     try:
         yield
+    except (RuntimeError, ValueError) as error:
+        problem = None if module is None else misfit_weight(module)
+        if problem is None:
+            raise
+        raise ValueError(problem) from error
     finally:
         _ENTRY.checked = before
 # --8<-- [end:checked_entry]
+
+
+# --8<-- [start:weights_fit]
+def weights_fit(module: nn.Module) -> None:
+    """Where a layer is called from outside: refuse a Linear or Embedding weight that
+    was replaced by one of another shape (`misfit_weight`), naming it. Inside an entry
+    the model's own `checked_entry(model)` does it, and only after a failure."""
+    if input_checked():
+        return
+    problem = misfit_weight(module)
+    if problem is not None:
+        raise ValueError(problem)
+# --8<-- [end:weights_fit]
 
 
 # --8<-- [start:positive_int]

@@ -19,7 +19,13 @@ from typing import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from literate.parts.checks import boolean, features, positive_float, positive_int
+from literate.parts.checks import (
+    boolean,
+    features,
+    positive_float,
+    positive_int,
+    weights_fit,
+)
 
 __all__ = ["DenseFFN", "GatedFFN", "gelu_tanh", "check_activation", "llama_ffn_width"]
 
@@ -54,6 +60,7 @@ class DenseFFN(nn.Module):
         self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        weights_fit(self)  # from outside: a replaced weight must keep its shape
         x = features("x", x, width=self.d_model, like=self.down_proj.weight)
         return self.down_proj(self.activation(self.up_proj(x)))
 # --8<-- [end:dense_ffn]
@@ -76,6 +83,7 @@ class GatedFFN(nn.Module):
         self.down_proj = nn.Linear(self.d_ff, self.d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        weights_fit(self)  # from outside: a replaced weight must keep its shape
         x = features("x", x, width=self.d_model, like=self.down_proj.weight)
         return self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x))
 # --8<-- [end:gated_ffn]

@@ -54,6 +54,7 @@ from literate.parts.checks import (
     non_negative_int,
     positive_float,
     positive_int,
+    weights_fit,
 )
 from literate.parts.positions import RotaryEmbedding, base_above_one
 
@@ -288,6 +289,7 @@ def check_call(layer: "MultiHeadAttention", x: object, memory: object, *,
     """
     if input_checked():
         return call_span(x, memory, cache, start_pos)
+    weights_fit(layer)  # a projection replaced by one of another shape
     x = features("x", x, width=layer.d_model, like=layer.q_proj.weight)
     if x.ndim != 3:
         raise ValueError(f"x must be [B, T, d_model={layer.d_model}], "

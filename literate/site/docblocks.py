@@ -52,6 +52,8 @@ def claim_sentence(match: re.Match[str]) -> str:
     """The sentence(s) of a CLAIM match, dedented."""
     width = len(match.group("indent"))
     return "\n".join(line[width:] for line in match.group("body").split("\n")).strip()
+
+
 CLAIM_ID = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
 # A claim's proof may sit in a collapsed block right under it: `??? proof "Proof"`.
 PROOF_FOLD = re.compile(r'^\s*\?\?\?\+? proof(?: "[^"\n]*")?[ \t]*\n\s*$')
@@ -61,7 +63,9 @@ PROOF_FOLD = re.compile(r'^\s*\?\?\?\+? proof(?: "[^"\n]*")?[ \t]*\n\s*$')
 class Block:
     """One fenced code block of a page."""
 
-    info: str  # the whole info string, e.g. 'python title="literate/parts/attention.py"'
+    info: (
+        str  # the whole info string, e.g. 'python title="literate/parts/attention.py"'
+    )
     source: str  # the body, dedented by the fence's indentation
     start: int  # character offset of the opening fence
     end: int  # character offset just after the closing fence
@@ -80,7 +84,10 @@ def _dedent(body: str, prefix: str) -> str:
     if not prefix:
         return body
     lines = body.split("\n")
-    return "\n".join(line[len(prefix):] if line.startswith(prefix) else line.lstrip() for line in lines)
+    return "\n".join(
+        line[len(prefix) :] if line.startswith(prefix) else line.lstrip()
+        for line in lines
+    )
 
 
 def iter_blocks(text: str) -> list[Block]:
@@ -99,7 +106,9 @@ def iter_blocks(text: str) -> list[Block]:
                 closing = candidate
                 break
         if closing is None:
-            raise ValueError(f"unclosed code fence at line {text.count(chr(10), 0, opening.start()) + 1}")
+            raise ValueError(
+                f"unclosed code fence at line {text.count(chr(10), 0, opening.start()) + 1}"
+            )
         body = text[opening.end() + 1 : closing.start()]
         blocks.append(
             Block(
@@ -196,7 +205,9 @@ def iter_claims(text: str, *, where: str = "<page>") -> list[Claim]:
         proof = next((b for b in blocks if b.start >= match.end()), None)
         between = text[match.end() : proof.start] if proof else ""
         folded = bool(PROOF_FOLD.match(between))
-        if proof is not None and ((between.strip() and not folded) or not proof.is_python):
+        if proof is not None and (
+            (between.strip() and not folded) or not proof.is_python
+        ):
             proof = None
         claims.append(Claim(id=match.group("id"), text=body, line=line, proof=proof))
     return claims
@@ -218,7 +229,9 @@ def claim_problems(text: str, *, where: str = "<page>") -> list[str]:
         if not claim.text:
             problems.append(f"{label}: has no sentence")
         if claim.proof is None:
-            problems.append(f"{label}: must be followed directly by a Python block that proves it")
+            problems.append(
+                f"{label}: must be followed directly by a Python block that proves it"
+            )
         elif "assert" not in claim.proof.source:
             problems.append(f"{label}: its proving block contains no assert")
     return problems
@@ -243,7 +256,9 @@ def _origin(block: Block, page: str, base_paths: list[str]) -> tuple[str, int]:
         for base in base_paths:
             path = Path(base) / match.group("path")
             if path.is_file():
-                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                for number, line in enumerate(
+                    path.read_text(encoding="utf-8").splitlines(), 1
+                ):
                     if line.strip() == marker:
                         return str(path), number
     return page, block.line
@@ -255,8 +270,12 @@ def block_runner(expander: SnippetExpander | None = None):
     def run_block(example: Any) -> None:
         block: Block = example.parsed
         snippets = expander or default_expander()
-        source = snippets.expand(block.source) if block.includes_snippet else block.source
-        filename, offset = _origin(block, str(example.path), snippets.options["base_path"])
+        source = (
+            snippets.expand(block.source) if block.includes_snippet else block.source
+        )
+        filename, offset = _origin(
+            block, str(example.path), snippets.options["base_path"]
+        )
         exec(compile("\n" * offset + source, filename, "exec"), example.namespace)
 
     return run_block

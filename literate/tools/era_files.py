@@ -53,7 +53,9 @@ def production(family_name: str) -> str:
 CHECKS = tuple(
     ("parts.checks", s)
     for s in (
+        "misfit_weight",
         "checked_entry",
+        "weights_fit",
         "positive_int",
         "non_negative_int",
         "positive_float",
