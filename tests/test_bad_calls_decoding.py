@@ -662,6 +662,16 @@ CACHE_CALLS = [
         ValueError,
         r"needs capacity >= 11",
     ),
+    (  # an id past the vocabulary: read only once the embedding has failed on it
+        lambda m, c: cached_run(m, torch.tensor([[1, 2], [3, V]]), c),
+        ValueError,
+        rf"^ids\[1, 1\] = {V} is outside the vocabulary \[0, {V}\)",
+    ),
+    (
+        lambda m, c: cached_run(m, torch.tensor([[1, -1], [3, 4]]), c),
+        ValueError,
+        r"^ids\[0, 1\] = -1 is outside the vocabulary",
+    ),
     (lambda m, c: c.reorder(torch.tensor([0.0, 1.0])), ValueError, r"^rows must be"),
     (lambda m, c: c.advance(True), TypeError, r"^t_new must be an int"),
 ]

@@ -30,6 +30,7 @@ from literate.parts.cache import DecodeCache, KVCache
 from literate.parts.checks import (
     bool_tensor,
     checked_entry,
+    ids_in_vocabulary,
     non_negative_int,
     positive_int,
     token_ids,
@@ -93,8 +94,8 @@ def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
                valid: Tensor | None = None, last: bool = False) -> Tensor:
     """ids [B, T] (the tokens after those cached) -> logits [B, T, V], or [B, V] for
     the last position only (`last`: the output projection is a small model's largest
-    matmul). `valid` [B, T]: False marks padding. Metadata checked (`check_run`), not
-    the ids' values: ids as `run` takes them."""
+    matmul). `valid` [B, T]: False marks padding. Metadata checked (`check_run`); the
+    ids' values are read only if the embedding fails on one (no host sync otherwise)."""
     check_run(model, ids, cache, last)
     start, padded = cache.next_pos, cache.padded
     key_valid, positions = cache.advance(ids.shape[1], valid)
@@ -108,11 +109,13 @@ def cached_run(model: nn.Module, ids: Tensor, cache: DecodeCache, *,
             if last:
                 x = x[:, -1]  # [B, d]
             return model.lm_head(model.final_norm(x))
-    except BaseException:  # a failed call leaves no token in any layer's cache
+    except BaseException as error:  # a failed call leaves no token in any layer's cache
         for layer_cache in cache.layers:
             if layer_cache.next_pos > start:
                 layer_cache.truncate(start)
         cache.padded = padded
+        if isinstance(error, IndexError):  # torch's "index out of range in self"
+            ids_in_vocabulary({"ids": ids}, vocab_size=model.vocab_size)  # names it
         raise
 # --8<-- [end:cached_run]
 
