@@ -150,10 +150,14 @@ def test_every_python_fence_under_docs_is_collected():
 
         doc = Doc()
         doc.text = text
-        collected = len(list(parser(doc)))
-        assert collected == expected, (
-            f"{page}: {collected} collected, {expected} fences"
+        regions = list(parser(doc))
+        blocks = [r for r in regions if r.parsed is not None]
+        assert len(blocks) == expected, (
+            f"{page}: {len(blocks)} collected, {expected} fences"
         )
+        # and, on a page with code, one last check that its minimal code still runs
+        assert len(regions) - len(blocks) == (1 if blocks else 0), page
+        collected = len(blocks)
         total += collected
     assert total >= 30
 
@@ -383,3 +387,28 @@ def test_there_is_at_least_one_chapter():
         p.relative_to(DOCS).as_posix() == "attention/scaled-dot-product.md"
         for p in chapter_pages()
     )
+
+
+def test_a_minimal_definition_whose_globals_a_later_fold_rebinds_is_found():
+    from literate.site.docblocks import _record_minimal, minimal_code_still_runs
+
+    page: dict = {}
+    exec("def helper(x):\n    return x + 1\n", page)
+    before = dict(page)
+    exec(  # a minimal section: reads `helper` as a global, `self.scale` as an attribute
+        "class Layer:\n    scale = 2\n    def run(self, x):\n"
+        "        return helper(x) * self.scale\n",
+        page,
+    )
+    _record_minimal(page, before)
+    assert minimal_code_still_runs(page) == []
+    page["scale"] = "an attribute's name rebound: not a global the class reads"
+    assert minimal_code_still_runs(page) == []
+    exec("def helper(x, *, checked):\n    return x + 1\n", page)  # a hardened fold
+    (problem,) = minimal_code_still_runs(page)
+    assert problem.startswith(
+        "the minimal Layer shown on this page now calls the page's"
+    )
+    assert "later helper:" in problem
+    exec("class Layer:\n    pass\n", page)  # bound again, as the pages do after a fold
+    assert minimal_code_still_runs(page) == []

@@ -21,15 +21,27 @@ extra cell that
 The notebook's own cells follow unchanged, and a last extra cell checks that the functions
 came from `attention.py` in the temporary directory and that still no `literate` module
 is loaded. Every cell must run without error.
+
+A notebook's figures: its first cell's `show` draws each figure once per theme of the
+environment variable the site's build gives its kernels (`FIGURE_THEMES`), light alone
+without it. Outside the build (the kernel above, which does not get the variable) each
+figure is shown once, light; with it, twice, light then dark, each in the site's palette
+of its theme (`literate/figures/style.py`): `show` of every notebook page, run in a
+Python process of its own.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
+from literate.figures.style import PALETTES
 from literate.site.chapter_notebooks import default_page_urls, write_notebooks
 from literate.site.docblocks import ROOT, mkdocs_config, nav_order
+from literate.site.notebook_pages import FIGURE_THEMES
 from literate.tools.export import assemble
 
 PAGE = "notebooks/attention_playground.py"
@@ -103,7 +115,10 @@ def test_the_attention_playground_download_runs_without_the_package(
     )
     nb.cells.append(nbformat.v4.new_code_cell(CHECK_FALLBACK))
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    # a reader's kernel: no PYTHONPATH, and not the site build's figure themes
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", *FIGURE_THEMES)
+    }
     env |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     client = NotebookClient(
         nb,
@@ -123,4 +138,97 @@ def test_the_attention_playground_download_runs_without_the_package(
         o.get("text", "") for o in code[-1].outputs
     )
     figures = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
-    assert len(figures) == 2  # both of its figures were drawn
+    # both of its figures were drawn, once each, light
+    assert [o.metadata.get("theme") for o in figures] == ["light", "light"]
+    drawn = [
+        c for c in code if any("image/png" in o.get("data", {}) for o in c.outputs)
+    ]
+    assert len(drawn) == 2
+
+
+# Run in a process of its own, for each notebook page: its first code cell (imports, data,
+# the figure style), without and with the build's variable, then `show` on a small figure,
+# `display` replaced by a recorder. Prints, per page and environment, what was displayed:
+# the output's metadata, the palette `draw` was given and the style it drew in.
+_SHOW = r"""
+import json, os, sys
+import matplotlib
+matplotlib.use("Agg")
+import jupytext
+import matplotlib.pyplot as plt
+
+variable, value = sys.argv[1], sys.argv[2]
+found = {}
+for path in sys.argv[3:]:
+    cell = next(c for c in jupytext.read(path).cells if c.cell_type == "code")
+    for themes in (None, value):
+        if themes is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = themes
+        namespace = {}
+        with matplotlib.rc_context():
+            exec(compile(cell.source, path, "exec"), namespace)
+        shown = []
+        namespace["display"] = lambda fig, metadata=None: shown.append(
+            {"metadata": metadata, **fig.drawn})
+
+        def draw(p):
+            fig, ax = plt.subplots()
+            ax.plot([0, 1], [1, 0])
+            fig.drawn = {
+                "palette": {k: getattr(p, k) for k in ("ink", "muted", "border", "series")},
+                "text": plt.rcParams["text.color"],
+                "ticks": plt.rcParams["xtick.color"],
+                "axes": plt.rcParams["axes.edgecolor"],
+                "cycle": plt.rcParams["axes.prop_cycle"].by_key()["color"],
+                "line": ax.lines[0].get_color(),
+            }
+            return fig
+
+        namespace["show"](draw)
+        found.setdefault(path, {})[str(themes)] = {
+            "shown": shown, "open": plt.get_fignums()}
+print(json.dumps(found))
+"""
+
+
+def test_show_draws_each_figure_once_light_or_in_both_palettes_for_the_site():
+    notebooks = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+    assert len(notebooks) == 3
+    ((variable, value),) = FIGURE_THEMES.items()
+    assert value.split(",") == ["light", "dark"]
+    run = subprocess.run(
+        [sys.executable, "-c", _SHOW, variable, value, *map(str, notebooks)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != variable},
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    for path in notebooks:
+        for themes, expected in (("None", ["light"]), (value, ["light", "dark"])):
+            result = found[str(path)][themes]
+            assert result["open"] == [], f"{path.name}: figures left open"
+            shown = result["shown"]
+            assert [s["metadata"]["theme"] for s in shown] == expected, path.name
+            for s, theme in zip(shown, expected):
+                site = PALETTES[theme]
+                assert s["palette"] == {
+                    "ink": site.ink,
+                    "muted": site.muted,
+                    "border": site.border,
+                    "series": list(site.series),
+                }, f"{path.name}: the {theme} palette is not the site's"
+                assert (s["text"], s["ticks"], s["axes"]) == (
+                    site.ink,
+                    site.muted,
+                    site.border,
+                ), f"{path.name}: {theme}"
+                assert s["cycle"] == list(site.series) and s["line"] == site.series[0]
+                # JupyterLab's dark theme puts a light figure on a light background
+                assert s["metadata"].get("needs_background") == (
+                    "light" if theme == "light" else None
+                )

@@ -397,12 +397,23 @@ def _attribute(tag: str, name: str) -> str:
     return html.unescape(next(filter(None, found.groups()), "")) if found else ""
 
 
+def _notebook_figure_alts(notebook: Path) -> list[str]:
+    """The alt text of each figure cell of a notebook page (docs/notebooks/), in order."""
+    import jupytext
+
+    return [
+        c.metadata["alt"] for c in jupytext.read(notebook).cells if "alt" in c.metadata
+    ]
+
+
+NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+
+
 def test_every_image_of_the_built_site_says_what_it_shows(site_dir: Path) -> None:
     """Every `<img>` has alt text of a sentence or more, never nbconvert's placeholder
     ("No description has been provided for this image"); a figure's is the one
-    registered with it, a notebook page's figures have their cells' alt text, in order."""
-    import jupytext
-
+    registered with it, a notebook page's figures have their cells' alt text, in order,
+    each figure twice (light, then dark)."""
     from literate.figures import FIGURES
 
     problems, alts, figures = [], {}, 0
@@ -426,15 +437,78 @@ def test_every_image_of_the_built_site_says_what_it_shows(site_dir: Path) -> Non
         if (m := _FIGURE_SRC.search(_attribute(tag, "src")))
     ]
     assert sorted(set(home)) == ["eras-blocks-1", "eras-blocks-2", "eras-blocks-3"]
-    assert figures == 2 * len(FIGURES) + len(home)
-    for notebook in sorted((ROOT / "docs" / "notebooks").glob("*.py")):
-        cells = [
-            c.metadata["alt"]
-            for c in jupytext.read(notebook).cells
-            if "alt" in c.metadata
-        ]
-        assert cells and alts[f"notebooks/{notebook.stem}/index.html"] == cells, (
+    # and the quick path shows four of the chapters' figures, the block it builds first
+    quick = [
+        m.group(1)
+        for tag in _IMG.findall(
+            (site_dir / "quick" / "index.html").read_text(encoding="utf-8")
+        )
+        if (m := _FIGURE_SRC.search(_attribute(tag, "src")))
+    ]
+    assert list(dict.fromkeys(quick)) == [
+        "block-llama",
+        "heads-grouping",
+        "modern-swiglu-gate",
+        "kv-cache-step-cost",
+    ]
+    assert figures == 2 * len(FIGURES) + len(home) + len(quick)
+    for notebook in NOTEBOOKS:
+        cells = _notebook_figure_alts(notebook)
+        twice = [alt for alt in cells for _theme in ("light", "dark")]
+        assert cells and alts[f"notebooks/{notebook.stem}/index.html"] == twice, (
             notebook.name
+        )
+
+
+_NOTEBOOK_PNG = re.compile(
+    r'<div class="only-(light|dark)">\s*<div class="jp-OutputArea-child[^>]*>.*?'
+    r'<img\b[^>]*\bsrc="data:image/png;base64,([^"]+)"',
+    re.S,
+)
+
+
+def _pixels_of(png: bytes, colour: str) -> int:
+    """How many pixels of `png` are drawn in `colour` (#rrggbb, within 3 per channel),
+    half opaque or more: on a transparent figure, its text and lines."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rgba = np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")).astype(int)
+    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    near = (np.abs(rgba[..., :3] - target) <= 3).all(axis=-1)
+    return int((near & (rgba[..., 3] >= 128)).sum())
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_page_has_each_figure_light_and_dark(
+    site_dir: Path, notebook: Path
+) -> None:
+    """Each figure of a notebook page is there twice, light then dark (the outputs of the
+    notebook's `show`, marked for the page's CSS), each drawn in the site's palette of its
+    scheme (literate/figures/style.py): its ink is that palette's, never the other's."""
+    import base64
+
+    from literate.figures.style import PALETTES
+
+    page = (site_dir / "notebooks" / notebook.stem / "index.html").read_text(
+        encoding="utf-8"
+    )
+    found = _NOTEBOOK_PNG.findall(page)
+    cells = _notebook_figure_alts(notebook)
+    assert [theme for theme, _ in found] == ["light", "dark"] * len(cells)
+    assert len(re.findall(r'<img\b[^>]*\bsrc="data:image/png', page)) == len(found), (
+        "a PNG output that is neither the light nor the dark variant"
+    )
+    for index, (theme, data) in enumerate(found):
+        png = base64.b64decode(data)
+        other = "dark" if theme == "light" else "light"
+        own = _pixels_of(png, PALETTES[theme].ink)
+        wrong = _pixels_of(png, PALETTES[other].ink)
+        assert own > 100 and wrong == 0, (
+            f"{notebook.stem}, figure {index // 2} ({theme}): {own} pixels of its "
+            f"palette's ink, {wrong} of the {other} one's"
         )
 
 
@@ -551,6 +625,42 @@ def test_dark_mode_swaps_figure_variants(session: Session) -> None:
     )
     broken = page.evaluate(_BROKEN_IMAGES)
     assert broken == [], f"images that did not load in dark mode: {broken}"
+
+
+# Each notebook figure <img> displayed: which variant it is, its alt text, and whether it
+# loaded.
+_NOTEBOOK_FIGURES = """() => Array.from(
+        document.querySelectorAll('.jupyter-wrapper .jp-RenderedImage img'))
+    .filter(img => img.getClientRects().length)
+    .map(img => [img.closest('.only-light') ? 'light'
+                 : img.closest('.only-dark') ? 'dark' : 'neither',
+                 img.getAttribute('alt'), img.complete && img.naturalWidth > 0])"""
+
+
+@pytest.mark.readers
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_page_shows_each_figure_once_in_the_scheme_it_is_drawn_for(
+    session: Session, notebook: Path
+) -> None:
+    """A notebook page holds each figure light and dark; the light scheme displays the
+    light ones, the dark scheme (after the palette toggle) the dark ones, each figure
+    once, in the order of the notebook's figure cells, with its cell's alt text."""
+    page = session.open(f"/notebooks/{notebook.stem}/").page
+    cells = _notebook_figure_alts(notebook)
+    assert page.locator(".jupyter-wrapper .jp-RenderedImage img").count() == 2 * len(
+        cells
+    )
+    assert page.locator("body").get_attribute("data-md-color-scheme") == "default"
+    for theme in ("light", "dark"):
+        if theme == "dark":
+            page.locator(PALETTE_TOGGLE).filter(visible=True).first.click()
+            page.wait_for_selector('body[data-md-color-scheme="slate"]', timeout=5000)
+        shown = page.evaluate(_NOTEBOOK_FIGURES)
+        assert [variant for variant, _, _ in shown] == [theme] * len(cells), (
+            f"{notebook.stem} in the {theme} scheme displays {shown}"
+        )
+        assert [alt for _, alt, _ in shown] == cells, notebook.stem
+        assert all(loaded for _, _, loaded in shown), notebook.stem
 
 
 def test_no_request_to_another_host(visit) -> None:

@@ -612,6 +612,8 @@ def test_figures_scale_down_to_a_phone(visits) -> None:
     notebook_figures = [
         fig for fig in scaled if fig["src"].startswith("data:image/png")
     ]
+    # the 7 figures of the notebook pages, each displayed once: the page holds each
+    # twice, light and dark, and this light-scheme visit displays the light one
     assert len(notebook_figures) == 7, "the notebook pages' figures are checked too"
 
 

@@ -29,10 +29,13 @@
 
 # %%
 import math
+import os
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from IPython.display import display
 
 try:  # the site's package, installed
     from literate.parts.attention import (
@@ -53,19 +56,52 @@ except ImportError:  # or chapters 1-3's one file, next to this notebook
             "package, or download attention.py (chapter 1 links it) into the "
             "notebook's directory") from error
 
-# The site's figure style (its light palette, literate/figures/style.py): Nord ink on a
-# transparent background, figures sized for the page's column.
-INK, MUTED, BORDER = "#2E3440", "#4C566A", "#D8DEE9"
-SERIES = ["#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A"]  # blue, orange, ...
-plt.rcParams.update({
-    "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
-    "text.color": INK, "axes.labelcolor": INK, "axes.titlecolor": INK,
-    "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
-    "xtick.color": MUTED, "ytick.color": MUTED, "axes.edgecolor": BORDER,
-    "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
-    "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
-    "legend.labelcolor": INK, "axes.prop_cycle": plt.cycler(color=SERIES),
-})
+# The site's figure style (literate/figures/style.py), in its two palettes: Nord ink on
+# a transparent background, figures sized for the page's column. A figure cell draws its
+# figure in a function of a palette, `draw(p)`, and hands it to `show`, which draws and
+# displays it once per theme in THEMES: here, once, light. The site's build starts its
+# kernels with LITERATE_FIGURE_THEMES=light,dark: each figure is drawn twice, each
+# output says which theme it is (its metadata), and the page shows the one of the
+# reader's colour scheme.
+PALETTES = {
+    "light": SimpleNamespace(ink="#2E3440", muted="#4C566A", border="#D8DEE9",
+                             series=["#5E81AC", "#D08770", "#A3BE8C", "#8055A6",
+                                     "#BF616A"]),  # blue, orange, green, purple, red
+    "dark": SimpleNamespace(ink="#ECEFF4", muted="#D8DEE9", border="#4C566A",
+                            series=["#81A1C1", "#D08770", "#A3BE8C", "#B48EAD",
+                                    "#BF616A"]),
+}
+THEMES = os.environ.get("LITERATE_FIGURE_THEMES", "light").split(",")
+
+
+def figure_style(p):
+    """Matplotlib's settings for a figure in the palette `p`."""
+    return {
+        "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
+        "text.color": p.ink, "axes.labelcolor": p.ink, "axes.titlecolor": p.ink,
+        "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
+        "xtick.color": p.muted, "ytick.color": p.muted, "axes.edgecolor": p.border,
+        "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
+        "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
+        "legend.labelcolor": p.ink, "axes.prop_cycle": plt.cycler(color=p.series),
+    }
+
+
+def show(draw):
+    """Display the figure `draw(p)` returns, drawn in the palette of each theme."""
+    for theme in THEMES:
+        p = PALETTES[theme]
+        with plt.rc_context(figure_style(p)):
+            fig = draw(p)
+            metadata = {"theme": theme}
+            if theme == "light":  # as Jupyter's inline backend marks dark ink on a
+                # transparent figure: JupyterLab's dark theme puts it on a light one
+                metadata["needs_background"] = "light"
+            display(fig, metadata=metadata)  # the image is made here, in the style
+        plt.close(fig)
+
+
+plt.rcParams.update(figure_style(PALETTES["light"]))  # a figure drawn without `show`
 
 torch.manual_seed(0)
 T, d_k = 8, 16
@@ -80,7 +116,7 @@ values = torch.arange(T, dtype=torch.float64)[:, None]  # value j is just the nu
 # start (queries 0 and 1 look for tokens 6 and 7, in their future).
 
 # %% alt="Three heatmaps of attention weights, query rows against key columns, for eight tokens. With no mask, each query puts its weight on the key two positions before it, and queries 0 and 1 wrap around to keys 6 and 7. With the causal mask, the same diagonal from query 2 on, while query 0 weighs only key 0 and query 1 splits its weight between keys 0 and 1. With the padding mask added, the weights look the same as the causal ones: no query's partner is one of the two padding tokens."
-def show(weights, title, ax):
+def heatmap(weights, title, ax):
     ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
     ax.set_title(title)
     ax.set_xlabel("key")
@@ -97,11 +133,16 @@ padded = scaled_dot_product_attention(
     causal_allowed(T, T) & padding_allowed(valid),
 )
 
-fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.9), layout="constrained")
-show(free.weights, "no mask", axes[0])
-show(causal.weights, "causal", axes[1])
-show(padded.weights[0, 0], "causal & padding (last 2)", axes[2])
-plt.show()
+
+def draw(p):
+    fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.9), layout="constrained")
+    heatmap(free.weights, "no mask", axes[0])
+    heatmap(causal.weights, "causal", axes[1])
+    heatmap(padded.weights[0, 0], "causal & padding (last 2)", axes[2])
+    return fig
+
+
+show(draw)
 
 # %% [markdown]
 # With the causal mask, queries 0 and 1 cannot reach their partners and spread their
@@ -124,15 +165,23 @@ assert all(abs(causal.output[i, 0].item() - (i - 2)) < 0.1 for i in range(2, T))
 
 # %% alt="Three heatmaps of causal attention weights, query rows against key columns, with the scores multiplied by 0.01, by 0.05 and by the chapter's 1/sqrt(d_k). At 0.01 each row spreads its weight almost evenly over the keys it may see; from query 2 on, the key two positions back is each row's darkest cell at 0.05, and at the chapter's scale the only dark one."
 factors = [0.01, 0.05, 1 / math.sqrt(d_k)]
-fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.9), layout="constrained")
-for ax, factor in zip(axes, factors):
+results = []
+for factor in factors:
     scaled_queries = queries * factor * math.sqrt(d_k)  # it divides by sqrt(d_k)
-    result = scaled_dot_product_attention(scaled_queries, keys, values,
-                                          causal_allowed(T, T))
-    show(result.weights, f"scores x {factor:.3g}", ax)
-plt.show()
+    results.append(scaled_dot_product_attention(scaled_queries, keys, values,
+                                                causal_allowed(T, T)))
+
+
+def draw(p):
+    fig, axes = plt.subplots(1, 3, figsize=(7.2, 2.9), layout="constrained")
+    for ax, factor, result in zip(axes, factors, results):
+        heatmap(result.weights, f"scores x {factor:.3g}", ax)
+    return fig
+
+
+show(draw)
 # the chapter's scale, the last panel:
-partner = [result.weights[i, i - 2].item() for i in range(2, T)]
+partner = [results[-1].weights[i, i - 2].item() for i in range(2, T)]
 print(f"weight on the partner at 1/sqrt(d_k): {min(partner):.4f} or more")
 assert min(partner) > 0.998
 

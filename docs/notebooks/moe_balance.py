@@ -36,11 +36,14 @@
 # %%
 import inspect
 import math
+import os
 import statistics
 import time
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 try:  # the site's package, installed
     from literate.numbers.moe_training import (
@@ -77,19 +80,52 @@ except ImportError:  # or chapter 9's one file, next to this notebook
             "package, or download mixtral.py (chapter 9 links it) into the "
             "notebook's directory") from error
 
-# The site's figure style (its light palette, literate/figures/style.py): Nord ink on a
-# transparent background, figures sized for the page's column.
-INK, MUTED, BORDER = "#2E3440", "#4C566A", "#D8DEE9"
-SERIES = ["#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A"]  # blue, orange, ...
-plt.rcParams.update({
-    "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
-    "text.color": INK, "axes.labelcolor": INK, "axes.titlecolor": INK,
-    "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
-    "xtick.color": MUTED, "ytick.color": MUTED, "axes.edgecolor": BORDER,
-    "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
-    "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
-    "legend.labelcolor": INK, "axes.prop_cycle": plt.cycler(color=SERIES),
-})
+# The site's figure style (literate/figures/style.py), in its two palettes: Nord ink on
+# a transparent background, figures sized for the page's column. A figure cell draws its
+# figure in a function of a palette, `draw(p)`, and hands it to `show`, which draws and
+# displays it once per theme in THEMES: here, once, light. The site's build starts its
+# kernels with LITERATE_FIGURE_THEMES=light,dark: each figure is drawn twice, each
+# output says which theme it is (its metadata), and the page shows the one of the
+# reader's colour scheme.
+PALETTES = {
+    "light": SimpleNamespace(ink="#2E3440", muted="#4C566A", border="#D8DEE9",
+                             series=["#5E81AC", "#D08770", "#A3BE8C", "#8055A6",
+                                     "#BF616A"]),  # blue, orange, green, purple, red
+    "dark": SimpleNamespace(ink="#ECEFF4", muted="#D8DEE9", border="#4C566A",
+                            series=["#81A1C1", "#D08770", "#A3BE8C", "#B48EAD",
+                                    "#BF616A"]),
+}
+THEMES = os.environ.get("LITERATE_FIGURE_THEMES", "light").split(",")
+
+
+def figure_style(p):
+    """Matplotlib's settings for a figure in the palette `p`."""
+    return {
+        "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
+        "text.color": p.ink, "axes.labelcolor": p.ink, "axes.titlecolor": p.ink,
+        "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
+        "xtick.color": p.muted, "ytick.color": p.muted, "axes.edgecolor": p.border,
+        "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
+        "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
+        "legend.labelcolor": p.ink, "axes.prop_cycle": plt.cycler(color=p.series),
+    }
+
+
+def show(draw):
+    """Display the figure `draw(p)` returns, drawn in the palette of each theme."""
+    for theme in THEMES:
+        p = PALETTES[theme]
+        with plt.rc_context(figure_style(p)):
+            fig = draw(p)
+            metadata = {"theme": theme}
+            if theme == "light":  # as Jupyter's inline backend marks dark ink on a
+                # transparent figure: JupyterLab's dark theme puts it on a light one
+                metadata["needs_background"] = "light"
+            display(fig, metadata=metadata)  # the image is made here, in the style
+        plt.close(fig)
+
+
+plt.rcParams.update(figure_style(PALETTES["light"]))  # a figure drawn without `show`
 
 SEED = 0  # the figure of the chapter is this seed's run; try others
 
@@ -113,13 +149,20 @@ SEED = 0  # the figure of the chapter is this seed's run; try others
 # %% alt="Heatmap of each topic's token probabilities: four topic rows against the 32 token columns. The common words, left of a grey line, have the same probabilities in every topic, highest for the first and falling to the right. Each topic then has its own block of the remaining tokens, at a low, even probability, and zero for the other topics' tokens."
 task = TINY_MOE
 probs = topic_distributions(task)  # [topics, V]
-fig, ax = plt.subplots(figsize=(7.2, 2.6), layout="constrained")
-image = ax.imshow(probs, aspect="auto", cmap="Blues")
-ax.set(xlabel="token", ylabel="topic", yticks=range(task.n_topics),
-       title="Each topic's token probabilities")
-ax.axvline(task.common_words - 0.5, color=MUTED, lw=1)
-fig.colorbar(image, ax=ax, label="probability")
-plt.show()
+
+
+def draw(p):
+    fig, ax = plt.subplots(figsize=(7.2, 2.6), layout="constrained")
+    image = ax.imshow(probs, aspect="auto", cmap="Blues")
+    ax.set(xlabel="token", ylabel="topic", yticks=range(task.n_topics),
+           title="Each topic's token probabilities")
+    # on the heatmap, whose colours are the same in both themes: one grey in both
+    ax.axvline(task.common_words - 0.5, color=PALETTES["light"].muted, lw=1)
+    fig.colorbar(image, ax=ax, label="probability")
+    return fig
+
+
+show(draw)
 
 print("three sequences:")
 print(topic_batch(task, 3, torch.Generator().manual_seed(5)))
@@ -177,19 +220,26 @@ print("(the first run also pays a one-time cost: the experts' first call of thei
 # one that matters: it sets how long the step takes and, with a capacity, drops tokens.
 
 # %% alt="Two stacked-area charts of the share of (token, choice) pairs each of the eight experts receives at each training step, with dashed lines at even eighths. Without the balancing loss, two experts take almost all of the pairs within the first few steps, and other experts win back only part of the load later. With the loss, the eight bands jitter from step to step around the even shares."
-colours = plt.get_cmap("tab10").colors[:task.n_experts]  # eight: more than SERIES
-fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.2), layout="constrained", sharey=True)
-for ax, (name, run) in zip(axes, runs.items()):
-    ax.stackplot(range(STEPS), list(zip(*run.shares)), colors=colours,
-                 labels=[f"expert {e}" for e in range(task.n_experts)])
-    for j in range(1, task.n_experts):
-        ax.axhline(j / task.n_experts, color=INK, ls="--", lw=0.7, alpha=0.6)
-    ax.set(xlim=(0, STEPS - 1), ylim=(0, 1), xlabel="training step",
-           title=f"{name} the balancing loss:\nimbalance "
-                 f"{imbalance(run.final_shares(LAST)):.2f} (last {LAST} steps)")
-axes[0].set_ylabel("share of the (token, choice) pairs")
-axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plt.show()
+colours = plt.get_cmap("tab10").colors[:task.n_experts]  # eight: more than p.series
+
+
+def draw(p):
+    fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.2), layout="constrained",
+                             sharey=True)
+    for ax, (name, run) in zip(axes, runs.items()):
+        ax.stackplot(range(STEPS), list(zip(*run.shares)), colors=colours,
+                     labels=[f"expert {e}" for e in range(task.n_experts)])
+        for j in range(1, task.n_experts):
+            ax.axhline(j / task.n_experts, color=p.ink, ls="--", lw=0.7, alpha=0.6)
+        ax.set(xlim=(0, STEPS - 1), ylim=(0, 1), xlabel="training step",
+               title=f"{name} the balancing loss:\nimbalance "
+                     f"{imbalance(run.final_shares(LAST)):.2f} (last {LAST} steps)")
+    axes[0].set_ylabel("share of the (token, choice) pairs")
+    axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+show(draw)
 
 # %% [markdown]
 # Without the loss, the two experts the router happened to favour in the first steps
@@ -222,19 +272,26 @@ assert imbalance(runs["with"].final_shares(LAST)) < 1.3  # seeds 0-9: 1.04-1.19
 # The balancing loss, at this coefficient, costs the language model nothing visible.
 
 # %% alt="Next-token loss at each training step for the runs with and without the balancing loss, thin lines for single steps and thick lines for the mean of 10 steps, with grey reference levels for a uniform guess (ln 32), for word frequencies only, and for a model that knows the topic. Both runs fall from above ln 32, pass the word-frequencies level, and end close to the knowing-the-topic level; the two curves almost coincide."
-fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
-for (name, run), colour in zip(runs.items(), (SERIES[4], SERIES[0])):
-    losses = torch.tensor(run.lm_loss)
-    ax.plot(losses, color=colour, lw=0.7, alpha=0.4)
-    ax.plot(range(9, STEPS), losses.unfold(0, 10, 1).mean(1), color=colour, lw=2,
-            label=f"{name} the balancing loss")
-for level, style, label in ((math.log(task.vocab_size), ":", "ln 32: a uniform guess"),
-                            (unigram_loss(task), "--", "word frequencies only"),
-                            (topic_loss(task), "-.", "knowing the topic")):
-    ax.axhline(level, color=MUTED, ls=style, lw=1, label=label)
-ax.set(xlabel="training step", ylabel="next-token loss (nats)", title="Training loss")
-ax.legend()
-plt.show()
+def draw(p):
+    fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
+    for (name, run), colour in zip(runs.items(), (p.series[4], p.series[0])):
+        losses = torch.tensor(run.lm_loss)
+        ax.plot(losses, color=colour, lw=0.7, alpha=0.4)
+        ax.plot(range(9, STEPS), losses.unfold(0, 10, 1).mean(1), color=colour,
+                lw=2, label=f"{name} the balancing loss")
+    for level, style, label in (
+        (math.log(task.vocab_size), ":", "ln 32: a uniform guess"),
+        (unigram_loss(task), "--", "word frequencies only"),
+        (topic_loss(task), "-.", "knowing the topic"),
+    ):
+        ax.axhline(level, color=p.muted, ls=style, lw=1, label=label)
+    ax.set(xlabel="training step", ylabel="next-token loss (nats)",
+           title="Training loss")
+    ax.legend()
+    return fig
+
+
+show(draw)
 
 for name, run in runs.items():
     final = sum(run.lm_loss[-LAST:]) / LAST

@@ -38,10 +38,13 @@
 
 # %%
 import math
+import os
 import time
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 try:  # the site's package, installed
     from literate.models.transformer2017 import (
@@ -62,19 +65,52 @@ except ImportError:  # or chapter 4's one file, next to this notebook
             "package, or download transformer2017.py (chapter 4 links it) into the "
             "notebook's directory") from error
 
-# The site's figure style (its light palette, literate/figures/style.py): Nord ink on a
-# transparent background, figures sized for the page's column.
-INK, MUTED, BORDER = "#2E3440", "#4C566A", "#D8DEE9"
-SERIES = ["#5E81AC", "#D08770", "#A3BE8C", "#8055A6", "#BF616A"]  # blue, orange, ...
-plt.rcParams.update({
-    "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
-    "text.color": INK, "axes.labelcolor": INK, "axes.titlecolor": INK,
-    "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
-    "xtick.color": MUTED, "ytick.color": MUTED, "axes.edgecolor": BORDER,
-    "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
-    "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
-    "legend.labelcolor": INK, "axes.prop_cycle": plt.cycler(color=SERIES),
-})
+# The site's figure style (literate/figures/style.py), in its two palettes: Nord ink on
+# a transparent background, figures sized for the page's column. A figure cell draws its
+# figure in a function of a palette, `draw(p)`, and hands it to `show`, which draws and
+# displays it once per theme in THEMES: here, once, light. The site's build starts its
+# kernels with LITERATE_FIGURE_THEMES=light,dark: each figure is drawn twice, each
+# output says which theme it is (its metadata), and the page shows the one of the
+# reader's colour scheme.
+PALETTES = {
+    "light": SimpleNamespace(ink="#2E3440", muted="#4C566A", border="#D8DEE9",
+                             series=["#5E81AC", "#D08770", "#A3BE8C", "#8055A6",
+                                     "#BF616A"]),  # blue, orange, green, purple, red
+    "dark": SimpleNamespace(ink="#ECEFF4", muted="#D8DEE9", border="#4C566A",
+                            series=["#81A1C1", "#D08770", "#A3BE8C", "#B48EAD",
+                                    "#BF616A"]),
+}
+THEMES = os.environ.get("LITERATE_FIGURE_THEMES", "light").split(",")
+
+
+def figure_style(p):
+    """Matplotlib's settings for a figure in the palette `p`."""
+    return {
+        "figure.dpi": 100, "font.family": "DejaVu Sans", "font.size": 10,
+        "text.color": p.ink, "axes.labelcolor": p.ink, "axes.titlecolor": p.ink,
+        "axes.titlesize": 11, "axes.titleweight": "bold", "axes.titlelocation": "left",
+        "xtick.color": p.muted, "ytick.color": p.muted, "axes.edgecolor": p.border,
+        "axes.linewidth": 0.7, "figure.facecolor": "none", "axes.facecolor": "none",
+        "savefig.facecolor": "none", "legend.frameon": False, "legend.fontsize": 9,
+        "legend.labelcolor": p.ink, "axes.prop_cycle": plt.cycler(color=p.series),
+    }
+
+
+def show(draw):
+    """Display the figure `draw(p)` returns, drawn in the palette of each theme."""
+    for theme in THEMES:
+        p = PALETTES[theme]
+        with plt.rc_context(figure_style(p)):
+            fig = draw(p)
+            metadata = {"theme": theme}
+            if theme == "light":  # as Jupyter's inline backend marks dark ink on a
+                # transparent figure: JupyterLab's dark theme puts it on a light one
+                metadata["needs_background"] = "light"
+            display(fig, metadata=metadata)  # the image is made here, in the style
+        plt.close(fig)
+
+
+plt.rcParams.update(figure_style(PALETTES["light"]))  # a figure drawn without `show`
 
 # One thread: at this size the work per operation is tiny, and a second thread costs
 # more in synchronisation than it saves (and loses badly when the machine is busy).
@@ -192,17 +228,23 @@ q_right, q_other = 0.9 + 0.1 / VOCAB, 0.1 / VOCAB
 floor = -(q_right * math.log(q_right) + (VOCAB - 1) * q_other * math.log(q_other))
 print(f"label-smoothing floor for V = {VOCAB}: {floor:.3f}")
 
-fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
-ax.plot(losses, lw=0.8, alpha=0.5, label="loss per step")
 window = 25
 smooth = torch.tensor(losses).unfold(0, window, 1).mean(1)
-ax.plot(range(window - 1, STEPS), smooth, lw=2, label=f"mean of {window} steps")
-ax.axhline(floor, color=MUTED, ls="--", lw=1,
-           label=f"label-smoothing floor {floor:.2f}")
-ax.set(xlabel="step", ylabel="label-smoothed cross-entropy", yscale="log",
-       title="Training loss")
-ax.legend()
-plt.show()
+
+
+def draw(p):
+    fig, ax = plt.subplots(figsize=(7.2, 3.2), layout="constrained")
+    ax.plot(losses, lw=0.8, alpha=0.5, label="loss per step")
+    ax.plot(range(window - 1, STEPS), smooth, lw=2, label=f"mean of {window} steps")
+    ax.axhline(floor, color=p.muted, ls="--", lw=1,
+               label=f"label-smoothing floor {floor:.2f}")
+    ax.set(xlabel="step", ylabel="label-smoothed cross-entropy", yscale="log",
+           title="Training loss")
+    ax.legend()
+    return fig
+
+
+show(draw)
 
 # %% [markdown]
 # ## Held-out accuracy
@@ -250,13 +292,17 @@ def names(tokens: torch.Tensor) -> list[str]:
     return [str(t) if t > 2 else "EOS" for t in tokens.tolist()]
 
 
-fig, ax = plt.subplots(figsize=(4.6, 4.2), layout="constrained")
-ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
-ax.set_xticks(range(src.shape[1]), names(src[0]))
-ax.set_yticks(range(tgt.shape[1]), names(tgt[0]))
-ax.set(xlabel="source token", ylabel="target token (predicted)",
-       title="Cross-attention, one held-out example")
-plt.show()
+def draw(p):
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), layout="constrained")
+    ax.imshow(weights, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(src.shape[1]), names(src[0]))
+    ax.set_yticks(range(tgt.shape[1]), names(tgt[0]))
+    ax.set(xlabel="source token", ylabel="target token (predicted)",
+           title="Cross-attention, one held-out example")
+    return fig
+
+
+show(draw)
 
 length = int((src != PAD).sum()) - 1  # tokens before the EOS
 reads = weights[:length].argmax(dim=1)  # the source position each target reads most

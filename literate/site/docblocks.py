@@ -22,7 +22,9 @@ Conventions, all checked:
 
 from __future__ import annotations
 
+import dis
 import re
+import types
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -264,6 +266,70 @@ def _origin(block: Block, page: str, base_paths: list[str]) -> tuple[str, int]:
     return page, block.line
 
 
+# A page's minimal code (sections of `literate/minimal/`) and its hardened code share one
+# namespace, and a hardened fold may bind a name the minimal code calls (`split_heads`,
+# `MultiHeadAttention`): a reader who reuses the minimal class after the fold would get
+# the hardened part. So the page records what each minimal block defined and the globals
+# its code reads, and its last check (`minimal_code_still_runs`) refuses a page where a
+# minimal definition still bound at the end reads a global that was rebound after it.
+MINIMAL_DEFINITIONS = "__minimal_definitions__"
+_MISSING = object()
+
+
+def _global_names(value: object) -> set[str]:
+    """The global names a function's code, or a class's methods', read."""
+    names: set[str] = set()
+
+    def walk(code: types.CodeType) -> None:
+        names.update(
+            i.argval
+            for i in dis.get_instructions(code)
+            if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")  # not attributes: `self.ffn`
+        )
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                walk(const)
+
+    functions = [value] if isinstance(value, types.FunctionType) else []
+    if isinstance(value, type):
+        for member in vars(value).values():
+            member = member.fget if isinstance(member, property) else member
+            functions.append(getattr(member, "__func__", member))
+    for function in functions:
+        if isinstance(function, types.FunctionType):
+            walk(function.__code__)
+    return names
+
+
+def _record_minimal(namespace: dict[str, Any], before: dict[str, Any]) -> None:
+    records = namespace.setdefault(MINIMAL_DEFINITIONS, [])
+    for name, value in namespace.items():
+        if before.get(name, _MISSING) is value:
+            continue
+        if isinstance(value, type | types.FunctionType):
+            reads = {g: namespace[g] for g in _global_names(value) if g in namespace}
+            records.append((name, value, reads))
+
+
+def minimal_code_still_runs(namespace: dict[str, Any]) -> list[str]:
+    """Each minimal definition still bound under its name at the page's end whose code
+    reads a global that now means something else, as a sentence (empty: none)."""
+    problems = []
+    for name, value, reads in namespace.get(MINIMAL_DEFINITIONS, []):
+        if namespace.get(name, _MISSING) is not value:
+            continue  # the name was given to something else, in the open
+        changed = sorted(
+            g for g, v in reads.items() if namespace.get(g, _MISSING) is not v
+        )
+        if changed:
+            problems.append(
+                f"the minimal {name} shown on this page now calls the page's later "
+                f"{', '.join(changed)}: bind {name} again after the fold that replaced "
+                f"them (from literate.minimal.<module> import {name})"
+            )
+    return problems
+
+
 def block_runner(expander: SnippetExpander | None = None):
     """A sybil evaluator: expand includes, then exec in the page's namespace."""
 
@@ -276,9 +342,20 @@ def block_runner(expander: SnippetExpander | None = None):
         filename, offset = _origin(
             block, str(example.path), snippets.options["base_path"]
         )
-        exec(compile("\n" * offset + source, filename, "exec"), example.namespace)
+        namespace = example.namespace
+        minimal = block.includes_snippet and "literate/minimal/" in block.source
+        before = dict(namespace) if minimal else {}
+        exec(compile("\n" * offset + source, filename, "exec"), namespace)
+        if minimal:
+            _record_minimal(namespace, before)
 
     return run_block
+
+
+def _check_minimal(example: Any) -> None:
+    problems = minimal_code_still_runs(example.namespace)
+    if problems:
+        raise AssertionError("; ".join(problems))
 
 
 def python_block_parser(expander: SnippetExpander | None = None):
@@ -291,9 +368,12 @@ def python_block_parser(expander: SnippetExpander | None = None):
     evaluator = block_runner(expander)
 
     def parse(document: Any):
-        for block in iter_blocks(document.text):
-            if block.is_python:
-                yield Region(block.start, block.end, parsed=block, evaluator=evaluator)
+        blocks = [b for b in iter_blocks(document.text) if b.is_python]
+        for block in blocks:
+            yield Region(block.start, block.end, parsed=block, evaluator=evaluator)
+        if blocks:  # the page's last check: its minimal code still runs as shown
+            end = len(document.text)
+            yield Region(end, end, parsed=None, evaluator=_check_minimal)
 
     return parse
 

@@ -3,6 +3,8 @@
 * cells get ids from their position and text (`stable_notebook_cell_ids`), a cell's
   consecutive prints are one output, and a figure carries its cell's alt text
   (`notebook_exporter`, `NOTEBOOK_TEMPLATE`; one without fails the build);
+* the kernels draw every figure twice, light and dark (`FIGURE_THEMES`), and the page
+  shows the one of the reader's colour scheme (`NOTEBOOK_TEMPLATE`, docs/assets/css);
 * the plugin's cache of executed notebooks also keys on the code of `literate/`
   (`cover_notebook_cache_with_code`);
 * the notebooks execute in a background thread from the build's start
@@ -18,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +88,28 @@ def stable_notebook_cell_ids() -> None:
 # has been provided for this image" into it. The alt text is the cell's `alt` metadata
 # (`# %% alt="..."` in a .py notebook), or the output's, the convention of nbconvert's
 # classic template.
+#
+# And with each scheme's figures: an output whose metadata says `"theme": "light"` (or
+# "dark"; the notebooks' `show` helper draws each figure once per theme, see
+# `FIGURE_THEMES`) is wrapped in a <div class="only-light"> (or "only-dark"), which the
+# site's CSS hides on the other colour scheme (docs/assets/css/site.css), as Material
+# hides an image whose URL ends in #only-light or #only-dark: these images' URLs are
+# their data (data:image/png;base64,...), no place for a marker. The whole output is
+# hidden, not only its <img>: the image's box is in the tab order.
 NOTEBOOK_TEMPLATE_FILE = "literate/notebook.html.j2"
 
 
 NOTEBOOK_TEMPLATE = """{%- extends "mkdocs_html/notebook.html.j2" -%}
+{% block output %}
+{%- set theme = output | get_metadata('theme') -%}
+{%- if theme in ('light', 'dark') -%}
+<div class="only-{{ theme }}">
+{{ super() }}
+</div>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock output %}
 {%- macro with_alt(html, alt) -%}
 {{ html | replace('<img src=', '<img alt="' ~ (alt | escape_html) ~ '" src=') }}
 {%- endmacro -%}
@@ -135,25 +157,83 @@ def require_alt_text(notebook: Any, resources: Any) -> tuple[Any, Any]:
     return notebook, resources
 
 
+# The environment variable the notebook pages' kernels start with (`notebook_exporter`).
+# A notebook's first cell reads from it the themes to draw each figure in (its `THEMES`;
+# "light" without it, so that a notebook run anywhere else shows each figure once); each
+# figure's outputs say their theme (`"theme"` in their metadata), and the page shows the
+# one of the reader's colour scheme (`NOTEBOOK_TEMPLATE`).
+FIGURE_THEMES = {"LITERATE_FIGURE_THEMES": "light,dark"}
+
+
+def require_dark_twins(notebook: Any, resources: Any) -> tuple[Any, Any]:
+    """An nbconvert preprocessor (run after execution): fail on a cell whose figures drawn
+    for a colour scheme (an output with `"theme"` in its metadata) do not come in pairs,
+    light then dark: a page would show the readers of one scheme no figure there."""
+    for index, cell in enumerate(notebook.cells):
+        themes = [
+            theme
+            for output in cell.get("outputs", [])
+            if (theme := (output.get("metadata") or {}).get("theme")) is not None
+        ]
+        if themes != ["light", "dark"] * (len(themes) // 2):
+            raise PluginError(
+                f"notebook cell {index} shows figures drawn for the colour schemes "
+                f"{themes}, not light then dark for each: did its kernel start with "
+                f"{FIGURE_THEMES} in its environment? (FIGURE_THEMES)"
+            )
+    return notebook, resources
+
+
+_EXECUTE = "nbconvert.preprocessors.ExecutePreprocessor"
+
+
 def notebook_exporter() -> None:
-    """Make mkdocs-jupyter's notebook pages with an exporter that, after execution,
+    """Make mkdocs-jupyter's notebook pages with an exporter that
+    * starts the kernel with `FIGURE_THEMES` in its environment (nbconvert's
+      ExecutePreprocessor, in its place among the exporter's defaults, its
+      `setup_kernel` extended), whether the notebook is executed ahead
+      (`execute_notebooks_ahead`) or by the plugin, in a forked kernel or not;
+    and that, after execution,
     * merges a cell's consecutive prints to the same stream into one output, whatever
       the kernel's flushes were (a kernel sends what a cell printed when its flush timer
       fires, so one `print` reached one build's page as one output and the next build's
       as two). nbconvert's CoalesceStreamsPreprocessor does it; its default place is
       before execution;
     * fails the build on a figure without alt text (`require_alt_text`), and writes the
-      alt text into the page (`NOTEBOOK_TEMPLATE`)."""
+      alt text into the page (`NOTEBOOK_TEMPLATE`);
+    * fails the build on a light figure without its dark twin (`require_dark_twins`),
+      and shows each scheme's figures only on that scheme (`NOTEBOOK_TEMPLATE`)."""
     found = _nbconvert2(
         "HTMLExporter",
-        "a print could be split differently at every build, "
-        "and figures would lose their alt text; see notebook_exporter",
+        "a print could be split differently at every build, figures would lose their "
+        "alt text and their dark variants; see notebook_exporter",
     )
     if found is None or getattr(found[1], "literate", False):
         return
     nbconvert2, current = found
     from jinja2 import DictLoader
-    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+    from nbconvert.preprocessors import (
+        CoalesceStreamsPreprocessor,
+        ExecutePreprocessor,
+    )
+
+    class FigureThemesExecutePreprocessor(ExecutePreprocessor):  # type: ignore[misc]
+        """nbconvert's, configured as it is (its config section is its base class's
+        name), its kernel started with `FIGURE_THEMES` added to the environment."""
+
+        @contextmanager
+        def setup_kernel(self, **kwargs: Any) -> Iterator[None]:
+            kwargs["env"] = {**kwargs.get("env", os.environ), **FIGURE_THEMES}
+            with super().setup_kernel(**kwargs):
+                yield
+
+    defaults = list(current.class_traits()["default_preprocessors"].default())
+    if _EXECUTE not in defaults:
+        raise PluginError(
+            f"nbconvert's exporters no longer run {_EXECUTE}: the notebook pages' "
+            "kernels would not get FIGURE_THEMES; see notebook_exporter"
+        )
+    defaults[defaults.index(_EXECUTE)] = FigureThemesExecutePreprocessor
 
     class LiterateHTMLExporter(current):  # type: ignore[misc, valid-type]
         literate = True
@@ -168,11 +248,13 @@ def notebook_exporter() -> None:
             kwargs["extra_loaders"] = [
                 DictLoader({NOTEBOOK_TEMPLATE_FILE: NOTEBOOK_TEMPLATE})
             ]
+            kwargs.setdefault("default_preprocessors", list(defaults))
             # preprocessors given here run after the defaults, execution among them
             preprocessors = [
                 *preprocessors,
                 CoalesceStreamsPreprocessor,
                 require_alt_text,
+                require_dark_twins,
             ]
             super().__init__(*args, preprocessors=preprocessors, **kwargs)
 
