@@ -24,6 +24,8 @@ import json
 import os
 import posixpath
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -245,6 +247,13 @@ def test_with_a_site_url_the_links_are_absolute(tmp_path):
         "attachment:attention-masks-light.svg",  # embedded all the same
         "https://example.org/two",
     ]
+    from literate.site.wheel import wheel_name
+
+    # the first cell says how to install the package: the wheel the site serves
+    assert (
+        f"`pip install https://h.example/sub/downloads/{wheel_name()}`"
+        in cells(nb, "markdown")[0]
+    )
 
 
 def test_a_link_to_a_page_outside_the_nav_is_an_error(tmp_path):
@@ -526,6 +535,75 @@ def test_the_built_page_offers_its_notebook_and_the_file_is_there(built_site, pa
 # Every chapter notebook runs in a fresh kernel
 
 
+# One chapter's notebook runs on the wheel the site serves (`literate.site.wheel`), as a
+# reader without the repository runs it: the wheel installed into a folder of its own
+# (`pip install --no-deps --target`), and a first cell that makes `literate` importable
+# from that folder only (the venv's editable install maps `literate` to this repository
+# from a `sys.meta_path` finder, which a finder put before it overrules). A last cell
+# checks where every loaded `literate` module came from.
+ON_THE_WHEEL = "attention/scaled-dot-product.md"
+FROM_THE_WHEEL = """# added by the test: `literate` from the served wheel only
+import importlib.abc, importlib.machinery, sys
+TARGET = {target!r}
+
+
+class FromTheWheel(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "literate" or name.startswith("literate."):
+            found = importlib.machinery.PathFinder.find_spec(name, path or [TARGET])
+            if found is None:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+            return found
+        return None
+
+
+sys.meta_path.insert(0, FromTheWheel())
+"""
+CHECK_THE_WHEEL = """# added by the test: every `literate` module came from the wheel
+import sys
+loaded = {n: getattr(m, "__file__", None) for n, m in sys.modules.items()
+          if n.split(".")[0] == "literate"}
+elsewhere = {n: f for n, f in loaded.items() if not str(f).startswith(TARGET)}
+assert "literate.numbers.golden" in loaded and not elsewhere, (loaded, elsewhere)
+print("ran on the wheel")
+"""
+
+
+def _on_the_wheel(path: Path, folder: Path) -> Path:
+    """A copy of the notebook at `path` that imports `literate` from the served wheel,
+    installed under `folder`."""
+    import nbformat
+
+    from literate.site.wheel import write_wheel
+
+    wheel, target = write_wheel(folder / "wheel"), folder / "wheel-site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "-q",
+            "install",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(
+        0, nbformat.v4.new_code_cell(FROM_THE_WHEEL.format(target=str(target)))
+    )
+    nb.cells.append(nbformat.v4.new_code_cell(CHECK_THE_WHEEL))
+    copy = folder / f"wheel-{path.name}"
+    nbformat.write(nb, copy)
+    return copy
+
+
 PROBE = """import os, sys
 assert not [m for m in sys.modules if m == "literate" or m.startswith("literate.")]
 assert "serve" not in dir() and "stub" not in dir()
@@ -567,6 +645,7 @@ def executed(relative, tmp_path_factory) -> dict[str, tuple[float, dict, str | N
 
     folder = tmp_path_factory.mktemp("kernels")
     paths = {page: relative[name_of(page)] for page in CHAPTERS}
+    paths[ON_THE_WHEEL] = _on_the_wheel(paths[ON_THE_WHEEL], folder)
     sources = [c for p in paths.values() for c in cells(load(p), "code")]
     sources += [
         f.read_text(encoding="utf-8") for f in sorted((ROOT / "literate").rglob("*.py"))
@@ -646,6 +725,9 @@ def test_the_chapter_notebook_runs_top_to_bottom_in_a_fresh_kernel(executed, pag
         )
         for c in code
     ]
+    if page == ON_THE_WHEEL:  # the test's two cells around the notebook's own
+        assert printed[0] == "" and printed[-1] == "ran on the wheel\n"
+        printed = printed[1:-1]
     on_the_page = _page_outputs(page)
     if on_the_page is not None:  # the build ran the page (make test builds first)
         differ = [i for i, (a, b) in enumerate(zip(printed, on_the_page)) if a != b]

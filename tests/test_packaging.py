@@ -34,7 +34,8 @@ print(reference()["schema_version"], len(load_results()["rows"]) > 0,
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """setuptools' wheel of this checkout, and the folder it is installed into."""
     wheels, target = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("site")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
@@ -58,7 +59,60 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         timeout=300,
     )
-    return target
+    return wheel, target
+
+
+@pytest.fixture(scope="module")
+def installed(built: tuple[Path, Path]) -> Path:
+    return built[1]
+
+
+@pytest.fixture(scope="module")
+def setuptools_wheel(built: tuple[Path, Path]) -> Path:
+    return built[0]
+
+
+def test_the_served_wheel_holds_what_setuptools_puts_in_and_is_reproducible(
+    setuptools_wheel, tmp_path
+):
+    """The site's wheel (`literate.site.wheel`, served with the downloads for the
+    chapters' notebooks): the same modules and data files as setuptools' wheel of this
+    checkout, the same bytes when written twice, a RECORD pip can check."""
+    import zipfile
+
+    from literate.site.wheel import wheel_name, write_wheel
+
+    ours = write_wheel(tmp_path / "a")
+    assert ours.name == wheel_name() == setuptools_wheel.name
+    assert ours.read_bytes() == write_wheel(tmp_path / "b").read_bytes()
+
+    def files(path: Path) -> list[str]:
+        with zipfile.ZipFile(path) as z:
+            return sorted(n for n in z.namelist() if ".dist-info/" not in n)
+
+    assert files(ours) == files(setuptools_wheel)
+    assert len(files(ours)) > 100
+
+
+def test_pip_installs_the_served_wheel(tmp_path):
+    """pip checks every file against the RECORD's hashes and reads the metadata; that
+    the installed package works is the chapter notebook's test on it
+    (tests/test_chapter_notebooks.py, ON_THE_WHEEL), the same files as setuptools'
+    wheel, whose install works (above)."""
+    from literate.site.wheel import write_wheel
+
+    wheel, target = write_wheel(tmp_path / "wheel"), tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (info,) = target.glob("*.dist-info")
+    metadata = (info / "METADATA").read_text(encoding="utf-8")
+    assert "Requires-Dist: torch>=2.7" in metadata
+    assert (target / "literate" / "data" / "reference.json").is_file()
 
 
 def test_the_installed_package_has_its_layers_and_data(installed):

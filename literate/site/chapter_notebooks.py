@@ -60,6 +60,7 @@ from literate.site.docblocks import (
     nav_order,
 )
 from literate.site.outputs import python_blocks
+from literate.site.wheel import wheel_name
 
 __all__ = [
     "NOTEBOOK_DIR",
@@ -483,13 +484,20 @@ def chapter_notebook(
     this = (
         f"[chapter {chapter}]({linker.url('')})" if site_url else f"chapter {chapter}"
     )
+    wheel = wheel_name()
+    install = (
+        f"`pip install {site_url.rstrip('/')}/downloads/{wheel}`"
+        if site_url
+        else f"`pip install {wheel}`, the wheel the site serves with its downloads"
+    )
     intro = (
         f"*This notebook is {this} of {site_name}, made from its page: the "
         "prose in Markdown cells and, in the page's order, each Python block the page runs "
         "under pytest as a code cell, with the code it includes from `literate/` written "
         "out. The cells import the rest (reference values, data, the earlier chapters' "
-        "layers) from the `literate` package: run it where the project is installed "
-        "(`pip install -e .` in a clone of its repository).*"
+        f"layers) from the `literate` package: {install} (or `pip install .` in a clone "
+        "of the repository) installs it with torch and matplotlib; the cells that compare "
+        "with Hugging Face also need `pip install transformers`.*"
     )
     cells = [_new_cell("markdown", intro, seen)]
     for cell in chapter_cells(text, linker, expander):

@@ -95,8 +95,10 @@ _site_claims: list[PageClaim] = []
 
 
 def write_downloads(out_dir: Path = DOWNLOADS) -> dict[str, Path]:
-    """Every era of `literate.tools.export` as one file: served uri -> file. Rewritten only when
-    its text changed, so an unchanged build leaves the files (and their times) alone."""
+    """Every era of `literate.tools.export` as one file, and the package as a wheel
+    (`literate.site.wheel`, for the chapters' notebooks): served uri -> file. Rewritten
+    only when changed, so an unchanged build leaves the files (and their times) alone."""
+    from literate.site.wheel import write_wheel
     from literate.tools.export import ERAS, assemble
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -107,6 +109,8 @@ def write_downloads(out_dir: Path = DOWNLOADS) -> dict[str, Path]:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
         paths[f"downloads/{name}.py"] = path
+    wheel = write_wheel(out_dir)
+    paths[f"downloads/{wheel.name}"] = wheel
     return paths
 
 
