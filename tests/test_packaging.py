@@ -92,27 +92,10 @@ def test_the_served_wheel_holds_what_setuptools_puts_in_and_is_reproducible(
 
     assert files(ours) == files(setuptools_wheel)
     assert len(files(ours)) > 100
-
-
-def test_pip_installs_the_served_wheel(tmp_path):
-    """pip checks every file against the RECORD's hashes and reads the metadata; that
-    the installed package works is the chapter notebook's test on it
-    (tests/test_chapter_notebooks.py, ON_THE_WHEEL), the same files as setuptools'
-    wheel, whose install works (above)."""
-    from literate.site.wheel import write_wheel
-
-    wheel, target = write_wheel(tmp_path / "wheel"), tmp_path / "site"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run(
-        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (info,) = target.glob("*.dist-info")
-    metadata = (info / "METADATA").read_text(encoding="utf-8")
-    assert "Requires-Dist: torch>=2.7" in metadata
-    assert (target / "literate" / "data" / "reference.json").is_file()
+    with zipfile.ZipFile(ours) as z:  # what pip reads; pip installs it in the readers'
+        info = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = z.read(info).decode()  # suite (tests/test_chapter_notebooks.py)
+    assert "Requires-Dist: torch>=2.7" in metadata and "Version: 0.1.0" in metadata
 
 
 def test_the_installed_package_has_its_layers_and_data(installed):

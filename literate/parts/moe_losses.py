@@ -1,6 +1,6 @@
 """Two more losses of a mixture of experts, and routing turned around (chapter 9):
 
-* `router_z_loss`: ST-MoE's router z-loss (Zoph et al. 2022, sec. 3.5, eq. 5), the
+* `router_z_loss`: ST-MoE's router z-loss (Zoph et al. 2022, sec. 3.3, eq. 5), the
   mean over tokens of logsumexp(router logits)^2, pooled over layers as HF's
   `router_z_loss_func` pools them (Switch Transformers).
 * `sequence_wise_balance_loss`: DeepSeek-V3's complementary sequence-wise balance loss
@@ -35,11 +35,12 @@ __all__ = [
 
 # --8<-- [start:router_z_loss]
 def router_z_loss(router_logits: Tensor | Sequence[Tensor]) -> Tensor:
-    """ST-MoE's router z-loss (Zoph et al. 2022, sec. 3.5, eq. 5): the mean over tokens
+    """ST-MoE's router z-loss (Zoph et al. 2022, sec. 3.3, eq. 5): the mean over tokens
     of (log sum_e exp l_e)^2, `router_logits [N, E]` or a sequence of layers' logits,
     pooled (the mean over all their tokens, as HF's `router_z_loss_func` on the layers
     concatenated). In float32 at least, as the router's softmax. Its gradient for
-    one token is 2 log Z softmax(l) / N: it pulls the logits down, the probable most."""
+    one token is 2 log Z softmax(l) / N: it pulls log Z towards 0 (the logits down
+    while log Z > 0), the probable most."""
     layers = [router_logits] if isinstance(router_logits, Tensor) else router_logits
     if not isinstance(layers, (list, tuple)) or not layers:
         raise TypeError("router_logits must be a tensor [N, E] or a non-empty list of "
