@@ -250,6 +250,19 @@ def hf_renamer(table: Sequence[tuple[str, str]]) -> Callable[[str], str]:
     return our_name
 
 
+def hf_greedy(
+    model: torch.nn.Module, prompt: Tensor, n: int, valid: Tensor | None = None
+) -> Tensor:
+    """Hugging Face's `generate`, greedy, `n` new tokens after `prompt` [B, T0]; `valid`
+    [B, T0] marks a left-padded batch's real tokens (pad id 0), None: no padding."""
+    mask = torch.ones_like(prompt) if valid is None else valid.long()
+    pad = {} if valid is None else {"pad_token_id": 0}
+    with torch.no_grad():
+        return model.generate(
+            prompt, attention_mask=mask, max_new_tokens=n, do_sample=False, **pad
+        )
+
+
 def random_tokens(vocab: int, b: int, t: int, seed: int) -> Tensor:
     """[b, t] token ids uniform in [0, vocab), from a generator seeded `seed`."""
     return torch.randint(

@@ -57,6 +57,7 @@ from harness import (
     NO_SPECIAL_TOKENS,
     assert_equal_to_hf,
     compare_grads,
+    hf_greedy,
     hf_in_input_dtype,
     hf_layer_name,
     hf_model_grads,
@@ -262,14 +263,7 @@ def test_left_padded_batch_equals_hf_generate_and_each_row_alone(pair):
     )
     valid = torch.arange(t0)[None] >= torch.tensor(pads)[:, None]
     prompt = prompt.masked_fill(~valid, 0)
-    with torch.no_grad():
-        want = theirs.generate(
-            prompt,
-            attention_mask=valid.long(),
-            max_new_tokens=12,
-            do_sample=False,
-            pad_token_id=0,
-        )
+    want = hf_greedy(theirs, prompt, 12, valid)
     got = generate(ours, prompt, 12, valid=valid)
     assert torch.equal(got, want)
     for row, pad in enumerate(pads):

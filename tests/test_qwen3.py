@@ -43,6 +43,7 @@ from literate.tools.syncs import host_reads
 from harness import (
     NO_SPECIAL_TOKENS,
     assert_equal_to_hf,
+    hf_greedy,
     hf_in_input_dtype,
     hf_model_grads,
     hf_renamer,
@@ -117,13 +118,7 @@ def test_logits_and_every_gradient_equal_qwen3_for_causal_lm(pair):
 def test_greedy_tokens_equal_hf_generate(pair, t):
     ours, theirs = pair
     prompt = ids(4 + t, t)
-    with torch.no_grad():
-        want = theirs.generate(
-            prompt,
-            attention_mask=torch.ones_like(prompt),
-            max_new_tokens=12,
-            do_sample=False,
-        )
+    want = hf_greedy(theirs, prompt, 12)
     got = generate(ours, prompt, 12)
     assert want.shape == (B, t + 12) and torch.equal(got, want)
     assert torch.equal(ours.generate(prompt, 12), got)  # chapter 5's, uncached

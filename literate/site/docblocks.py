@@ -266,12 +266,13 @@ def _origin(block: Block, page: str, base_paths: list[str]) -> tuple[str, int]:
     return page, block.line
 
 
-# A page's minimal code (sections of `literate/minimal/`) and its hardened code share one
-# namespace, and a hardened fold may bind a name the minimal code calls (`split_heads`,
-# `MultiHeadAttention`): a reader who reuses the minimal class after the fold would get
-# the hardened part. So the page records what each minimal block defined and the globals
-# its code reads, and its last check (`minimal_code_still_runs`) refuses a page where a
-# minimal definition still bound at the end reads a global that was rebound after it.
+# A page's minimal code (sections of `literate/minimal/`) and its hardened code share
+# one namespace, and a hardened fold may bind a name the minimal code calls
+# (`split_heads`, `MultiHeadAttention`): a reader who reuses the minimal class after
+# the fold would get the hardened part. So the page records what each minimal block
+# defined and the globals its code reads, and its last check
+# (`minimal_code_still_runs`) refuses a page where a minimal definition still bound at
+# the end reads a global that was rebound after it.
 MINIMAL_DEFINITIONS = "__minimal_definitions__"
 _MISSING = object()
 
@@ -359,7 +360,8 @@ def _check_minimal(example: Any) -> None:
 
 
 def python_block_parser(expander: SnippetExpander | None = None):
-    """A sybil parser yielding one region per Python fence (indented or titled ones too).
+    """A sybil parser yielding one region per Python fence (indented or titled ones
+    too), and a last one per page that checks its minimal code still runs.
 
     `expander` defaults to the one configured from mkdocs.yml; tests pass their own.
     """
